@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian machine for speechpipe: the system tools its tests and main job use
+# (ffmpeg, sox, espeak-ng), then the npm dependencies (which pin Node 24 for npm scripts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for tool in ffmpeg sox espeak-ng; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]} with apt-get"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+npm ci --no-audit --no-fund

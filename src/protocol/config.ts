@@ -1,0 +1,121 @@
+// Service configuration from options or the environment (`API_KEY`, `API_URL`, `API_PATH`).
+// The key is wrapped so that it never shows in strings, JSON, util.inspect or error messages.
+
+import { ConfigError } from './errors.ts';
+import { SOCKET_PATHS } from './socket-events.ts';
+
+const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+/** An API key that prints as `[redacted]`; `reveal()` is the only way to read it. */
+export class ApiKey {
+  readonly #value: string;
+
+  constructor(value: string) {
+    if (typeof value !== 'string' || value.trim() === '')
+      throw new ConfigError('the API key must be a nonempty string');
+    if (/[\r\n]/.test(value)) throw new ConfigError('the API key must not contain line breaks');
+    this.#value = value;
+  }
+
+  /** The key itself, for the `x-api-key` header only. */
+  reveal(): string {
+    return this.#value;
+  }
+
+  toString(): string {
+    return '[redacted]';
+  }
+
+  toJSON(): string {
+    return '[redacted]';
+  }
+
+  [INSPECT](): string {
+    return 'ApiKey([redacted])';
+  }
+}
+
+export interface ConfigOptions {
+  /** Service address; else `API_URL`. */
+  apiUrl?: string | URL | undefined;
+  /** Credential; else `API_KEY`. */
+  apiKey?: string | ApiKey | undefined;
+  /** Socket.IO path; else `API_PATH`, else `/socket.io`. */
+  apiPath?: string | undefined;
+  /** Use the legacy, not yet consolidated Socket.IO endpoint `/realtime/socket.io`. */
+  legacySocketPath?: boolean | undefined;
+  /**
+   * Prefix of the Realtime HTTP operations. The operation reference lists them as
+   * `/http/<name>` under the realtime base; the guides spell the full path
+   * `{base_url}/realtime/http/<name>`. Default `/realtime/http`.
+   */
+  realtimeHttpPrefix?: string | undefined;
+  /** Environment to read; default `process.env`. */
+  env?: Record<string, string | undefined> | undefined;
+}
+
+export interface ServiceConfig {
+  /** Service address without a trailing slash. */
+  readonly apiUrl: string;
+  readonly apiKey: ApiKey;
+  /** Socket.IO path. */
+  readonly socketPath: string;
+  /** Scheme and host of the service address, sent as `Origin` on the Socket.IO handshake. */
+  readonly origin: string;
+  readonly realtimeHttpPrefix: string;
+}
+
+export const DEFAULT_REALTIME_HTTP_PREFIX = '/realtime/http';
+
+/** Resolve options, else environment. Throws `ConfigError` (never containing the key). */
+export function resolveConfig(options: ConfigOptions = {}): ServiceConfig {
+  const env = options.env ?? (globalThis.process?.env as Record<string, string | undefined>) ?? {};
+  const rawUrl = options.apiUrl ?? env.API_URL;
+  if (rawUrl === undefined || String(rawUrl).trim() === '') {
+    throw new ConfigError('no service address: pass apiUrl or set API_URL');
+  }
+  const url = parseServiceUrl(String(rawUrl));
+  const rawKey = options.apiKey ?? env.API_KEY;
+  if (rawKey === undefined || (typeof rawKey === 'string' && rawKey.trim() === '')) {
+    throw new ConfigError('no API key: pass apiKey or set API_KEY');
+  }
+  const apiKey = rawKey instanceof ApiKey ? rawKey : new ApiKey(rawKey);
+  const socketPath = options.legacySocketPath
+    ? SOCKET_PATHS.legacy
+    : normalizePath(options.apiPath ?? env.API_PATH ?? SOCKET_PATHS.default, 'API_PATH');
+  const realtimeHttpPrefix = normalizePath(
+    options.realtimeHttpPrefix ?? DEFAULT_REALTIME_HTTP_PREFIX,
+    'realtimeHttpPrefix',
+  );
+  return Object.freeze({
+    apiUrl: url.href.replace(/\/+$/, ''),
+    apiKey,
+    socketPath,
+    origin: url.origin,
+    realtimeHttpPrefix: realtimeHttpPrefix === '/' ? '' : realtimeHttpPrefix,
+  });
+}
+
+function parseServiceUrl(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('the service address is not a valid URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`the service address must be http or https, got ${url.protocol}`);
+  }
+  // Keys never travel in URLs; refuse anything that could carry one.
+  if (url.username || url.password) throw new ConfigError('the service address must not contain credentials');
+  if (url.search || url.hash)
+    throw new ConfigError('the service address must not contain a query or fragment');
+  return url;
+}
+
+function normalizePath(path: string, name: string): string {
+  if (typeof path !== 'string' || !path.startsWith('/') || /[?#\s]/.test(path)) {
+    throw new ConfigError(`${name} must be an absolute path such as /socket.io`);
+  }
+  return path.length > 1 ? path.replace(/\/+$/, '') : path;
+}

@@ -1,0 +1,402 @@
+// Typed errors of speechpipe: one class for what the service (or an intermediary) answers,
+// and small classes for what goes wrong on the wire. Every error carries a stable `code`.
+
+import { ERROR_CODES, isServiceErrorCode } from './error-codes.ts';
+
+export interface SpeechpipeErrorOptions {
+  cause?: unknown;
+}
+
+/** Base class: every error speechpipe raises has a stable `code` string. */
+export class SpeechpipeError extends Error {
+  override name = 'SpeechpipeError';
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: SpeechpipeErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+  }
+}
+
+export interface LimitData {
+  limit: number;
+  observed: number;
+  unit: string;
+  bound: string;
+}
+
+export interface CapacityData {
+  capacity: number;
+}
+
+/** Where an error body came from. */
+export type ErrorOrigin =
+  /** a JSON error body of the service */
+  | 'service'
+  /** a non-service body, such as a proxy's HTML 403 or 502 page */
+  | 'intermediary'
+  /** raised by speechpipe before sending, with the status and code the service would give */
+  | 'local';
+
+export interface SpeechServiceErrorInit {
+  status: number;
+  code: string;
+  retryable: boolean;
+  retryAfterMs?: number | undefined;
+  detail?: string | undefined;
+  requestId?: string | undefined;
+  jobId?: string | undefined;
+  data?: LimitData | CapacityData | Record<string, unknown> | undefined;
+  timestamp?: string | undefined;
+  origin?: ErrorOrigin;
+  operation?: string | undefined;
+  /** The request may have taken effect (batch submission after a 5xx, timeout or lost connection). */
+  ambiguous?: boolean;
+  secrets?: readonly string[];
+  cause?: unknown;
+}
+
+/**
+ * An error answer of the service. Branch on `status`, then on `code` and `retryable`;
+ * never on the message text.
+ */
+export class SpeechServiceError extends SpeechpipeError {
+  override name = 'SpeechServiceError';
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+  readonly detail: string | undefined;
+  readonly requestId: string | undefined;
+  readonly jobId: string | undefined;
+  readonly data: LimitData | CapacityData | Record<string, unknown> | undefined;
+  readonly timestamp: string | undefined;
+  readonly origin: ErrorOrigin;
+  readonly operation: string | undefined;
+  ambiguous: boolean;
+
+  constructor(init: SpeechServiceErrorInit) {
+    const secrets = init.secrets ?? [];
+    const detail = init.detail === undefined ? undefined : redactSecrets(init.detail, secrets);
+    const where = init.operation ? `${init.operation}: ` : '';
+    const tail = init.requestId ? ` (request ${init.requestId})` : '';
+    super(
+      init.code,
+      redactSecrets(`${where}${init.status} ${init.code}${detail ? `: ${detail}` : ''}${tail}`, secrets),
+      { cause: init.cause },
+    );
+    this.status = init.status;
+    this.retryable = init.retryable;
+    this.retryAfterMs = init.retryAfterMs;
+    this.detail = detail;
+    this.requestId = init.requestId;
+    this.jobId = init.jobId;
+    this.data = init.data;
+    this.timestamp = init.timestamp;
+    this.origin = init.origin ?? 'service';
+    this.operation = init.operation;
+    this.ambiguous = init.ambiguous ?? false;
+  }
+
+  /** The limit rejection data (`limit`, `observed`, `unit`, `bound`), when the body carried it. */
+  get limit(): LimitData | undefined {
+    const d = this.data as Partial<LimitData> | undefined;
+    return d && typeof d.bound === 'string' && typeof d.limit === 'number' ? (d as LimitData) : undefined;
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      name: this.name,
+      message: this.message,
+      status: this.status,
+      code: this.code,
+      retryable: this.retryable,
+      retryAfterMs: this.retryAfterMs,
+      detail: this.detail,
+      requestId: this.requestId,
+      jobId: this.jobId,
+      data: this.data,
+      origin: this.origin,
+      operation: this.operation,
+      ambiguous: this.ambiguous,
+    };
+  }
+}
+
+/**
+ * A live stream, fast transcription or TTS body ended without its final signal
+ * (`is_final: true` record, or the final TTS frame). Never a success.
+ */
+export class IncompleteStreamError extends SpeechpipeError {
+  override name = 'IncompleteStreamError';
+  readonly operation: string | undefined;
+  readonly id: string | undefined;
+  /** Records or frames received before the end. */
+  readonly received: number;
+  readonly retryable = true;
+
+  constructor(
+    message: string,
+    options: { operation?: string; id?: string; received?: number; cause?: unknown } = {},
+  ) {
+    super('ERR_INCOMPLETE_STREAM', message, options);
+    this.operation = options.operation;
+    this.id = options.id;
+    this.received = options.received ?? 0;
+  }
+}
+
+export type ProtocolErrorCode =
+  | 'ERR_NDJSON_LINE_TOO_LONG'
+  | 'ERR_NDJSON_INVALID_JSON'
+  | 'ERR_NDJSON_TRUNCATED'
+  | 'ERR_NDJSON_NULL'
+  | 'ERR_TTS_FRAME'
+  | 'ERR_INVALID_RECORD'
+  | 'ERR_WAV_FORMAT';
+
+export interface ValidationIssue {
+  /** JSONPath-like location, `$` is the whole value. */
+  path: string;
+  message: string;
+}
+
+/** The peer sent bytes or records that break the wire format. */
+export class ProtocolError extends SpeechpipeError {
+  override name = 'ProtocolError';
+  declare readonly code: ProtocolErrorCode;
+  /** 1-based line number, for NDJSON. */
+  readonly line: number | undefined;
+  /** Byte offset in the input, where known. */
+  readonly offset: number | undefined;
+  readonly issues: readonly ValidationIssue[];
+
+  constructor(
+    code: ProtocolErrorCode,
+    message: string,
+    options: { line?: number; offset?: number; issues?: readonly ValidationIssue[]; cause?: unknown } = {},
+  ) {
+    super(code, message, options);
+    this.line = options.line;
+    this.offset = options.offset;
+    this.issues = options.issues ?? [];
+  }
+}
+
+export type TransportErrorCode =
+  | 'ERR_CONNECT'
+  | 'ERR_TIMEOUT'
+  | 'ERR_CONNECTION_RESET'
+  | 'ERR_SOCKET_DISCONNECTED'
+  | 'ERR_CLIENT_CLOSED';
+
+/** The network failed: connect, timeout, reset. `ambiguous` when the request may have taken effect. */
+export class TransportError extends SpeechpipeError {
+  override name = 'TransportError';
+  declare readonly code: TransportErrorCode;
+  readonly retryable: boolean;
+  readonly operation: string | undefined;
+  ambiguous: boolean;
+
+  constructor(
+    code: TransportErrorCode,
+    message: string,
+    options: { retryable?: boolean; ambiguous?: boolean; operation?: string; cause?: unknown } = {},
+  ) {
+    super(code, message, options);
+    this.retryable = options.retryable ?? code !== 'ERR_CLIENT_CLOSED';
+    this.ambiguous = options.ambiguous ?? false;
+    this.operation = options.operation;
+  }
+}
+
+/** Missing or invalid configuration (API URL, key, path). Never contains the key. */
+export class ConfigError extends SpeechpipeError {
+  override name = 'ConfigError';
+  constructor(message: string) {
+    super('ERR_CONFIG', message);
+  }
+}
+
+/** A caller passed an invalid option or argument to a speechpipe function. */
+export class InvalidArgumentError extends SpeechpipeError {
+  override name = 'InvalidArgumentError';
+  constructor(message: string) {
+    super('ERR_INVALID_ARGUMENT', message);
+  }
+}
+
+/**
+ * The error the service would give for `code`, raised locally (origin `local`), e.g. by
+ * `decodeFrame` or TTS pre-flight. `status` defaults to the catalog's status for the code.
+ */
+export function localServiceError(
+  code: string,
+  detail: string,
+  options: { status?: number; data?: LimitData; operation?: string } = {},
+): SpeechServiceError {
+  const info = isServiceErrorCode(code) ? ERROR_CODES[code] : undefined;
+  return new SpeechServiceError({
+    status: options.status ?? info?.status ?? 400,
+    code,
+    retryable: info?.retryable ?? false,
+    detail,
+    data: options.data,
+    origin: 'local',
+    operation: options.operation,
+  });
+}
+
+/** Replace every occurrence of each secret with `[redacted]` (also URL-encoded forms). */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (!secret) continue;
+    out = out.split(secret).join('[redacted]');
+    const encoded = encodeURIComponent(secret);
+    if (encoded !== secret) out = out.split(encoded).join('[redacted]');
+  }
+  return out;
+}
+
+export type HeaderSource =
+  | { get(name: string): string | null }
+  | Record<string, string | string[] | number | undefined>
+  | undefined;
+
+/** Read one header from a WHATWG `Headers` or a plain (lower-cased) header record. */
+export function getHeader(headers: HeaderSource, name: string): string | undefined {
+  if (!headers) return undefined;
+  if (typeof (headers as { get?: unknown }).get === 'function') {
+    return (headers as { get(name: string): string | null }).get(name) ?? undefined;
+  }
+  const record = headers as Record<string, string | string[] | number | undefined>;
+  const value = record[name.toLowerCase()] ?? record[name];
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value[0] : String(value);
+}
+
+/**
+ * `Retry-After` as milliseconds: delay-seconds or an HTTP-date (RFC 9110 10.2.3).
+ * Returns `undefined` for a missing or unparseable value; a date in the past gives 0.
+ */
+export function parseRetryAfter(
+  value: string | undefined | null,
+  now: number = Date.now(),
+): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = value.trim();
+  if (text === '') return undefined;
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  if (!/[a-z]/i.test(text)) return undefined;
+  const when = Date.parse(text);
+  if (Number.isNaN(when)) return undefined;
+  return Math.max(0, when - now);
+}
+
+export interface ResponseErrorInput {
+  status: number;
+  headers?: HeaderSource;
+  /** The response body as received; it may be JSON, HTML or empty. */
+  body?: string | Uint8Array | null;
+  operation?: string;
+  /** Strings that must never appear in the error (the API key). */
+  secrets?: readonly string[];
+  now?: number;
+}
+
+const MAX_DETAIL_CHARS = 300;
+
+/**
+ * Build the typed error for a non-2xx response. Works on service error bodies, the batch 429
+ * shape, the missing-key 401 and non-JSON bodies of intermediaries. Decides from `status`,
+ * `code` and `retryable` only; `error` and `message` are never used to decide anything.
+ */
+export function errorFromResponse(input: ResponseErrorInput): SpeechServiceError {
+  const { status } = input;
+  const text = bodyText(input.body);
+  const body = parseJsonObject(text);
+  const isServiceBody =
+    body !== undefined &&
+    (typeof body.code === 'string' || typeof body.error === 'string' || typeof body.retryable === 'boolean');
+
+  const bodyCode = isServiceBody && typeof body.code === 'string' && body.code !== '' ? body.code : undefined;
+  const code = bodyCode ?? (status === 401 ? 'AUTH_UNAUTHORIZED' : `HTTP_${status}`);
+
+  let retryable: boolean;
+  if (isServiceBody && typeof body.retryable === 'boolean') retryable = body.retryable;
+  else if (isServiceErrorCode(code)) retryable = ERROR_CODES[code].retryable;
+  else retryable = status === 429 || status === 502 || status === 503 || status === 504 || status === 500;
+
+  let detail: string | undefined;
+  if (isServiceBody) {
+    // `message` appears only on the missing-key 401; shown for humans, never branched on.
+    detail = stringOrUndefined(body.detail) ?? stringOrUndefined(body.message);
+  } else if (text) {
+    detail = `non-JSON response body: ${summarize(text)}`;
+  }
+
+  const data = isServiceBody && isPlainObject(body.data) ? (body.data as Record<string, unknown>) : undefined;
+  return new SpeechServiceError({
+    status,
+    code,
+    retryable,
+    retryAfterMs: parseRetryAfter(getHeader(input.headers, 'retry-after'), input.now),
+    detail,
+    requestId:
+      (isServiceBody ? stringOrUndefined(body.request_id) : undefined) ??
+      getHeader(input.headers, 'x-request-id'),
+    jobId: isServiceBody ? stringOrUndefined(body.job_id) : undefined,
+    data,
+    timestamp: isServiceBody ? stringOrUndefined(body.timestamp) : undefined,
+    origin: isServiceBody ? 'service' : 'intermediary',
+    operation: input.operation,
+    secrets: input.secrets,
+  });
+}
+
+/** The error body the service sends for `code` (used by the emulator and socket error events). */
+export interface ErrorBody {
+  error: string;
+  message?: string;
+  code: string;
+  detail: string;
+  job_id?: string;
+  retryable: boolean;
+  timestamp: string;
+  request_id?: string;
+  data?: LimitData | CapacityData;
+}
+
+function bodyText(body: string | Uint8Array | null | undefined): string {
+  if (body === undefined || body === null) return '';
+  if (typeof body === 'string') return body;
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+}
+
+function parseJsonObject(text: string): Record<string, unknown> | undefined {
+  const trimmed = text.trim();
+  if (!trimmed.startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(trimmed);
+    return isPlainObject(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isPlainObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function stringOrUndefined(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function summarize(text: string): string {
+  const plain = text
+    .replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return plain.length > MAX_DETAIL_CHARS ? `${plain.slice(0, MAX_DETAIL_CHARS)}…` : plain;
+}

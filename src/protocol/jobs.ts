@@ -1,0 +1,204 @@
+// Batch jobs: the submission acknowledgement, the V2 envelope (recommended) and the V1
+// legacy shape. The two lookup shapes share statuses but must never be mixed.
+
+import { checkWordSegment, type WordSegment } from './records.ts';
+import { Checker, type Obj, unwrap, type Validation } from './validate.ts';
+
+export const JOB_STATUSES = ['queued', 'processing', 'done', 'failed', 'cleared'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+export type TerminalJobStatus = 'done' | 'failed' | 'cleared';
+
+export function isTerminalStatus(status: JobStatus): status is TerminalJobStatus {
+  return status === 'done' || status === 'failed' || status === 'cleared';
+}
+
+export interface BatchSubmitAck {
+  jobId: string;
+  status: 'queued';
+}
+
+export interface DiarizationSegment {
+  start_time: number;
+  end_time: number;
+  speaker: string;
+}
+
+interface JobV2Base {
+  id: string;
+  version: number;
+  created_at: string;
+  updated_at: string;
+  language: string;
+  audio_duration: number;
+  sample_rate_hz: number;
+}
+
+export interface JobV2Pending extends JobV2Base {
+  status: 'queued' | 'processing' | 'failed' | 'cleared';
+}
+
+export interface JobV2Done extends JobV2Base {
+  status: 'done';
+  asr_result: string;
+  asr_word_segments: WordSegment[];
+  diarization_segments: DiarizationSegment[];
+  itn_result: string | null;
+  itn_word_segments: WordSegment[] | null;
+  /** Inner shape not shown by the interface. */
+  itn_output_formats: unknown;
+  redaction_result: string | null;
+  redaction_word_segments: WordSegment[] | null;
+  /** Empty string when nothing was redacted. */
+  redaction_labels: string;
+  final_result: string;
+  final_word_segments: WordSegment[];
+}
+
+/** `data` of the V2 envelope: result fields exist only for `done`. */
+export type JobV2 = JobV2Pending | JobV2Done;
+
+export interface JobV2Envelope {
+  message: 'success';
+  data: JobV2;
+}
+
+/** The result fields of a V2 `done` job, in the interface's order. */
+export const V2_RESULT_FIELDS = [
+  'asr_result',
+  'asr_word_segments',
+  'diarization_segments',
+  'itn_result',
+  'itn_word_segments',
+  'itn_output_formats',
+  'redaction_result',
+  'redaction_word_segments',
+  'redaction_labels',
+  'final_result',
+  'final_word_segments',
+] as const;
+
+export interface LegacyWordOffset {
+  word: string;
+  startTime: number;
+  endTime: number;
+  speaker: string | null;
+}
+
+/** The V1 legacy lookup shape (HTTP 200 for all five statuses). */
+export interface JobV1 {
+  status: JobStatus;
+  APIVersion: string;
+  version: string;
+  metadata: { vendorVersion: string; jobId: string; fileDuration: number };
+  /** `transcript` is empty unless done; `offsets` only when done. */
+  results: { transcript: string; offsets?: LegacyWordOffset[] };
+  /** null for queued, processing, failed; [] for cleared; populated for done. */
+  diarization_segments: DiarizationSegment[] | null;
+}
+
+function checkDiarizationSegment(c: Checker, value: unknown, path: string): void {
+  if (!c.object(value, path)) return;
+  c.number(value, 'start_time', path, { min: 0 });
+  c.number(value, 'end_time', path, { min: 0 });
+  c.string(value, 'speaker', path);
+}
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(\d*)?(Z|[+-]\d{2}:\d{2})$/;
+
+function timestamp(c: Checker, obj: Obj, key: string, path: string): void {
+  if (c.string(obj, key, path) && !TIMESTAMP.test(obj[key] as string)) {
+    c.fail(`${path}.${key}`, 'expected an ISO 8601 date-time with milliseconds');
+  }
+}
+
+export function validateSubmitAck(value: unknown): Validation<BatchSubmitAck> {
+  const c = new Checker();
+  if (c.object(value, '$')) {
+    c.uuid(value, 'jobId', '$');
+    c.oneOf(value, 'status', '$', ['queued']);
+  }
+  return c.result(value);
+}
+
+export function validateJobV2(value: unknown): Validation<JobV2Envelope> {
+  const c = new Checker();
+  if (!c.object(value, '$')) return c.result(value);
+  c.oneOf(value, 'message', '$', ['success']);
+  const data = value.data;
+  if (!c.object(data, '$.data')) return c.result(value);
+  const p = '$.data';
+  c.uuid(data, 'id', p);
+  c.integer(data, 'version', p);
+  timestamp(c, data, 'created_at', p);
+  timestamp(c, data, 'updated_at', p);
+  c.string(data, 'language', p);
+  c.number(data, 'audio_duration', p, { min: 0 });
+  c.integer(data, 'sample_rate_hz', p);
+  if (!c.oneOf(data, 'status', p, JOB_STATUSES)) return c.result(value);
+  if (data.status !== 'done') {
+    for (const field of V2_RESULT_FIELDS) c.absent(data, field, p, `when status is ${data.status}`);
+    return c.result(value);
+  }
+  const words = (w: unknown, path: string) => checkWordSegment(c, w, path);
+  c.string(data, 'asr_result', p);
+  c.array(data, 'asr_word_segments', p, words);
+  c.array(data, 'diarization_segments', p, (s, path) => checkDiarizationSegment(c, s, path));
+  c.string(data, 'itn_result', p, { nullable: true });
+  c.array(data, 'itn_word_segments', p, words, { nullable: true });
+  c.has(data, 'itn_output_formats', p);
+  c.string(data, 'redaction_result', p, { nullable: true });
+  c.array(data, 'redaction_word_segments', p, words, { nullable: true });
+  c.string(data, 'redaction_labels', p);
+  c.string(data, 'final_result', p);
+  c.array(data, 'final_word_segments', p, words);
+  return c.result(value);
+}
+
+export function validateJobV1(value: unknown): Validation<JobV1> {
+  const c = new Checker();
+  if (!c.object(value, '$')) return c.result(value);
+  const statusOk = c.oneOf(value, 'status', '$', JOB_STATUSES);
+  c.string(value, 'APIVersion', '$');
+  c.string(value, 'version', '$');
+  const meta = value.metadata;
+  if (c.object(meta, '$.metadata')) {
+    c.string(meta, 'vendorVersion', '$.metadata');
+    c.uuid(meta, 'jobId', '$.metadata');
+    c.number(meta, 'fileDuration', '$.metadata', { min: 0 });
+  }
+  const results = value.results;
+  const status = statusOk ? (value.status as JobStatus) : undefined;
+  if (c.object(results, '$.results')) {
+    c.string(results, 'transcript', '$.results');
+    if (status !== undefined && status !== 'done') {
+      if (results.transcript !== '' && typeof results.transcript === 'string') {
+        c.fail('$.results.transcript', `must be empty when status is ${status}`);
+      }
+      c.absent(results, 'offsets', '$.results', `when status is ${status}`);
+    } else if (status === 'done') {
+      c.array(results, 'offsets', '$.results', (o, path) => {
+        if (!c.object(o, path)) return;
+        c.string(o, 'word', path);
+        c.number(o, 'startTime', path, { min: 0 });
+        c.number(o, 'endTime', path, { min: 0 });
+        c.string(o, 'speaker', path, { nullable: true });
+      });
+    }
+  }
+  if (status === 'queued' || status === 'processing' || status === 'failed') {
+    if (value.diarization_segments !== null)
+      c.fail('$.diarization_segments', `must be null when status is ${status}`);
+  } else if (status === 'cleared') {
+    const segs = value.diarization_segments;
+    if (!Array.isArray(segs) || segs.length !== 0)
+      c.fail('$.diarization_segments', 'must be [] when status is cleared');
+  } else if (status === 'done') {
+    c.array(value, 'diarization_segments', '$', (s, path) => checkDiarizationSegment(c, s, path));
+  }
+  return c.result(value);
+}
+
+export const parseSubmitAck = (value: unknown): BatchSubmitAck =>
+  unwrap('submission acknowledgement', validateSubmitAck(value));
+export const parseJobV2 = (value: unknown): JobV2Envelope => unwrap('V2 job envelope', validateJobV2(value));
+export const parseJobV1 = (value: unknown): JobV1 => unwrap('V1 job', validateJobV1(value));

@@ -1,0 +1,77 @@
+// Socket.IO events and payloads. The interface names the ASR and diarization events but not
+// every payload or the TTS and voice events; these are speechpipe's choices (ARCHITECTURE.md,
+// "Where the interface is silent"), shared by the client and the emulator, overridable.
+
+import type { ErrorBody } from './errors.ts';
+import type { Language } from './languages.ts';
+import type { TtsRequestBody } from './tts-request.ts';
+
+export const SOCKET_PATHS = {
+  default: '/socket.io',
+  /** Legacy endpoint, not yet consolidated. */
+  legacy: '/realtime/socket.io',
+} as const;
+
+export const SOCKET_EVENTS = {
+  /** client → service: one binary live input frame */
+  audioStream: 'audio_stream',
+  /** client → service: one binary live input frame */
+  diarizationStream: 'diarization_stream',
+  /** client → service: `AudioFilePayload` */
+  audioFile: 'audio_file',
+  /** service → client: ASR or fast record */
+  transcriptionResult: 'transcription_result',
+  /** service → client: diarization record */
+  diarizationResult: 'diarization_result',
+  /** service → client: `SocketErrorPayload` */
+  error: 'error',
+  /** client → service: the TTS request body */
+  ttsRequest: 'tts_request',
+  /** service → client: `TtsAudioPayload` */
+  ttsAudio: 'tts_audio',
+  /** client → service, with an acknowledgement: `ListVoicesAck` */
+  listVoices: 'list_voices',
+} as const;
+
+export type SocketEventNames = { [K in keyof typeof SOCKET_EVENTS]: string };
+
+/** Default event names with some replaced. */
+export function resolveSocketEvents(overrides: Partial<SocketEventNames> = {}): SocketEventNames {
+  return { ...SOCKET_EVENTS, ...overrides };
+}
+
+/** Sample rate of Socket.IO TTS output (playable PCM16LE mono). */
+export const SOCKET_TTS_SAMPLE_RATE = 24_000;
+/** Sample rate of the direct HTTP TTS frame stream and of all live input. */
+export const HTTP_TTS_SAMPLE_RATE = 16_000;
+export const LIVE_SAMPLE_RATE = 16_000;
+
+export interface AudioFilePayload {
+  id: string;
+  language: Language;
+  model?: string;
+  /** One complete unit (any supported container). */
+  audio: Uint8Array;
+}
+
+export type TtsRequestPayload = TtsRequestBody;
+
+export interface TtsAudioPayload {
+  id: string;
+  /** PCM16LE 24 kHz mono. */
+  audio: Uint8Array;
+  is_final: boolean;
+}
+
+export interface VoiceProfile {
+  id: string;
+  name: string;
+  languages: string[];
+}
+
+export interface ListVoicesAck {
+  voices: VoiceProfile[];
+}
+
+/** The error body, plus the stream or request id it concerns when known. */
+export type SocketErrorPayload = ErrorBody & { id?: string };

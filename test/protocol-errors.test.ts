@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { inspect } from 'node:util';
+import {
+  ERROR_CODES,
+  errorFromResponse,
+  localServiceError,
+  parseRetryAfter,
+  SpeechpipeError,
+  SpeechServiceError,
+  unitOfBound,
+} from '../src/index.ts';
+
+const NOW = Date.parse('2026-11-22T10:00:00.000Z');
+
+test('a service error body becomes a typed error with every field', () => {
+  const err = errorFromResponse({
+    status: 413,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      error: 'payload_too_large',
+      code: 'PAYLOAD_TOO_LARGE',
+      detail: 'request body too large',
+      retryable: false,
+      timestamp: '2026-11-22T10:00:00.000Z',
+      request_id: 'req-1',
+      job_id: 'job-x',
+      data: { limit: 100, observed: 101, unit: 'bytes', bound: 'request_bytes' },
+    }),
+    operation: 'batch.submit',
+  });
+  assert.ok(err instanceof SpeechServiceError && err instanceof SpeechpipeError && err instanceof Error);
+  assert.equal(err.status, 413);
+  assert.equal(err.code, 'PAYLOAD_TOO_LARGE');
+  assert.equal(err.retryable, false);
+  assert.equal(err.detail, 'request body too large');
+  assert.equal(err.requestId, 'req-1');
+  assert.equal(err.jobId, 'job-x');
+  assert.equal(err.timestamp, '2026-11-22T10:00:00.000Z');
+  assert.equal(err.origin, 'service');
+  assert.deepEqual(err.limit, { limit: 100, observed: 101, unit: 'bytes', bound: 'request_bytes' });
+  assert.match(err.message, /batch\.submit: 413 PAYLOAD_TOO_LARGE: request body too large \(request req-1\)/);
+});
+
+test('the batch 429 shape: data.capacity and Retry-After seconds', () => {
+  const err = errorFromResponse({
+    status: 429,
+    headers: new Headers({ 'Retry-After': '7' }),
+    body: JSON.stringify({
+      error: 'rate_limited',
+      code: 'RATE_LIMIT_EXCEEDED',
+      detail: 'slow down',
+      retryable: true,
+      timestamp: '2026-11-22T10:00:00.000Z',
+      data: { capacity: 10 },
+    }),
+  });
+  assert.equal(err.code, 'RATE_LIMIT_EXCEEDED');
+  assert.equal(err.retryable, true);
+  assert.equal(err.retryAfterMs, 7000);
+  assert.deepEqual(err.data, { capacity: 10 });
+  assert.equal(err.limit, undefined);
+});
+
+test('Retry-After as an HTTP date', () => {
+  const err = errorFromResponse({
+    status: 429,
+    headers: { 'retry-after': 'Sun, 22 Nov 2026 10:00:30 GMT' },
+    body: '{"code":"CONCURRENCY_LIMIT_EXCEEDED","retryable":true}',
+    now: NOW,
+  });
+  assert.equal(err.retryAfterMs, 30_000);
+});
+
+test('parseRetryAfter', () => {
+  assert.equal(parseRetryAfter('0'), 0);
+  assert.equal(parseRetryAfter(' 120 '), 120_000);
+  assert.equal(parseRetryAfter('1.5'), 1500);
+  assert.equal(parseRetryAfter('Sun, 22 Nov 2026 09:00:00 GMT', NOW), 0, 'a past date means now');
+  assert.equal(parseRetryAfter('-1'), undefined);
+  assert.equal(parseRetryAfter('soon'), undefined);
+  assert.equal(parseRetryAfter(''), undefined);
+  assert.equal(parseRetryAfter(undefined), undefined);
+});
+
+test('the missing-key 401 with `message` and without `code`', () => {
+  const err = errorFromResponse({
+    status: 401,
+    body: JSON.stringify({
+      error: 'unauthorized',
+      message: 'API key missing',
+      retryable: false,
+      timestamp: 'x',
+    }),
+  });
+  assert.equal(err.code, 'AUTH_UNAUTHORIZED');
+  assert.equal(err.retryable, false);
+  assert.equal(err.detail, 'API key missing');
+});
+
+test('an intermediary HTML 403 page still gives a typed error', () => {
+  const err = errorFromResponse({
+    status: 403,
+    headers: { 'content-type': 'text/html' },
+    body: '<html><head><style>p{}</style></head><body><h1>403 Forbidden</h1><p>nginx</p></body></html>',
+  });
+  assert.equal(err.status, 403);
+  assert.equal(err.code, 'HTTP_403');
+  assert.equal(err.origin, 'intermediary');
+  assert.equal(err.retryable, false);
+  assert.match(err.detail!, /403 Forbidden nginx/);
+  assert.doesNotMatch(err.detail!, /</);
+});
+
+test('an intermediary 502 or empty 503 is retryable', () => {
+  assert.equal(errorFromResponse({ status: 502, body: 'Bad Gateway' }).retryable, true);
+  const e503 = errorFromResponse({ status: 503, body: '' });
+  assert.equal(e503.retryable, true);
+  assert.equal(e503.code, 'HTTP_503');
+  assert.equal(errorFromResponse({ status: 404, body: '[1,2]' }).origin, 'intermediary');
+});
+
+test('decisions never come from `error` or `message`', () => {
+  const err = errorFromResponse({
+    status: 400,
+    body: JSON.stringify({
+      error: 'RATE_LIMIT_EXCEEDED',
+      message: 'retry later',
+      code: 'VALIDATION_INVALID_PARAM',
+    }),
+  });
+  assert.equal(err.code, 'VALIDATION_INVALID_PARAM');
+  assert.equal(err.retryable, false);
+  const noCode = errorFromResponse({ status: 400, body: JSON.stringify({ error: 'SERVER_INTERNAL' }) });
+  assert.equal(noCode.code, 'HTTP_400');
+  assert.equal(noCode.retryable, false);
+});
+
+test('a missing `retryable` falls back to the catalog for the code', () => {
+  assert.equal(
+    errorFromResponse({ status: 500, body: '{"code":"TTS_VOICE_RESOLUTION_FAILED"}' }).retryable,
+    false,
+  );
+  assert.equal(
+    errorFromResponse({ status: 503, body: '{"code":"SERVER_DEPENDENCY_FAILURE"}' }).retryable,
+    true,
+  );
+});
+
+test('request id falls back to the x-request-id header', () => {
+  assert.equal(
+    errorFromResponse({ status: 500, headers: { 'x-request-id': 'abc' }, body: '' }).requestId,
+    'abc',
+  );
+});
+
+test('secrets are redacted from detail and message', () => {
+  const key = 'sk_live_0123456789abcdef';
+  const err = errorFromResponse({
+    status: 401,
+    body: JSON.stringify({
+      code: 'AUTH_UNAUTHORIZED',
+      detail: `key ${key} is invalid (${encodeURIComponent(`${key}/x`)})`,
+    }),
+    secrets: [key, `${key}/x`],
+  });
+  for (const text of [err.message, err.detail!, JSON.stringify(err), inspect(err), String(err.stack)]) {
+    assert.ok(!text.includes(key), text);
+  }
+  assert.match(err.detail!, /\[redacted\]/);
+});
+
+test('localServiceError uses the catalog status and retryability', () => {
+  const e = localServiceError('CHARACTER_COUNT_EXCEEDED', 'too long', {
+    data: { limit: 1, observed: 2, unit: 'characters', bound: 'tts_input_characters' },
+  });
+  assert.equal(e.status, 422);
+  assert.equal(e.origin, 'local');
+  assert.equal(e.retryable, false);
+  assert.equal(localServiceError('VALIDATION_FILE_CORRUPT', 'x', { status: 422 }).status, 422);
+});
+
+test('the catalog covers every code of the interface with its status', () => {
+  assert.equal(Object.keys(ERROR_CODES).length, 32);
+  assert.deepEqual(ERROR_CODES.SESSION_IDLE_TIMEOUT, { status: 408, retryable: false });
+  assert.deepEqual(ERROR_CODES.SESSION_EXPIRED, { status: 409, retryable: false });
+  assert.deepEqual(ERROR_CODES.SESSION_BYTE_RATE_EXCEEDED, { status: 429, retryable: true });
+  assert.equal(unitOfBound('account_concurrency_tts'), 'operations');
+  assert.equal(unitOfBound('session_idle'), 'seconds');
+  assert.equal(unitOfBound('nope'), undefined);
+});

@@ -1,0 +1,68 @@
+// Test fixtures made by ffmpeg itself (lavfi sources), so the core suite needs no media.
+
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Run ffmpeg with `args` and return stdout bytes. */
+export async function ffmpeg(args: string[]): Promise<Buffer> {
+  const { stdout } = await run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-nostdin', ...args], {
+    encoding: 'buffer',
+    maxBuffer: 1 << 30,
+  });
+  return stdout;
+}
+
+/** A WAV (or other container) of a sine from lavfi, encoded with `codec`. */
+export function sineFile(options: {
+  seconds: number;
+  rate: number;
+  channels?: number;
+  codec: string;
+  format?: string;
+  frequency?: number;
+}): Promise<Buffer> {
+  const layout = (options.channels ?? 1) === 1 ? 'mono' : 'stereo';
+  return ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    `sine=frequency=${options.frequency ?? 440}:sample_rate=${options.rate}:duration=${options.seconds}`,
+    '-af',
+    `aformat=channel_layouts=${layout}`,
+    '-c:a',
+    options.codec,
+    '-f',
+    options.format ?? 'wav',
+    'pipe:1',
+  ]);
+}
+
+/**
+ * ffmpeg's own decode of `input` to PCM16LE at its native rate and channels. `inputArgs` go
+ * before `-i` (to declare a raw input format).
+ */
+export function ffmpegPcm16(input: Buffer, inputArgs: string[] = []): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      'ffmpeg',
+      [
+        '-hide_banner',
+        '-loglevel',
+        'error',
+        ...inputArgs,
+        '-i',
+        'pipe:0',
+        '-f',
+        's16le',
+        '-c:a',
+        'pcm_s16le',
+        'pipe:1',
+      ],
+      { encoding: 'buffer', maxBuffer: 1 << 30 },
+      (err, stdout) => (err ? reject(err) : resolve(stdout)),
+    );
+    child.stdin!.end(input);
+  });
+}

@@ -9,6 +9,7 @@ export * from './jobs.ts';
 export * from './languages.ts';
 export * from './limits.ts';
 export * from './ndjson.ts';
+export * from './operations.ts';
 export * from './records.ts';
 export * from './riff.ts';
 export * from './socket-events.ts';

@@ -12,12 +12,22 @@ export const SOCKET_PATHS = {
   legacy: '/realtime/socket.io',
 } as const;
 
+/**
+ * Audio frames (`audio_stream`, `diarization_stream`) and `audio_file` may be emitted with a
+ * Socket.IO acknowledgement callback. The service (our emulator) then acknowledges once the
+ * frame is accepted, with `FrameAck`; a rejected frame is acknowledged with the error body
+ * instead (and no `error` event). This is how a Socket.IO sender learns that a frame was
+ * accepted, so that backpressure reaches the source; without a callback, rejections arrive as
+ * `error` events.
+ */
+export type FrameAck = { ok: true } | { ok: false; error: SocketErrorPayload };
+
 export const SOCKET_EVENTS = {
-  /** client → service: one binary live input frame */
+  /** client → service: one binary live input frame (optionally acknowledged, see `FrameAck`) */
   audioStream: 'audio_stream',
-  /** client → service: one binary live input frame */
+  /** client → service: one binary live input frame (optionally acknowledged, see `FrameAck`) */
   diarizationStream: 'diarization_stream',
-  /** client → service: `AudioFilePayload` */
+  /** client → service: `AudioFilePayload` (optionally acknowledged, see `FrameAck`) */
   audioFile: 'audio_file',
   /** service → client: ASR or fast record */
   transcriptionResult: 'transcription_result',
@@ -25,7 +35,7 @@ export const SOCKET_EVENTS = {
   diarizationResult: 'diarization_result',
   /** service → client: `SocketErrorPayload` */
   error: 'error',
-  /** client → service: the TTS request body */
+  /** client → service: the TTS request body (optionally acknowledged on acceptance, see `FrameAck`) */
   ttsRequest: 'tts_request',
   /** service → client: `TtsAudioPayload` */
   ttsAudio: 'tts_audio',

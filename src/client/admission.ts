@@ -1,0 +1,227 @@
+// Admission control: one p-queue per workload, sized to the account's plan. An admission 429
+// (`CONCURRENCY_LIMIT_EXCEEDED`, `RATE_LIMIT_EXCEEDED`, `SESSION_SLOTS_EXHAUSTED`) pauses the
+// whole workload for Retry-After and puts the operation back in the queue, ahead of new work,
+// and a concurrency rejection lowers the workload's concurrency (raised again on successes),
+// so a burst of submissions ends with no failures and no retry storm.
+
+import PQueue from 'p-queue';
+import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import { DEFAULT_LIMITS, WORKLOADS, type Workload } from '../protocol/limits.ts';
+import { type BackoffOptions, backoffDelay } from './retry.ts';
+
+const ADMISSION_CODES = new Set([
+  'CONCURRENCY_LIMIT_EXCEEDED',
+  'RATE_LIMIT_EXCEEDED',
+  'SESSION_SLOTS_EXHAUSTED',
+]);
+
+/** Whether `err` is a rejection of admission (nothing was consumed; retry after a pause). */
+export function isAdmissionRejection(err: unknown): err is SpeechServiceError {
+  if (!(err instanceof SpeechServiceError) || err.status !== 429) return false;
+  return ADMISSION_CODES.has(err.code) || err.origin === 'intermediary' || err.code === 'HTTP_429';
+}
+
+export interface AdmissionOptions {
+  /** Concurrent operations per workload (the plan's limits). */
+  concurrency?: Partial<Record<Workload, number>>;
+  /** Admission retries per operation before its 429 is returned. Default 100. */
+  maxRetries?: number;
+  /**
+   * After a concurrency rejection, how long before concurrency is raised again toward the
+   * plan limit. Default 10 s: probing sooner keeps hitting the account's real limit.
+   */
+  probeAfterMs?: number;
+  backoff?: BackoffOptions;
+}
+
+export interface WorkloadStats {
+  workload: Workload;
+  /** The plan limit. */
+  limit: number;
+  /** Current concurrency (lowered after concurrency rejections, raised back on successes). */
+  concurrency: number;
+  running: number;
+  queued: number;
+  paused: boolean;
+  /** Times the workload was paused for a rejection. */
+  pauses: number;
+  /** Operations retried after an admission rejection. */
+  retries: number;
+}
+
+interface Lane {
+  queue: PQueue;
+  limit: number;
+  pauses: number;
+  retries: number;
+  resumeAt: number;
+  timer: NodeJS.Timeout | undefined;
+  successes: number;
+  /** No raise before this time (set by a concurrency rejection). */
+  probeAt: number;
+}
+
+export class Admission {
+  readonly #lanes = new Map<Workload, Lane>();
+  readonly #maxRetries: number;
+  readonly #backoff: BackoffOptions;
+  readonly #closed = new AbortController();
+  readonly #probeAfterMs: number;
+
+  constructor(options: AdmissionOptions = {}) {
+    this.#maxRetries = options.maxRetries ?? 100;
+    this.#probeAfterMs = options.probeAfterMs ?? 10_000;
+    this.#backoff = options.backoff ?? { baseMs: 500, maxMs: 30_000 };
+    for (const workload of WORKLOADS) {
+      const limit = options.concurrency?.[workload] ?? DEFAULT_LIMITS.accountConcurrency[workload];
+      if (!Number.isSafeInteger(limit) || limit < 1)
+        throw new RangeError(`concurrency.${workload} must be a positive integer`);
+      this.#lanes.set(workload, {
+        queue: new PQueue({ concurrency: limit }),
+        limit,
+        pauses: 0,
+        retries: 0,
+        resumeAt: 0,
+        timer: undefined,
+        successes: 0,
+        probeAt: 0,
+      });
+    }
+  }
+
+  /**
+   * Run `task` in the workload's queue. If it fails with an admission rejection, the workload
+   * pauses and the task runs again from the queue (its attempt number passed in).
+   */
+  async run<T>(workload: Workload, task: (attempt: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const lane = this.#lane(workload);
+    const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await lane.queue.add(() => task(attempt), {
+          signal: combined,
+          priority: attempt > 0 ? 1 : 0,
+        });
+        this.#succeeded(lane);
+        return result as T;
+      } catch (err) {
+        if (this.#closed.signal.aborted && !signal?.aborted) {
+          throw new TransportError('ERR_CLIENT_CLOSED', 'the client was closed', { cause: err });
+        }
+        if (!isAdmissionRejection(err) || attempt >= this.#maxRetries) throw err;
+        this.#rejected(lane, err, attempt);
+        lane.retries++;
+      }
+    }
+  }
+
+  /**
+   * Hold a slot of the workload until `release()` (live sessions hold one for their lifetime).
+   * `rejected(err)` reports an admission rejection seen while starting, pausing the workload.
+   */
+  async acquire(
+    workload: Workload,
+    options: { signal?: AbortSignal | undefined; retrying?: boolean } = {},
+  ): Promise<{ release(): void; rejected(err: SpeechServiceError, attempt: number): void }> {
+    const { signal } = options;
+    const lane = this.#lane(workload);
+    const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const task = lane.queue.add(
+      () => {
+        started();
+        return held;
+      },
+      { signal: combined, priority: options.retrying ? 1 : 0 },
+    );
+    task.catch(() => {});
+    await Promise.race([running, task]);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        release();
+      },
+      rejected: (err, attempt) => {
+        this.#rejected(lane, err, attempt);
+        lane.retries++;
+      },
+    };
+  }
+
+  /** Pause a workload until `ms` from now (a later end wins). */
+  pause(workload: Workload, ms: number): void {
+    this.#pause(this.#lane(workload), ms);
+  }
+
+  stats(): WorkloadStats[] {
+    return WORKLOADS.map((workload) => {
+      const lane = this.#lane(workload);
+      return {
+        workload,
+        limit: lane.limit,
+        concurrency: lane.queue.concurrency,
+        running: lane.queue.pending,
+        queued: lane.queue.size,
+        paused: lane.queue.isPaused,
+        pauses: lane.pauses,
+        retries: lane.retries,
+      };
+    });
+  }
+
+  /** Reject everything queued, stop the pause timers. Running tasks are not interrupted. */
+  close(): void {
+    this.#closed.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
+    for (const lane of this.#lanes.values()) {
+      if (lane.timer) clearTimeout(lane.timer);
+      lane.timer = undefined;
+      lane.queue.start();
+    }
+  }
+
+  #lane(workload: Workload): Lane {
+    const lane = this.#lanes.get(workload);
+    if (!lane) throw new RangeError(`unknown workload ${workload}`);
+    return lane;
+  }
+
+  #rejected(lane: Lane, err: SpeechServiceError, attempt: number): void {
+    if (err.code === 'CONCURRENCY_LIMIT_EXCEEDED') {
+      // The account is busier than our plan share: run fewer at once (raised back on successes).
+      // What still runs is what the service admits now; the rejected task has already left.
+      lane.queue.concurrency = Math.max(1, Math.min(lane.queue.concurrency - 1, lane.queue.pending));
+      lane.successes = 0;
+      lane.probeAt = Date.now() + this.#probeAfterMs;
+    }
+    this.#pause(lane, backoffDelay(attempt, this.#backoff, err.retryAfterMs));
+  }
+
+  #succeeded(lane: Lane): void {
+    if (lane.queue.concurrency >= lane.limit) return;
+    lane.successes++;
+    if (Date.now() < lane.probeAt) return;
+    if (lane.successes >= lane.queue.concurrency) {
+      lane.queue.concurrency = lane.queue.concurrency + 1;
+      lane.successes = 0;
+    }
+  }
+
+  #pause(lane: Lane, ms: number): void {
+    if (this.#closed.signal.aborted) return;
+    const resumeAt = Date.now() + ms;
+    if (lane.timer && resumeAt <= lane.resumeAt) return;
+    lane.pauses++;
+    lane.resumeAt = resumeAt;
+    lane.queue.pause();
+    if (lane.timer) clearTimeout(lane.timer);
+    lane.timer = setTimeout(() => {
+      lane.timer = undefined;
+      lane.queue.start();
+    }, ms);
+  }
+}

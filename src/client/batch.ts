@@ -1,0 +1,354 @@
+// Batch transcription: submit (streamed multipart, never replayed blindly), the V2 and V1
+// job lookups (typed separately, never mixed), polling until a terminal status, and
+// submit + wait reading with save_result so a lost response can be read again.
+
+import {
+  localServiceError,
+  ProtocolError,
+  SpeechpipeError,
+  SpeechServiceError,
+  TransportError,
+} from '../protocol/errors.ts';
+import { batchJobLegacyPath, batchJobPath, batchSubmitPath } from '../protocol/http-paths.ts';
+import {
+  type BatchSubmitAck,
+  isTerminalStatus,
+  type JobStatus,
+  type JobV1,
+  type JobV2,
+  type JobV2Envelope,
+  validateJobV1,
+  validateJobV2,
+  validateSubmitAck,
+} from '../protocol/jobs.ts';
+import type { Language } from '../protocol/languages.ts';
+import type { Limits } from '../protocol/limits.ts';
+import { isUuid } from '../protocol/uuid.ts';
+import { unwrap } from '../protocol/validate.ts';
+import { type Admission, isAdmissionRejection } from './admission.ts';
+import { type HttpResponse, type HttpTransport, readText } from './http.ts';
+import { type UploadInput, uploadSource } from './input.ts';
+import { multipartBody } from './multipart.ts';
+import { backoffDelay, DEFAULT_RETRY, type RetryOptions, sleep } from './retry.ts';
+
+export type AmbiguousSubmitPolicy = 'fail' | 'resubmit';
+
+export interface BatchSubmitOptions {
+  /** Path language; default `auto`. */
+  language?: Language;
+  /** Exact ASR model key; omitted uses the service's default for the language. */
+  asr?: string;
+  /** `true` = default diarization model, `'d1'`/`'d2'` a specific one. */
+  diarization?: boolean | 'd1' | 'd2';
+  itn?: boolean;
+  redact?: boolean;
+  signal?: AbortSignal;
+  /**
+   * After a 5xx, a timeout or a lost connection once the upload was complete, the job may
+   * exist. `fail` (default) reports it (`err.ambiguous === true`) and submits nothing more;
+   * `resubmit` submits again (a duplicate job is possible) and reports each through `onAmbiguous`.
+   */
+  onAmbiguousSubmit?: AmbiguousSubmitPolicy;
+  onAmbiguous?: (err: SpeechServiceError | TransportError) => void;
+}
+
+export interface BatchSubmitResult extends BatchSubmitAck {
+  /** Requests sent for this submission (admission retries excluded). */
+  attempts: number;
+  /** Earlier attempts whose outcome was ambiguous (possible duplicate jobs), under `resubmit`. */
+  ambiguousAttempts: number;
+}
+
+export interface GetOptions {
+  /** Keep the result readable after this read (default false: a done or failed job reads `cleared` later). */
+  saveResult?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface GetLegacyOptions extends GetOptions {
+  /** The V1 compatibility path segment; not used by the service. Default `en`. */
+  lang?: string;
+  /** Default true (the service default). */
+  diarizationForceAlign?: boolean;
+}
+
+export interface WaitOptions {
+  signal?: AbortSignal;
+  /** Give up after this long (throws `BatchWaitTimeoutError`; the job is untouched). */
+  timeoutMs?: number;
+  /** First pause between polls. Default 1 s. */
+  initialIntervalMs?: number;
+  /** Longest pause between polls. Default 15 s. */
+  maxIntervalMs?: number;
+  /** Growth of the pause per poll. Default 1.5. */
+  factor?: number;
+  /** Called after every poll with the job as read. */
+  onStatus?: (job: JobV2) => void;
+  /** Read with save_result (default true) so a lost final response can be read again. */
+  saveResult?: boolean;
+}
+
+/** `wait()` reached its deadline; the job goes on, and can be waited for again. */
+export class BatchWaitTimeoutError extends SpeechpipeError {
+  override name = 'BatchWaitTimeoutError';
+  readonly jobId: string;
+  readonly lastStatus: JobStatus | undefined;
+  constructor(jobId: string, lastStatus: JobStatus | undefined, timeoutMs: number) {
+    super('ERR_WAIT_TIMEOUT', `job ${jobId} still ${lastStatus ?? 'unknown'} after ${timeoutMs} ms`);
+    this.jobId = jobId;
+    this.lastStatus = lastStatus;
+  }
+}
+
+export interface BatchDeps {
+  http: HttpTransport;
+  admission: Admission;
+  limits: Limits;
+  retry: RetryOptions;
+  onAmbiguousSubmit: AmbiguousSubmitPolicy;
+}
+
+function flag(value: boolean | undefined): string | undefined {
+  return value === undefined ? undefined : value ? 'true' : 'false';
+}
+
+export class BatchApi {
+  readonly #deps: BatchDeps;
+
+  constructor(deps: BatchDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Submit one complete recording (a path, bytes or a Readable; streamed, never buffered).
+   * Admission rejections (429) wait in the queue; 413/422/4xx fail at once; connection
+   * failures before the upload completed are retried; ambiguous failures follow the policy.
+   */
+  async submit(input: UploadInput, options: BatchSubmitOptions = {}): Promise<BatchSubmitResult> {
+    const { http, admission, limits } = this.#deps;
+    const policy = options.onAmbiguousSubmit ?? this.#deps.onAmbiguousSubmit;
+    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    const source = await uploadSource(input);
+    if (source.size !== undefined && source.size > limits.batchRequestBytes) {
+      throw localServiceError(
+        'PAYLOAD_TOO_LARGE',
+        `recording of ${source.size} bytes exceeds ${limits.batchRequestBytes}`,
+        {
+          data: {
+            limit: limits.batchRequestBytes,
+            observed: source.size,
+            unit: 'bytes',
+            bound: 'request_bytes',
+          },
+          operation: 'batch.submit',
+        },
+      );
+    }
+    const query = {
+      asr: options.asr,
+      diarization:
+        options.diarization === undefined
+          ? undefined
+          : options.diarization === true
+            ? 'true'
+            : options.diarization === false
+              ? 'false'
+              : options.diarization,
+      itn: flag(options.itn),
+      redact: flag(options.redact),
+    };
+    let attempts = 0;
+    let ambiguousAttempts = 0;
+    for (let retry = 0; ; retry++) {
+      try {
+        const ack = await admission.run(
+          'batch',
+          async () => {
+            const stream = source.open();
+            if (!stream)
+              throw new TransportError(
+                'ERR_CONNECTION_RESET',
+                'batch.submit: the input stream was already consumed and cannot be sent again',
+                { operation: 'batch.submit' },
+              );
+            const multipart = multipartBody({
+              filename: source.filename,
+              contentType: source.contentType,
+              stream,
+              size: source.size,
+            });
+            attempts++;
+            const res = await http.send({
+              operation: 'batch.submit',
+              method: 'POST',
+              path: batchSubmitPath(options.language ?? 'auto'),
+              query,
+              headers: {
+                'content-type': multipart.contentType,
+                ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+              },
+              body: multipart.body,
+              signal: options.signal,
+              headersTimeoutMs: http.timeouts.uploadHeadersMs,
+            });
+            if (res.status !== 200) {
+              const err = await http.errorOf(res, 'batch.submit');
+              // A 5xx may come after the job was created.
+              if (err.status >= 500) err.ambiguous = true;
+              throw err;
+            }
+            return parseBody(res, 'submission acknowledgement', validateSubmitAck);
+          },
+          options.signal,
+        );
+        return { ...ack, attempts, ambiguousAttempts };
+      } catch (err) {
+        if (options.signal?.aborted) throw err;
+        if (isAdmissionRejection(err)) throw err; // admission gave up
+        if ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) {
+          options.onAmbiguous?.(err);
+          if (policy === 'fail') throw err;
+          ambiguousAttempts++;
+        }
+        const retryable =
+          (err instanceof TransportError && err.retryable && err.code !== 'ERR_CLIENT_CLOSED') ||
+          (err instanceof SpeechServiceError && err.retryable && err.status !== 429);
+        if (!retryable || retry + 1 >= maxAttempts || !source.reopenable) throw err;
+        await sleep(
+          backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
+          options.signal,
+        );
+      }
+    }
+  }
+
+  /** V2 lookup (recommended). Result fields exist only when `status` is `done`. */
+  async get(jobId: string, options: GetOptions = {}): Promise<JobV2> {
+    checkJobId(jobId);
+    const envelope = await this.#read<JobV2Envelope>(
+      'batch.get',
+      batchJobPath(jobId),
+      { save_result: flag(options.saveResult) },
+      validateJobV2,
+      options.signal,
+    );
+    return envelope.data;
+  }
+
+  /** V1 legacy lookup (the shape the 0.18 client libraries use). */
+  getLegacy(jobId: string, options: GetLegacyOptions = {}): Promise<JobV1> {
+    checkJobId(jobId);
+    return this.#read<JobV1>(
+      'batch.getLegacy',
+      batchJobLegacyPath(jobId, options.lang ?? 'en'),
+      { save_result: flag(options.saveResult), diarization_force_align: flag(options.diarizationForceAlign) },
+      validateJobV1,
+      options.signal,
+    );
+  }
+
+  /**
+   * Poll the V2 lookup until `done`, `failed` or `cleared`, one poll at a time, pausing with
+   * exponential backoff and jitter. Returns the terminal job (result fields only when done).
+   */
+  async wait(jobId: string, options: WaitOptions = {}): Promise<JobV2> {
+    const started = Date.now();
+    const factor = options.factor ?? 1.5;
+    const maxInterval = options.maxIntervalMs ?? 15_000;
+    let interval = options.initialIntervalMs ?? 1_000;
+    let last: JobStatus | undefined;
+    while (true) {
+      const job = await this.get(jobId, { saveResult: options.saveResult ?? true, signal: options.signal });
+      last = job.status;
+      options.onStatus?.(job);
+      if (isTerminalStatus(job.status)) return job;
+      // Jitter: between half and all of the interval.
+      let pause = interval * (0.5 + Math.random() * 0.5);
+      if (options.timeoutMs !== undefined) {
+        const left = started + options.timeoutMs - Date.now();
+        if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
+        pause = Math.min(pause, left);
+      }
+      await sleep(pause, options.signal);
+      interval = Math.min(maxInterval, interval * factor);
+    }
+  }
+
+  /** Submit and wait. The terminal job is returned; check `status` (`done` carries the result). */
+  async transcribe(
+    input: UploadInput,
+    options: BatchSubmitOptions & Omit<WaitOptions, 'signal'> = {},
+  ): Promise<JobV2 & { jobId: string }> {
+    const ack = await this.submit(input, options);
+    const job = await this.wait(ack.jobId, { ...options, saveResult: options.saveResult ?? true });
+    return Object.assign(job, { jobId: ack.jobId });
+  }
+
+  /** GET with retries on retryable statuses and connection failures (GETs are idempotent). */
+  async #read<T>(
+    operation: 'batch.get' | 'batch.getLegacy',
+    path: string,
+    query: Record<string, string | undefined>,
+    validate: (
+      v: unknown,
+    ) => ReturnType<typeof validateJobV1> | ReturnType<typeof validateJobV2> | { ok: boolean },
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
+    const { http } = this.#deps;
+    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const res = await http.send({
+          operation,
+          method: 'GET',
+          path,
+          query,
+          signal,
+          headers: { accept: 'application/json' },
+        });
+        if (res.status !== 200) throw await http.errorOf(res, operation);
+        return (await parseBody(
+          res,
+          operation === 'batch.get' ? 'V2 job envelope' : 'V1 job',
+          validate as never,
+        )) as T;
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        const retryable =
+          (err instanceof TransportError && err.code !== 'ERR_CLIENT_CLOSED') ||
+          (err instanceof SpeechServiceError && err.retryable);
+        if (!retryable || attempt + 1 >= maxAttempts) throw err;
+        await sleep(
+          backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
+          signal,
+        );
+      }
+    }
+  }
+}
+
+function checkJobId(jobId: string): void {
+  if (!isUuid(jobId)) {
+    throw localServiceError(
+      'VALIDATION_INVALID_UUID',
+      `job id ${JSON.stringify(String(jobId).slice(0, 64))} is not a UUID`,
+    );
+  }
+}
+
+async function parseBody<T>(
+  res: HttpResponse,
+  kind: string,
+  validate: (
+    v: unknown,
+  ) => { ok: true; value: T } | { ok: false; issues: { path: string; message: string }[] },
+): Promise<T> {
+  const text = await readText(res, 64 * 1024 * 1024);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ProtocolError('ERR_INVALID_RECORD', `${kind} is not JSON`, { cause: err });
+  }
+  return unwrap(kind, validate(value));
+}

@@ -1,0 +1,145 @@
+// createClient(): one object that performs every operation of the service over HTTP and
+// Socket.IO, sharing one keep-alive dispatcher, one Socket.IO connection and one admission
+// controller. `close()` releases them all.
+
+import type { Dispatcher } from 'undici';
+import { type ConfigOptions, resolveConfig, type ServiceConfig } from '../protocol/config.ts';
+import {
+  type LimitOverrides,
+  type Limits,
+  resolveLimits,
+  type Tier,
+  type Workload,
+} from '../protocol/limits.ts';
+import { resolveSocketEvents, type SocketEventNames } from '../protocol/socket-events.ts';
+import { Admission, type WorkloadStats } from './admission.ts';
+import { type AmbiguousSubmitPolicy, BatchApi } from './batch.ts';
+import { FastApi } from './fast.ts';
+import { type HttpTimeouts, HttpTransport } from './http.ts';
+import { type LiveKind, LiveSession, type LiveSessionOptions } from './live.ts';
+import { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
+import { SocketTransport } from './socket.ts';
+import { TtsApi } from './tts.ts';
+
+export interface ClientOptions extends ConfigOptions {
+  /** Limits for pre-flight checks (a deployment's may be lower than the interface defaults). */
+  limits?: LimitOverrides;
+  /** The account tier, for the TTS text limit (unknown: the free limit). */
+  tier?: Tier;
+  /** The plan's concurrent operations per workload (defaults: 4 TTS, 8 the others). */
+  concurrency?: Partial<Record<Workload, number>>;
+  timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number };
+  retry?: RetryOptions;
+  /** Batch submissions whose outcome is ambiguous: `fail` (default) or `resubmit`. */
+  onAmbiguousSubmit?: AmbiguousSubmitPolicy;
+  /** Socket.IO event names, where a deployment differs from speechpipe's defaults. */
+  socketEvents?: Partial<SocketEventNames>;
+  /** Use your own undici dispatcher (not closed by `close()`). */
+  dispatcher?: Dispatcher;
+  userAgent?: string;
+}
+
+export interface LiveApi {
+  /** A realtime ASR session (records: ASR records). */
+  stt(options?: LiveSessionOptions): LiveSession<'stt'>;
+  /** A realtime diarization session (records: diarization records). */
+  diarization(options?: LiveSessionOptions): LiveSession<'diarization'>;
+  open<K extends LiveKind>(kind: K, options?: LiveSessionOptions): LiveSession<K>;
+}
+
+export class SpeechClient {
+  readonly config: ServiceConfig;
+  readonly limits: Limits;
+  readonly batch: BatchApi;
+  readonly fast: FastApi;
+  readonly live: LiveApi;
+  readonly tts: TtsApi;
+  readonly #http: HttpTransport;
+  readonly #socket: SocketTransport;
+  readonly #admission: Admission;
+  #closed = false;
+
+  constructor(options: ClientOptions = {}) {
+    this.config = resolveConfig(options);
+    this.limits = resolveLimits(options.limits);
+    const retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.#http = new HttpTransport(this.config, {
+      timeouts: options.timeouts ?? {},
+      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+      userAgent: options.userAgent ?? 'speechpipe',
+    });
+    this.#socket = new SocketTransport(this.config, resolveSocketEvents(options.socketEvents), {
+      connectTimeoutMs: options.timeouts?.socketConnectMs ?? 10_000,
+    });
+    this.#admission = new Admission({
+      concurrency: { ...this.limits.accountConcurrency, ...options.concurrency },
+    });
+    const prefix = this.config.realtimeHttpPrefix;
+    this.batch = new BatchApi({
+      http: this.#http,
+      admission: this.#admission,
+      limits: this.limits,
+      retry,
+      onAmbiguousSubmit: options.onAmbiguousSubmit ?? 'fail',
+    });
+    this.fast = new FastApi({
+      http: this.#http,
+      socket: this.#socket,
+      admission: this.#admission,
+      limits: this.limits,
+      retry,
+      realtimePrefix: prefix,
+    });
+    this.tts = new TtsApi({
+      http: this.#http,
+      socket: this.#socket,
+      admission: this.#admission,
+      limits: this.limits,
+      tier: options.tier,
+      retry,
+      realtimePrefix: prefix,
+    });
+    const deps = {
+      http: this.#http,
+      socket: this.#socket,
+      admission: this.#admission,
+      realtimePrefix: prefix,
+    };
+    this.live = {
+      open: <K extends LiveKind>(kind: K, o?: LiveSessionOptions) => new LiveSession(kind, deps, o),
+      stt: (o) => new LiveSession('stt', deps, o),
+      diarization: (o) => new LiveSession('diarization', deps, o),
+    };
+  }
+
+  /** Queue depth, running operations, concurrency and pauses per workload. */
+  admissionStats(): WorkloadStats[] {
+    return this.#admission.stats();
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Release sockets, pools and timers; queued operations fail with `ERR_CLIENT_CLOSED`. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#admission.close();
+    this.#socket.close();
+    await this.#http.close();
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return `SpeechClient { apiUrl: ${this.config.apiUrl}, apiKey: [redacted]${this.#closed ? ', closed' : ''} }`;
+  }
+
+  toJSON(): Record<string, unknown> {
+    return { apiUrl: this.config.apiUrl, apiKey: '[redacted]' };
+  }
+}
+
+/** A client from options, else `API_KEY`, `API_URL`, `API_PATH`. */
+export function createClient(options: ClientOptions = {}): SpeechClient {
+  return new SpeechClient(options);
+}

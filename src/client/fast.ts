@@ -1,0 +1,290 @@
+// Fast transcription of one complete, bounded unit: HTTP multipart with an NDJSON response, or
+// Socket.IO `audio_file`. Records come out as an async iterable that ends at `is_final: true`;
+// a response that ends without it is an IncompleteStreamError. Failures before any record
+// are retried with a fresh id (nothing was delivered); after output started, never.
+
+import {
+  IncompleteStreamError,
+  localServiceError,
+  ProtocolError,
+  SpeechServiceError,
+  TransportError,
+} from '../protocol/errors.ts';
+import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
+import type { Language } from '../protocol/languages.ts';
+import type { Limits } from '../protocol/limits.ts';
+import { NdjsonDecoder } from '../protocol/ndjson.ts';
+import { type FastRecord, validateFastRecord } from '../protocol/records.ts';
+import { randomUuid } from '../protocol/uuid.ts';
+import { type Admission, isAdmissionRejection } from './admission.ts';
+import { type HttpTransport, transportError } from './http.ts';
+import { type UploadInput, type UploadSource, uploadSource } from './input.ts';
+import { multipartBody } from './multipart.ts';
+import { backoffDelay, DEFAULT_RETRY, type RetryOptions, sleep } from './retry.ts';
+import type { SocketTransport } from './socket.ts';
+
+export interface FastOptions {
+  /** Default `auto` (the service's environment default). */
+  language?: Language;
+  /** Model key (sent as `asr`); omitted uses the environment default. */
+  model?: string;
+  transport?: 'http' | 'socketio';
+  /** The request id; fresh by default (and fresh again on every retry). */
+  id?: string;
+  signal?: AbortSignal;
+  /** Socket.IO: longest wait for the next record. Default 120 s. */
+  recordTimeoutMs?: number;
+}
+
+export interface FastDeps {
+  http: HttpTransport;
+  socket: SocketTransport;
+  admission: Admission;
+  limits: Limits;
+  retry: RetryOptions;
+  realtimePrefix: string;
+}
+
+/** Whether a failure before any output may be retried with a fresh id. */
+function retryableBeforeOutput(err: unknown): boolean {
+  if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
+  return err instanceof SpeechServiceError && err.retryable && err.status !== 429;
+}
+
+export class FastApi {
+  readonly #deps: FastDeps;
+
+  constructor(deps: FastDeps) {
+    this.#deps = deps;
+  }
+
+  /** Transcribe and iterate the records; the last one has `is_final: true`. */
+  async *transcribe(
+    input: UploadInput,
+    options: FastOptions = {},
+  ): AsyncGenerator<FastRecord, void, undefined> {
+    const source = await uploadSource(input);
+    const limit = this.#deps.limits.fastAudioBytes;
+    if (source.size !== undefined && source.size > limit) {
+      throw localServiceError('PAYLOAD_TOO_LARGE', `upload of ${source.size} bytes exceeds ${limit}`, {
+        data: { limit, observed: source.size, unit: 'bytes', bound: 'fast_audio_bytes' },
+        operation: options.transport === 'socketio' ? 'fast.socket' : 'fast.http',
+      });
+    }
+    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    let audio: Buffer | undefined;
+    for (let attempt = 0; ; attempt++) {
+      const id = attempt === 0 && options.id ? options.id : randomUuid();
+      let delivered = 0;
+      const slot = await this.#acquire(options.signal, attempt);
+      try {
+        if (options.transport === 'socketio') audio ??= await source.bytes(limit);
+        const records = audio ? this.#socket(id, audio, options) : this.#http(id, source, options);
+        for await (const record of records) {
+          delivered++;
+          yield record;
+          if (record.is_final) return;
+        }
+        return;
+      } catch (err) {
+        if (isAdmissionRejection(err) && delivered === 0 && attempt < 100) {
+          slot.rejected(err, attempt);
+          continue;
+        }
+        if (
+          delivered > 0 ||
+          options.signal?.aborted ||
+          !retryableBeforeOutput(err) ||
+          attempt + 1 >= maxAttempts
+        )
+          throw err;
+        if (options.transport !== 'socketio' && !source.reopenable) throw err;
+        await sleep(
+          backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
+          options.signal,
+        );
+      } finally {
+        slot.release();
+      }
+    }
+  }
+
+  /** Transcribe and return the final record only. */
+  async transcribeFinal(input: UploadInput, options: FastOptions = {}): Promise<FastRecord> {
+    let last: FastRecord | undefined;
+    for await (const record of this.transcribe(input, options)) last = record;
+    return last!;
+  }
+
+  #acquire(signal: AbortSignal | undefined, attempt: number) {
+    return this.#deps.admission.acquire('fast', { signal, retrying: attempt > 0 });
+  }
+
+  async *#http(id: string, source: UploadSource, options: FastOptions): AsyncGenerator<FastRecord> {
+    const { http } = this.#deps;
+    const stream = source.open();
+    if (!stream)
+      throw new TransportError('ERR_CONNECTION_RESET', 'fast.http: the input stream was already consumed', {
+        operation: 'fast.http',
+      });
+    const multipart = multipartBody({
+      filename: source.filename,
+      contentType: source.contentType,
+      stream,
+      size: source.size,
+    });
+    const res = await http.send({
+      operation: 'fast.http',
+      method: 'POST',
+      path: realtimePath(this.#deps.realtimePrefix, REALTIME_OPERATIONS.fastStt),
+      query: { id, language: options.language ?? 'auto', asr: options.model },
+      headers: {
+        'content-type': multipart.contentType,
+        accept: 'application/x-ndjson',
+        ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+      },
+      body: multipart.body,
+      signal: options.signal,
+      headersTimeoutMs: http.timeouts.uploadHeadersMs,
+    });
+    if (res.status !== 200) throw await http.errorOf(res, 'fast.http');
+    const decoder = new NdjsonDecoder();
+    let received = 0;
+    try {
+      for await (const chunk of res.body) {
+        for (const value of decoder.push(chunk as Buffer)) {
+          const record = checkRecord(value, id);
+          received++;
+          yield record;
+          if (record.is_final) return;
+        }
+      }
+      for (const value of decoder.end()) {
+        const record = checkRecord(value, id);
+        received++;
+        yield record;
+        if (record.is_final) return;
+      }
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      if (err instanceof ProtocolError && err.code !== 'ERR_NDJSON_TRUNCATED') throw err;
+      // Broken off before any record: nothing was delivered, so it may be retried.
+      if (received === 0 && !(err instanceof ProtocolError)) throw transportError(err, 'fast.http', true);
+      throw new IncompleteStreamError(`fast.http: response for ${id} broke off after ${received} records`, {
+        operation: 'fast.http',
+        id,
+        received,
+        cause: err,
+      });
+    } finally {
+      res.body.destroy();
+    }
+    throw new IncompleteStreamError(
+      `fast.http: response for ${id} ended without a record with is_final: true`,
+      {
+        operation: 'fast.http',
+        id,
+        received,
+      },
+    );
+  }
+
+  async *#socket(id: string, audio: Buffer, options: FastOptions): AsyncGenerator<FastRecord> {
+    const { socket } = this.#deps;
+    const queue: FastRecord[] = [];
+    let failure: unknown;
+    let wake: (() => void) | undefined;
+    let received = 0;
+    const unroute = socket.route(id, {
+      onResult: (event, payload) => {
+        if (event !== socket.events.transcriptionResult) return;
+        try {
+          queue.push(checkRecord(payload, id));
+        } catch (err) {
+          failure ??= err;
+        }
+        wake?.();
+      },
+      onError: (err) => {
+        failure ??= err;
+        wake?.();
+      },
+      onDisconnect: (err) => {
+        failure ??=
+          received > 0 || queue.length > 0
+            ? new IncompleteStreamError(`fast.socket: connection lost during ${id}`, {
+                operation: 'fast.socket',
+                id,
+                received,
+                cause: err,
+              })
+            : err;
+        wake?.();
+      },
+    });
+    try {
+      const payload = {
+        id,
+        language: options.language ?? 'auto',
+        audio,
+        ...(options.model ? { model: options.model } : {}),
+      };
+      const ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
+        timeoutMs: 60_000,
+        signal: options.signal,
+      });
+      const rejected = socket.ackError(ack, 'fast.socket');
+      if (rejected) throw rejected;
+      const timeoutMs = options.recordTimeoutMs ?? 120_000;
+      while (true) {
+        if (queue.length > 0) {
+          const record = queue.shift()!;
+          received++;
+          yield record;
+          if (record.is_final) return;
+          continue;
+        }
+        if (failure !== undefined) throw failure;
+        options.signal?.throwIfAborted();
+        const timedOut = await new Promise<boolean>((resolve) => {
+          const settle = (value: boolean) => {
+            clearTimeout(timer);
+            options.signal?.removeEventListener('abort', onAbort);
+            wake = undefined;
+            resolve(value);
+          };
+          const timer = setTimeout(() => settle(true), timeoutMs);
+          const onAbort = () => settle(false);
+          options.signal?.addEventListener('abort', onAbort, { once: true });
+          wake = () => settle(false);
+        });
+        if (timedOut) {
+          throw new IncompleteStreamError(`fast.socket: no record for ${id} within ${timeoutMs} ms`, {
+            operation: 'fast.socket',
+            id,
+            received,
+          });
+        }
+      }
+    } finally {
+      unroute();
+    }
+  }
+}
+
+function checkRecord(value: unknown, id: string): FastRecord {
+  const check = validateFastRecord(value);
+  if (!check.ok) {
+    throw new ProtocolError(
+      'ERR_INVALID_RECORD',
+      `fast record: ${check.issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
+      {
+        issues: check.issues,
+      },
+    );
+  }
+  if (check.value.id.toLowerCase() !== id.toLowerCase()) {
+    throw new ProtocolError('ERR_INVALID_RECORD', `fast record for ${check.value.id}, expected ${id}`);
+  }
+  return check.value;
+}

@@ -1,0 +1,214 @@
+// The client's HTTP transport: one keep-alive undici Agent per client, explicit timeouts,
+// the key in a header only, every response body consumed or destroyed, and network failures
+// mapped to `TransportError`s that say whether the request may have taken effect.
+
+import type { Readable } from 'node:stream';
+import { Agent, type Dispatcher, request } from 'undici';
+import type { ServiceConfig } from '../protocol/config.ts';
+import { errorFromResponse, type SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import type { OperationName } from '../protocol/operations.ts';
+
+export interface HttpTimeouts {
+  /** TCP/TLS connect. Default 10 s. */
+  connectMs: number;
+  /** Wait for response headers after the request was sent. Default 60 s. */
+  headersMs: number;
+  /**
+   * Wait for response headers after an upload (batch submit, fast transcription): the service
+   * decodes and validates the whole recording first. Default 300 s.
+   */
+  uploadHeadersMs: number;
+  /** Longest silence between two chunks of a response body. Default 120 s. */
+  bodyIdleMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Readonly<HttpTimeouts> = Object.freeze({
+  connectMs: 10_000,
+  headersMs: 60_000,
+  uploadHeadersMs: 300_000,
+  bodyIdleMs: 120_000,
+});
+
+export interface HttpRequest {
+  operation: OperationName;
+  method: 'GET' | 'POST';
+  /** Path under the service address, starting with `/`. */
+  path: string;
+  query?: Record<string, string | undefined>;
+  headers?: Record<string, string>;
+  body?: Buffer | Readable | null;
+  signal?: AbortSignal | undefined;
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Dispatcher.ResponseData['body'];
+}
+
+const NOT_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+const CLOSED = new Set(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+
+/**
+ * Map an undici or socket failure. `mayHaveTakenEffect` says whether the service may have
+ * acted on the request (the whole body was handed to the socket); connect failures never have.
+ */
+export function transportError(
+  err: unknown,
+  operation: OperationName,
+  mayHaveTakenEffect: boolean,
+): TransportError {
+  const code = (err as { code?: string }).code ?? '';
+  const cause = (err as { cause?: { code?: string } }).cause;
+  const anyCode = code || cause?.code || '';
+  if (NOT_SENT.has(anyCode)) {
+    return new TransportError('ERR_CONNECT', `${operation}: cannot connect to the service (${anyCode})`, {
+      operation,
+      ambiguous: false,
+      cause: err,
+    });
+  }
+  if (CLOSED.has(anyCode)) {
+    return new TransportError('ERR_CLIENT_CLOSED', `${operation}: the client is closed`, {
+      operation,
+      cause: err,
+    });
+  }
+  if (TIMEOUTS.has(anyCode)) {
+    return new TransportError('ERR_TIMEOUT', `${operation}: timed out (${anyCode})`, {
+      operation,
+      ambiguous: mayHaveTakenEffect,
+      cause: err,
+    });
+  }
+  return new TransportError(
+    'ERR_CONNECTION_RESET',
+    `${operation}: connection lost (${anyCode || (err as Error).message})`,
+    {
+      operation,
+      ambiguous: mayHaveTakenEffect,
+      cause: err,
+    },
+  );
+}
+
+export class HttpTransport {
+  readonly #config: ServiceConfig;
+  readonly #agent: Dispatcher;
+  readonly #ownsAgent: boolean;
+  readonly timeouts: HttpTimeouts;
+  readonly #userAgent: string;
+
+  constructor(
+    config: ServiceConfig,
+    options: { timeouts?: Partial<HttpTimeouts>; dispatcher?: Dispatcher; userAgent?: string } = {},
+  ) {
+    this.#config = config;
+    this.timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.#ownsAgent = options.dispatcher === undefined;
+    this.#agent =
+      options.dispatcher ??
+      new Agent({
+        connect: { timeout: this.timeouts.connectMs },
+        keepAliveTimeout: 4_000,
+        headersTimeout: this.timeouts.headersMs,
+        bodyTimeout: this.timeouts.bodyIdleMs,
+      });
+    this.#userAgent = options.userAgent ?? 'speechpipe';
+  }
+
+  get secrets(): string[] {
+    return [this.#config.apiKey.reveal()];
+  }
+
+  url(path: string, query?: Record<string, string | undefined>): string {
+    const url = new URL(this.#config.apiUrl + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    return url.href;
+  }
+
+  /**
+   * Send a request. Network failures become `TransportError`s; for a Readable body the error is
+   * ambiguous only if the whole body was consumed (a cut upload cannot have taken effect).
+   */
+  async send(req: HttpRequest): Promise<HttpResponse> {
+    req.signal?.throwIfAborted();
+    let bodyConsumed = req.body === undefined || req.body === null || Buffer.isBuffer(req.body);
+    if (req.body && !Buffer.isBuffer(req.body)) req.body.once('end', () => (bodyConsumed = true));
+    try {
+      const res = await request(this.url(req.path, req.query), {
+        dispatcher: this.#agent,
+        method: req.method,
+        headers: {
+          'x-api-key': this.#config.apiKey.reveal(),
+          'user-agent': this.#userAgent,
+          ...req.headers,
+        },
+        body: req.body ?? null,
+        signal: req.signal,
+        headersTimeout: req.headersTimeoutMs ?? this.timeouts.headersMs,
+        bodyTimeout: req.bodyTimeoutMs ?? this.timeouts.bodyIdleMs,
+      });
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    } catch (err) {
+      if (req.body && !Buffer.isBuffer(req.body)) req.body.destroy();
+      if (req.signal?.aborted) throw req.signal.reason;
+      throw transportError(err, req.operation, req.method !== 'GET' && bodyConsumed);
+    }
+  }
+
+  /** Read an error response into a `SpeechServiceError` (body bounded, key redacted). */
+  async errorOf(res: HttpResponse, operation: OperationName): Promise<SpeechServiceError> {
+    const text = await readText(res, 64 * 1024).catch(() => '');
+    return errorFromResponse({
+      status: res.status,
+      headers: res.headers,
+      body: text,
+      operation,
+      secrets: this.secrets,
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsAgent) await this.#agent.destroy();
+  }
+}
+
+/** Read a response body as text, at most `maxBytes` (the rest is discarded). */
+export async function readText(res: HttpResponse, maxBytes = 1024 * 1024): Promise<string> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of res.body) {
+    const b = chunk as Buffer;
+    if (total + b.length > maxBytes) {
+      chunks.push(b.subarray(0, maxBytes - total));
+      total = maxBytes;
+      res.body.destroy();
+      break;
+    }
+    chunks.push(b);
+    total += b.length;
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Read a JSON response body; a body that is not JSON is a `TransportError`-free ProtocolError upstream. */
+export async function readJson(res: HttpResponse, maxBytes = 16 * 1024 * 1024): Promise<unknown> {
+  const text = await readText(res, maxBytes);
+  return JSON.parse(text);
+}
+
+/** Discard a body we do not need, releasing the connection. */
+export function discard(res: HttpResponse): void {
+  res.body.dump().catch(() => {});
+}

@@ -1,0 +1,28 @@
+// The client: every operation of the service over HTTP and Socket.IO.
+
+export { Admission, type AdmissionOptions, isAdmissionRejection, type WorkloadStats } from './admission.ts';
+export {
+  type AmbiguousSubmitPolicy,
+  BatchApi,
+  type BatchSubmitOptions,
+  type BatchSubmitResult,
+  BatchWaitTimeoutError,
+  type GetLegacyOptions,
+  type GetOptions,
+  type WaitOptions,
+} from './batch.ts';
+export { type ClientOptions, createClient, type LiveApi, SpeechClient } from './client.ts';
+export { FastApi, type FastOptions } from './fast.ts';
+export { DEFAULT_TIMEOUTS, type HttpTimeouts } from './http.ts';
+export type { UploadInput } from './input.ts';
+export {
+  type LiveKind,
+  type LiveRecord,
+  LiveSession,
+  type LiveSessionOptions,
+  type LiveState,
+  type LiveTransport,
+  type SendOptions,
+} from './live.ts';
+export { backoffDelay, DEFAULT_RETRY, type RetryOptions } from './retry.ts';
+export { type SynthesizeOptions, TtsApi, type TtsSynthesis, type VoiceReferenceInput } from './tts.ts';

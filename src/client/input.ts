@@ -1,0 +1,112 @@
+// Upload inputs (a path, bytes, or a Readable) normalized to something that can be streamed,
+// measured when possible, and opened again for a retry when possible.
+
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { Readable } from 'node:stream';
+import { InvalidArgumentError } from '../protocol/errors.ts';
+
+export type UploadInput =
+  | string
+  | URL
+  | Uint8Array
+  | Readable
+  | { stream: Readable; filename?: string; size?: number; contentType?: string };
+
+export interface UploadSource {
+  filename: string;
+  contentType: string;
+  /** Bytes, when known before reading. */
+  size: number | undefined;
+  /** A fresh stream of the bytes; `undefined` once a one-shot stream was used. */
+  open(): Readable | undefined;
+  /** Whether `open()` can be called again (files and buffers can; streams cannot). */
+  readonly reopenable: boolean;
+  /** The bytes, for transports that need them whole (Socket.IO). */
+  bytes(maxBytes: number): Promise<Buffer>;
+}
+
+const TYPES: Record<string, string> = {
+  wav: 'audio/wav',
+  mp3: 'audio/mpeg',
+  flac: 'audio/flac',
+  ogg: 'audio/ogg',
+  opus: 'audio/ogg',
+  webm: 'audio/webm',
+  m4a: 'audio/mp4',
+  mp4: 'audio/mp4',
+  aac: 'audio/aac',
+};
+
+function typeOf(name: string): string {
+  return TYPES[name.split('.').pop()?.toLowerCase() ?? ''] ?? 'application/octet-stream';
+}
+
+async function collect(stream: Readable, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of stream) {
+    total += (chunk as Buffer).length;
+    if (total > maxBytes) {
+      stream.destroy();
+      throw new InvalidArgumentError(`input is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+export async function uploadSource(input: UploadInput): Promise<UploadSource> {
+  if (typeof input === 'string' || input instanceof URL) {
+    const path = input instanceof URL ? input : input;
+    const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
+      throw new InvalidArgumentError(`cannot read input file: ${err.code ?? err.message}`);
+    });
+    if (!info.isFile()) throw new InvalidArgumentError('input path is not a file');
+    const name = basename(typeof path === 'string' ? path : path.pathname);
+    return {
+      filename: name,
+      contentType: typeOf(name),
+      size: info.size,
+      reopenable: true,
+      open: () => createReadStream(path, { highWaterMark: 256 * 1024 }),
+      bytes: (max) => collect(createReadStream(path), max),
+    };
+  }
+  if (input instanceof Uint8Array) {
+    const buf = Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+    return {
+      filename: 'audio',
+      contentType: 'application/octet-stream',
+      size: buf.length,
+      reopenable: true,
+      open: () => Readable.from([buf], { objectMode: false }),
+      bytes: async (max) => {
+        if (buf.length > max) throw new InvalidArgumentError(`input is larger than ${max} bytes`);
+        return buf;
+      },
+    };
+  }
+  const described = input instanceof Readable ? { stream: input } : input;
+  if (!(described.stream instanceof Readable))
+    throw new InvalidArgumentError('unsupported input: pass a path, bytes or a Readable');
+  let used = false;
+  const name = described.filename ?? 'audio';
+  return {
+    filename: name,
+    contentType: described.contentType ?? typeOf(name),
+    size: described.size,
+    reopenable: false,
+    open: () => {
+      if (used) return undefined;
+      used = true;
+      return described.stream;
+    },
+    bytes: (max) => {
+      if (used) throw new InvalidArgumentError('the input stream was already consumed');
+      used = true;
+      return collect(described.stream, max);
+    },
+  };
+}

@@ -1,0 +1,435 @@
+// A live pseudo-session (realtime ASR or diarization) for one stream UUID, over framed HTTP
+// (one POST per frame, serialized per stream) or Socket.IO (one emit per frame, acknowledged).
+// `send()` resolves only when the service accepted the frame; completion is only an observed
+// record with `is_final: true`. A session is never resumed: failures end it, and a caller
+// (sttStream) starts over with a fresh UUID.
+
+import { EventEmitter } from 'node:events';
+import {
+  IncompleteStreamError,
+  InvalidArgumentError,
+  ProtocolError,
+  SpeechServiceError,
+} from '../protocol/errors.ts';
+import { encodeFrame, FRAME_HEADER_BYTES } from '../protocol/frame.ts';
+import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
+import type { Language } from '../protocol/languages.ts';
+import { NdjsonDecoder } from '../protocol/ndjson.ts';
+import type { OperationName } from '../protocol/operations.ts';
+import {
+  type AsrRecord,
+  type DiarizationRecord,
+  validateAsrRecord,
+  validateDiarizationRecord,
+} from '../protocol/records.ts';
+import { idToBytes, randomUuid } from '../protocol/uuid.ts';
+import type { Validation } from '../protocol/validate.ts';
+import type { Admission } from './admission.ts';
+import { isAdmissionRejection } from './admission.ts';
+import type { HttpTransport } from './http.ts';
+import { backoffDelay, sleep } from './retry.ts';
+import type { SocketTransport } from './socket.ts';
+
+export type LiveKind = 'stt' | 'diarization';
+export type LiveTransport = 'http' | 'socketio';
+export type LiveRecord<K extends LiveKind> = K extends 'stt' ? AsrRecord : DiarizationRecord;
+
+export interface LiveSessionOptions {
+  transport?: LiveTransport;
+  language?: Language;
+  /** The stream UUID; a fresh one by default. */
+  streamId?: string;
+  signal?: AbortSignal;
+  /** Times a frame is sent again after 429 `SESSION_BYTE_RATE_EXCEEDED`. Default 20. */
+  maxRateRetries?: number;
+  /** Records held for the async iterator before `send()` waits for the consumer. Default 256. */
+  highWaterMark?: number;
+  /** Socket.IO: wait for the service to acknowledge each frame (backpressure). Default true. */
+  socketAcks?: boolean;
+  /** Socket.IO acknowledgement wait. Default 30 s. */
+  ackTimeoutMs?: number;
+  /** Validate each record against the interface's shape (a bad one fails the session). Default true. */
+  validate?: boolean;
+}
+
+export interface LiveDeps {
+  http: HttpTransport;
+  socket: SocketTransport;
+  admission: Admission;
+  realtimePrefix: string;
+}
+
+export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
+
+export interface SendOptions {
+  /** This frame is the last one carrying audio (sets is_final). */
+  final?: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Events: `record` (each record, in arrival order), `final` (the `is_final` record),
+ * `error` (the session failed; also the rejection of `done`).
+ */
+export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
+  readonly kind: K;
+  readonly transport: LiveTransport;
+  readonly id: string;
+  readonly language: Language;
+  /** Resolves with the `is_final` record; rejects when the session fails or is aborted. */
+  readonly done: Promise<LiveRecord<K>>;
+
+  #state: LiveState = 'idle';
+  readonly #deps: LiveDeps;
+  readonly #idBytes: Buffer;
+  readonly #operation: OperationName;
+  readonly #options: Required<
+    Pick<LiveSessionOptions, 'maxRateRetries' | 'highWaterMark' | 'socketAcks' | 'ackTimeoutMs' | 'validate'>
+  >;
+  readonly #abort = new AbortController();
+  #resolveDone!: (record: LiveRecord<K>) => void;
+  #rejectDone!: (err: unknown) => void;
+  #error: unknown;
+  #slot: { release(): void; rejected(err: SpeechServiceError, attempt: number): void } | undefined;
+  /** The previous HTTP exchange, whose response must end before the next frame is sent. */
+  #previous: Promise<void> = Promise.resolve();
+  #sentFinal = false;
+  #sentFrames = 0;
+  #receivedRecords = 0;
+  #unroute: (() => void) | undefined;
+  // Async iteration (opt-in via records()).
+  #buffer: LiveRecord<K>[] | undefined;
+  #wake: (() => void) | undefined;
+  #drained: (() => void) | undefined;
+
+  constructor(kind: K, deps: LiveDeps, options: LiveSessionOptions = {}) {
+    super();
+    this.kind = kind;
+    this.#deps = deps;
+    this.transport = options.transport ?? 'http';
+    this.language = options.language ?? 'auto';
+    this.id = (options.streamId ?? randomUuid()).toLowerCase();
+    this.#idBytes = idToBytes(this.id);
+    this.#operation = `${kind}.${this.transport === 'http' ? 'http' : 'socket'}` as OperationName;
+    this.#options = {
+      maxRateRetries: options.maxRateRetries ?? 20,
+      highWaterMark: options.highWaterMark ?? 256,
+      socketAcks: options.socketAcks ?? true,
+      ackTimeoutMs: options.ackTimeoutMs ?? 30_000,
+      validate: options.validate ?? true,
+    };
+    this.done = new Promise((resolve, reject) => {
+      this.#resolveDone = resolve;
+      this.#rejectDone = reject;
+    });
+    this.done.catch(() => {}); // observed through events or awaited by the caller
+    if (options.signal) {
+      if (options.signal.aborted) this.abort(options.signal.reason);
+      else options.signal.addEventListener('abort', () => this.abort(options.signal!.reason), { once: true });
+    }
+  }
+
+  get state(): LiveState {
+    return this.#state;
+  }
+
+  /** Frames accepted so far. */
+  get framesSent(): number {
+    return this.#sentFrames;
+  }
+
+  /**
+   * Send one chunk of PCM16LE 16 kHz mono (nonempty, even). Resolves when the service accepted
+   * it; the first chunk opens the session (waiting for an admission slot), `final` closes it.
+   */
+  async send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
+    if (this.#error !== undefined) throw this.#error;
+    if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
+    const first = this.#state === 'idle';
+    if (first) this.#state = 'live';
+    if (options.final) {
+      this.#sentFinal = true;
+      this.#state = 'finishing';
+    }
+    const frame = encodeFrame({
+      streamId: this.#idBytes,
+      isStart: first,
+      isFinal: options.final === true,
+      language: this.language,
+      pcm,
+    });
+    await this.#waitForConsumer();
+    try {
+      if (first) await this.#open(frame, options.signal);
+      else await this.#sendFrame(frame, options.signal);
+      this.#sentFrames++;
+    } catch (err) {
+      this.#fail(err);
+      throw this.#error;
+    }
+  }
+
+  /**
+   * An async iterator over records from now on (call it before sending, or use `record`
+   * events). While it holds `highWaterMark` unread records, `send()` waits.
+   */
+  records(): AsyncIterableIterator<LiveRecord<K>> {
+    this.#buffer ??= [];
+    const next = async (): Promise<IteratorResult<LiveRecord<K>>> => {
+      while (true) {
+        const buffer = this.#buffer!;
+        if (buffer.length > 0) {
+          const value = buffer.shift()!;
+          if (buffer.length < this.#options.highWaterMark) this.#drained?.();
+          return { value, done: false };
+        }
+        if (this.#error !== undefined) throw this.#error;
+        if (this.#state === 'finished') return { value: undefined, done: true };
+        await new Promise<void>((resolve) => (this.#wake = resolve));
+      }
+    };
+    const iterator: AsyncIterableIterator<LiveRecord<K>> = {
+      next,
+      return: async () => {
+        this.#buffer = undefined;
+        this.#drained?.();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<LiveRecord<K>> {
+    return this.records();
+  }
+
+  /** Stop now: cancels what is in flight (the service cancels the session), releases the slot. */
+  abort(reason: unknown = new DOMException('The live session was aborted', 'AbortError')): void {
+    if (this.#state === 'finished' || this.#state === 'failed') return;
+    this.#abort.abort(reason);
+    this.#fail(reason);
+  }
+
+  // --- opening and admission -------------------------------------------------------------
+
+  async #open(frame: Buffer, signal?: AbortSignal): Promise<void> {
+    const workload = this.kind === 'stt' ? 'realtime_asr' : 'diarization';
+    if (this.transport === 'socketio') this.#routeSocket();
+    for (let attempt = 0; ; attempt++) {
+      this.#slot = await this.#deps.admission.acquire(workload, {
+        signal: this.#signal(signal),
+        retrying: attempt > 0,
+      });
+      try {
+        await this.#sendFrame(frame, signal);
+        return;
+      } catch (err) {
+        if (!isAdmissionRejection(err) || attempt >= 100) throw err;
+        // Nothing was consumed and the id is not live: wait in the queue, then start again.
+        this.#slot.rejected(err, attempt);
+        this.#slot.release();
+        this.#slot = undefined;
+      }
+    }
+  }
+
+  #signal(extra?: AbortSignal): AbortSignal {
+    return extra ? AbortSignal.any([extra, this.#abort.signal]) : this.#abort.signal;
+  }
+
+  // --- frames ------------------------------------------------------------------------------
+
+  async #sendFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (this.transport === 'http') await this.#postFrame(frame, signal);
+        else await this.#emitFrame(frame, signal);
+        return;
+      } catch (err) {
+        const rate = err instanceof SpeechServiceError && err.code === 'SESSION_BYTE_RATE_EXCEEDED';
+        if (!rate || attempt >= this.#options.maxRateRetries) throw err;
+        // The frame was not accepted and the session stays live: send the same frame later.
+        this.emit('rate-limited', err);
+        await sleep(
+          backoffDelay(attempt, { baseMs: 250, maxMs: 10_000 }, err.retryAfterMs),
+          this.#signal(signal),
+        );
+      }
+    }
+  }
+
+  async #postFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
+    // One exchange at a time per stream: records arrive in order, and diarization requires it.
+    await this.#previous;
+    if (this.#error !== undefined) throw this.#error;
+    const op = this.kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream;
+    const isFinal = (frame[16]! & 0b10) !== 0;
+    const res = await this.#deps.http.send({
+      operation: this.#operation,
+      method: 'POST',
+      path: realtimePath(this.#deps.realtimePrefix, op),
+      headers: { 'content-type': 'application/octet-stream', accept: 'application/x-ndjson' },
+      body: frame,
+      signal: this.#signal(signal),
+    });
+    if (res.status !== 200) {
+      throw await this.#deps.http.errorOf(res, this.#operation);
+    }
+    // Accepted. The response's records are read in the background; the next frame waits.
+    this.#previous = this.#readRecords(res.body, isFinal);
+  }
+
+  async #readRecords(
+    body: AsyncIterable<unknown> & { destroy(err?: Error): void },
+    isFinalFrame: boolean,
+  ): Promise<void> {
+    const decoder = new NdjsonDecoder();
+    try {
+      for await (const chunk of body) {
+        for (const value of decoder.push(chunk as Buffer)) this.#deliver(value);
+        if (this.#state === 'finished' || this.#error !== undefined) {
+          body.destroy();
+          return;
+        }
+      }
+      for (const value of decoder.end()) this.#deliver(value);
+    } catch (err) {
+      if (this.#error !== undefined || this.#state === 'finished') return;
+      this.#fail(
+        err instanceof ProtocolError && err.code !== 'ERR_NDJSON_TRUNCATED'
+          ? err
+          : new IncompleteStreamError(
+              `${this.#operation}: response for stream ${this.id} broke off (${(err as Error).message})`,
+              {
+                operation: this.#operation,
+                id: this.id,
+                received: this.#receivedRecords,
+                cause: err,
+              },
+            ),
+      );
+      return;
+    }
+    if (isFinalFrame && this.#state !== 'finished' && this.#error === undefined) {
+      // The request's final bit and the end of a response are not completion.
+      this.#fail(
+        new IncompleteStreamError(
+          `${this.#operation}: stream ${this.id} ended without a record with is_final: true`,
+          {
+            operation: this.#operation,
+            id: this.id,
+            received: this.#receivedRecords,
+          },
+        ),
+      );
+    }
+  }
+
+  #routeSocket(): void {
+    const resultEvent =
+      this.kind === 'stt'
+        ? this.#deps.socket.events.transcriptionResult
+        : this.#deps.socket.events.diarizationResult;
+    this.#unroute = this.#deps.socket.route(this.id, {
+      onResult: (event, payload) => {
+        if (event === resultEvent) this.#deliver(payload);
+      },
+      onError: (err) => this.#fail(err),
+      onDisconnect: (err) =>
+        this.#fail(
+          this.#receivedRecords > 0 || this.#sentFrames > 0
+            ? new IncompleteStreamError(`${this.#operation}: connection lost during stream ${this.id}`, {
+                operation: this.#operation,
+                id: this.id,
+                received: this.#receivedRecords,
+                cause: err,
+              })
+            : err,
+        ),
+    });
+  }
+
+  async #emitFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
+    const event =
+      this.kind === 'stt' ? this.#deps.socket.events.audioStream : this.#deps.socket.events.diarizationStream;
+    if (!this.#options.socketAcks) {
+      await this.#deps.socket.emit(this.#operation, event, frame, this.#signal(signal));
+      return;
+    }
+    const ack = await this.#deps.socket.emitWithAck(this.#operation, event, frame, {
+      timeoutMs: this.#options.ackTimeoutMs,
+      signal: this.#signal(signal),
+    });
+    const err = this.#deps.socket.ackError(ack, this.#operation);
+    if (err) throw err;
+  }
+
+  // --- records -------------------------------------------------------------------------------
+
+  #deliver(value: unknown): void {
+    if (this.#state === 'finished' || this.#error !== undefined) return;
+    const check: Validation<unknown> = this.#options.validate
+      ? this.kind === 'stt'
+        ? validateAsrRecord(value)
+        : validateDiarizationRecord(value)
+      : { ok: true, value };
+    if (!check.ok) {
+      this.#fail(
+        new ProtocolError(
+          'ERR_INVALID_RECORD',
+          `${this.#operation}: invalid record: ${check.issues.map((i) => `${i.path} ${i.message}`).join('; ')}`,
+          {
+            issues: check.issues,
+          },
+        ),
+      );
+      return;
+    }
+    const record = value as LiveRecord<K>;
+    if (record.id.toLowerCase() !== this.id) return; // not ours (shared socket)
+    this.#receivedRecords++;
+    this.#buffer?.push(record);
+    this.#wake?.();
+    this.emit('record', record);
+    if (record.is_final) this.#finish(record);
+  }
+
+  async #waitForConsumer(): Promise<void> {
+    while (this.#buffer && this.#buffer.length >= this.#options.highWaterMark && this.#error === undefined) {
+      await new Promise<void>((resolve) => (this.#drained = resolve));
+    }
+  }
+
+  #finish(record: LiveRecord<K>): void {
+    this.#state = 'finished';
+    this.#cleanup();
+    this.#wake?.();
+    this.emit('final', record);
+    this.#resolveDone(record);
+  }
+
+  #fail(err: unknown): void {
+    if (this.#error !== undefined || this.#state === 'finished') return;
+    this.#error = err;
+    this.#state = 'failed';
+    this.#abort.abort(err);
+    this.#cleanup();
+    this.#wake?.();
+    this.#drained?.();
+    this.#rejectDone(err);
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+  }
+
+  #cleanup(): void {
+    this.#slot?.release();
+    this.#slot = undefined;
+    this.#unroute?.();
+    this.#unroute = undefined;
+  }
+}
+
+/** PCM bytes carried by an encoded live frame. */
+export function framePcmBytes(frame: Uint8Array): number {
+  return Math.max(0, frame.length - FRAME_HEADER_BYTES);
+}

@@ -1,0 +1,66 @@
+// Backoff with full jitter and an abortable sleep: the timing half of every retry policy.
+
+export interface BackoffOptions {
+  /** First delay. Default 250 ms. */
+  baseMs?: number;
+  /** Ceiling of any delay. Default 30 s. */
+  maxMs?: number;
+  /** Growth per attempt. Default 2. */
+  factor?: number;
+}
+
+export interface RetryOptions extends BackoffOptions {
+  /** Attempts in all, the first included. Default 5. */
+  maxAttempts?: number;
+}
+
+export const DEFAULT_RETRY: Required<RetryOptions> = Object.freeze({
+  maxAttempts: 5,
+  baseMs: 250,
+  maxMs: 30_000,
+  factor: 2,
+});
+
+/**
+ * Delay before retry number `attempt` (0-based): full jitter over an exponential ceiling, so
+ * that many clients retrying at once spread out. `retryAfterMs` from the service wins when
+ * given (plus a little jitter, never less than it asked).
+ */
+export function backoffDelay(
+  attempt: number,
+  options: BackoffOptions = {},
+  retryAfterMs?: number,
+  random = Math.random,
+): number {
+  const base = options.baseMs ?? DEFAULT_RETRY.baseMs;
+  const max = options.maxMs ?? DEFAULT_RETRY.maxMs;
+  const factor = options.factor ?? DEFAULT_RETRY.factor;
+  if (retryAfterMs !== undefined)
+    return Math.min(retryAfterMs + random() * Math.min(base, 1000), Math.max(max, retryAfterMs));
+  const ceiling = Math.min(max, base * factor ** attempt);
+  return random() * ceiling;
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason when it aborts. Leaves no timer. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** A signal that aborts when any of `signals` does (undefined ones ignored). */
+export function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
+  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (present.length === 0) return undefined;
+  if (present.length === 1) return present[0];
+  return AbortSignal.any(present);
+}

@@ -1,0 +1,151 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Admission, isAdmissionRejection } from '../src/client/index.ts';
+import { backoffDelay } from '../src/client/retry.ts';
+import { localServiceError, SpeechServiceError, TransportError } from '../src/index.ts';
+
+function reject429(code: string, retryAfterMs = 20): SpeechServiceError {
+  return new SpeechServiceError({ status: 429, code, retryable: true, retryAfterMs });
+}
+
+/** A fake service admitting at most `capacity` concurrent operations, answering 429 beyond. */
+function fakeService(capacity: number) {
+  let running = 0;
+  let peak = 0;
+  let rejections = 0;
+  let served = 0;
+  return {
+    async call(): Promise<number> {
+      if (running >= capacity) {
+        rejections++;
+        throw reject429('CONCURRENCY_LIMIT_EXCEEDED');
+      }
+      running++;
+      peak = Math.max(peak, running);
+      await new Promise((r) => setTimeout(r, 2));
+      running--;
+      return ++served;
+    },
+    get peak() {
+      return peak;
+    },
+    get rejections() {
+      return rejections;
+    },
+  };
+}
+
+test('admission: a burst of 1,000 against a smaller real limit ends with no failures and no storm', async (t) => {
+  const service = fakeService(3);
+  const admission = new Admission({ concurrency: { batch: 8 }, backoff: { baseMs: 5, maxMs: 50 } });
+  const results = await Promise.allSettled(
+    Array.from({ length: 1000 }, () => admission.run('batch', () => service.call())),
+  );
+  assert.equal(results.filter((r) => r.status === 'rejected').length, 0);
+  assert.ok(service.peak <= 3);
+  // Concurrency adapts down instead of hammering: far fewer rejections than operations.
+  assert.ok(service.rejections <= 20, `${service.rejections} rejections`);
+  t.diagnostic(`${service.rejections} admission rejections for 1,000 operations`);
+  const stats = admission.stats().find((s) => s.workload === 'batch')!;
+  assert.equal(stats.queued, 0);
+  assert.equal(stats.running, 0);
+  assert.ok(stats.pauses > 0 && stats.retries === service.rejections);
+  admission.close();
+});
+
+test('admission: concurrency per workload is respected and workloads are independent', async () => {
+  const admission = new Admission({ concurrency: { tts: 2, batch: 5 } });
+  let tts = 0;
+  let ttsPeak = 0;
+  let batch = 0;
+  let batchPeak = 0;
+  const work = (which: 'tts' | 'batch') =>
+    admission.run(which, async () => {
+      if (which === 'tts') ttsPeak = Math.max(ttsPeak, ++tts);
+      else batchPeak = Math.max(batchPeak, ++batch);
+      await new Promise((r) => setTimeout(r, 5));
+      if (which === 'tts') tts--;
+      else batch--;
+    });
+  await Promise.all([
+    ...Array.from({ length: 10 }, () => work('tts')),
+    ...Array.from({ length: 20 }, () => work('batch')),
+  ]);
+  assert.equal(ttsPeak, 2);
+  assert.equal(batchPeak, 5);
+  admission.close();
+});
+
+test('admission: a rate-limit 429 pauses the workload for Retry-After, then retries', async () => {
+  const admission = new Admission({ concurrency: { fast: 4 } });
+  let calls = 0;
+  const started = Date.now();
+  const value = await admission.run('fast', async (attempt) => {
+    calls++;
+    if (attempt === 0) throw reject429('RATE_LIMIT_EXCEEDED', 80);
+    return 'ok';
+  });
+  assert.equal(value, 'ok');
+  assert.equal(calls, 2);
+  assert.ok(Date.now() - started >= 80, 'waited for Retry-After');
+  admission.close();
+});
+
+test('admission: other errors are not retried', async () => {
+  const admission = new Admission();
+  let calls = 0;
+  await assert.rejects(
+    admission.run('batch', async () => {
+      calls++;
+      throw localServiceError('PAYLOAD_TOO_LARGE', 'too big');
+    }),
+    { code: 'PAYLOAD_TOO_LARGE' },
+  );
+  assert.equal(calls, 1);
+  assert.equal(
+    isAdmissionRejection(reject429('SESSION_BYTE_RATE_EXCEEDED')),
+    false,
+    'byte rate is the session pacing, not admission',
+  );
+  assert.equal(isAdmissionRejection(reject429('SESSION_SLOTS_EXHAUSTED')), true);
+  admission.close();
+});
+
+test('admission: close() fails queued and running operations and leaves no timer', async () => {
+  const admission = new Admission({ concurrency: { tts: 1 } });
+  let release!: () => void;
+  const running = admission.run('tts', () => new Promise<void>((r) => (release = r)));
+  const queued = admission.run('tts', async () => 'never');
+  admission.pause('tts', 60_000);
+  admission.close();
+  const closed = (err: unknown) => err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED';
+  await assert.rejects(queued, closed);
+  await assert.rejects(running, closed);
+  release();
+});
+
+test('admission: acquire holds a slot until release, abort leaves the queue', async () => {
+  const admission = new Admission({ concurrency: { realtime_asr: 1 } });
+  const a = await admission.acquire('realtime_asr');
+  const controller = new AbortController();
+  const waiting = admission.acquire('realtime_asr', { signal: controller.signal });
+  assert.equal(admission.stats().find((s) => s.workload === 'realtime_asr')!.queued, 1);
+  controller.abort(new Error('stop'));
+  await assert.rejects(waiting, /stop/);
+  a.release();
+  const b = await admission.acquire('realtime_asr');
+  b.release();
+  admission.close();
+});
+
+test('backoff: full jitter under an exponential ceiling; Retry-After wins', () => {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const d = backoffDelay(attempt, { baseMs: 100, maxMs: 5000 });
+    assert.ok(d >= 0 && d <= Math.min(5000, 100 * 2 ** attempt));
+  }
+  assert.ok(backoffDelay(3, { baseMs: 100 }, 2000) >= 2000);
+  assert.equal(
+    backoffDelay(0, { baseMs: 100 }, 2000, () => 0),
+    2000,
+  );
+});

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, test } from 'node:test';
+import busboy from 'busboy';
+import { uploadSource } from '../src/client/input.ts';
+import { multipartBody } from '../src/client/multipart.ts';
+
+const dir = await mkdtemp(join(tmpdir(), 'speechpipe-mp-'));
+after(() => rm(dir, { recursive: true, force: true }));
+
+async function parse(body: Readable, contentType: string) {
+  const parts: { name: string; filename?: string; type?: string; data: Buffer }[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const bb = busboy({ headers: { 'content-type': contentType } });
+    bb.on('file', (name, stream, info) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () =>
+        parts.push({ name, filename: info.filename, type: info.mimeType, data: Buffer.concat(chunks) }),
+      );
+    });
+    bb.on('field', (name, value) => parts.push({ name, data: Buffer.from(value) }));
+    bb.on('close', resolve);
+    bb.on('error', reject);
+    body.pipe(bb);
+  });
+  return parts;
+}
+
+async function bytes(r: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of r) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+test('multipart: one `file` part, exact length, parsed by busboy', async () => {
+  const data = Buffer.from(Array.from({ length: 70_000 }, (_, i) => i % 251));
+  const path = join(dir, 'talk "1".wav');
+  await writeFile(path, data);
+  const source = await uploadSource(path);
+  assert.equal(source.size, data.length);
+  assert.equal(source.contentType, 'audio/wav');
+  const mp = multipartBody({
+    filename: source.filename,
+    contentType: source.contentType,
+    stream: source.open()!,
+    size: source.size,
+  });
+  const raw = await bytes(mp.body);
+  assert.equal(raw.length, mp.length, 'declared length is exact');
+  const parts = await parse(Readable.from([raw]), mp.contentType);
+  assert.equal(parts.length, 1);
+  assert.equal(parts[0]!.name, 'file');
+  assert.equal(parts[0]!.filename, 'talk _1_.wav', 'quotes and line breaks are neutralised');
+  assert.deepEqual(parts[0]!.data, data);
+});
+
+test('inputs: files and bytes reopen for a retry, streams only once', async () => {
+  const buf = await uploadSource(Buffer.from('abc'));
+  assert.equal(buf.reopenable, true);
+  assert.deepEqual(await bytes(buf.open()!), Buffer.from('abc'));
+  assert.deepEqual(await bytes(buf.open()!), Buffer.from('abc'));
+  const stream = await uploadSource({ stream: Readable.from([Buffer.from('xyz')]), filename: 'a.mp3' });
+  assert.equal(stream.reopenable, false);
+  assert.equal(stream.contentType, 'audio/mpeg');
+  assert.ok(stream.open());
+  assert.equal(stream.open(), undefined);
+  await assert.rejects(uploadSource(join(dir, 'missing.wav')), { code: 'ERR_INVALID_ARGUMENT' });
+  await assert.rejects(uploadSource(dir), { code: 'ERR_INVALID_ARGUMENT' });
+});
+
+test('destroying the multipart body releases the file stream', async () => {
+  const path = join(dir, 'big.bin');
+  await writeFile(path, Buffer.alloc(1 << 20));
+  const source = await uploadSource(path);
+  const file = source.open()!;
+  const mp = multipartBody({
+    filename: 'big.bin',
+    contentType: 'application/octet-stream',
+    stream: file,
+    size: source.size,
+  });
+  mp.body.once('data', () => mp.body.destroy());
+  await new Promise((resolve) => mp.body.once('close', resolve));
+  await new Promise((resolve) => (file.destroyed ? resolve(undefined) : file.once('close', resolve)));
+  assert.ok(file.destroyed);
+});

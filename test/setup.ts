@@ -1,8 +1,14 @@
 // Loaded into every test process (--import): fails the file when it leaves handles open
-// (sockets, servers, child processes, timers, workers) after its tests finish.
+// (sockets, servers, child processes, ref'd timers, workers) after its tests and hooks end.
+//
+// Root `after` hooks run in registration order and this one registers first, so it cannot
+// check at once: it starts an unref'd poll that lets the file's own hooks close things. If
+// everything closes, the poll stops and the process exits normally; if handles are still open
+// after the grace period, it names them and exits 1, which the runner reports as a failure.
 
 import { after } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+
+const GRACE_MS = Number(process.env.SPEECHPIPE_LEAK_GRACE_MS ?? 10_000);
 
 const count = (list: string[]) => {
   const m = new Map<string, number>();
@@ -13,21 +19,24 @@ const count = (list: string[]) => {
 const baseline = count(process.getActiveResourcesInfo());
 
 function leaks(): string[] {
-  const now = count(process.getActiveResourcesInfo());
   const out: string[] = [];
-  for (const [type, n] of now) {
+  for (const [type, n] of count(process.getActiveResourcesInfo())) {
     const extra = n - (baseline.get(type) ?? 0);
     if (extra > 0) out.push(`${type} x${extra}`);
   }
   return out;
 }
 
-after(async () => {
-  // Closing sockets and reaping children takes a few ticks; allow that, not more.
-  for (let i = 0; i < 40; i++) {
-    if (leaks().length === 0) return;
-    await sleep(50);
-  }
-  const left = leaks();
-  if (left.length > 0) throw new Error(`test file left handles open: ${left.join(', ')}`);
+after(() => {
+  const deadline = Date.now() + GRACE_MS;
+  const poll = () => {
+    const left = leaks();
+    if (left.length === 0) return;
+    if (Date.now() >= deadline) {
+      console.error(`test file left handles open after its hooks: ${left.join(', ')}`);
+      process.exit(1);
+    }
+    setTimeout(poll, 50).unref();
+  };
+  setTimeout(poll, 50).unref();
 });

@@ -1,0 +1,33 @@
+// The suite's own guard: a test file that leaves a handle open fails (test/setup.ts).
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { test } from 'node:test';
+
+function runFixture(name: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--test', '--import', './test/setup.ts', `test/fixtures/${name}`],
+      {
+        cwd: new URL('..', import.meta.url),
+        timeout: 60_000,
+        // A nested runner must not believe it reports to this one.
+        env: { ...process.env, NODE_TEST_CONTEXT: undefined, SPEECHPIPE_LEAK_GRACE_MS: '1000' },
+      },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+    );
+  });
+}
+
+test('a file that leaves a server open fails, naming the handle', async () => {
+  const { code, output } = await runFixture('leaky.fixture.ts');
+  assert.notEqual(code, 0);
+  assert.match(output, /left handles open after its hooks: TCPServerWrap x1/);
+});
+
+test('a file that closes its server in after() passes', async () => {
+  const { code, output } = await runFixture('tidy.fixture.ts');
+  assert.equal(code, 0, output);
+});

@@ -1,0 +1,118 @@
+// Admission: concurrent operations per account and workload (429 CONCURRENCY_LIMIT_EXCEEDED),
+// HTTP pseudo-session slots per account (429 SESSION_SLOTS_EXHAUSTED) and the per-key request
+// rate (429 RATE_LIMIT_EXCEEDED). A rejected request takes nothing from any of them.
+
+import type { Limits, Workload } from '../protocol/limits.ts';
+import { limitData, reject } from './rejection.ts';
+import type { StatsCollector } from './stats.ts';
+
+/** Seconds a client is told to wait after a concurrency or slot rejection. */
+export const CONCURRENCY_RETRY_AFTER_SEC = 1;
+
+/** Gives back what an admission took; calling it again does nothing. */
+export type Release = () => void;
+
+/** Counts of held units by key; `take` returns the release of one unit. */
+class Holdings {
+  readonly #held = new Map<string, number>();
+
+  held(key: string): number {
+    return this.#held.get(key) ?? 0;
+  }
+
+  take(key: string, onRelease?: () => void): Release {
+    this.#held.set(key, this.held(key) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const now = this.held(key) - 1;
+      if (now <= 0) this.#held.delete(key);
+      else this.#held.set(key, now);
+      onRelease?.();
+    };
+  }
+}
+
+export class ConcurrencyGate {
+  readonly #holdings = new Holdings();
+  readonly #limits: Limits;
+  readonly #stats: StatsCollector;
+
+  constructor(limits: Limits, stats: StatsCollector) {
+    this.#limits = limits;
+    this.#stats = stats;
+  }
+
+  acquire(account: string, workload: Workload): Release {
+    const key = `${account}\u0000${workload}`;
+    const used = this.#holdings.held(key);
+    const limit = this.#limits.accountConcurrency[workload];
+    if (used + 1 > limit) {
+      throw reject(
+        'CONCURRENCY_LIMIT_EXCEEDED',
+        `the account already has ${used} concurrent ${workload} operations (limit ${limit})`,
+        {
+          retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
+          data: limitData(`account_concurrency_${workload}`, limit, used + 1),
+        },
+      );
+    }
+    this.#stats.acquired(workload);
+    return this.#holdings.take(key, () => this.#stats.released(workload));
+  }
+}
+
+/** Concurrent HTTP pseudo-sessions an account holds in this process. */
+export class SessionSlots {
+  readonly #holdings = new Holdings();
+  readonly #slots: number;
+
+  constructor(slots: number) {
+    if (!(Number.isSafeInteger(slots) && slots > 0))
+      throw new RangeError('sessionSlots must be a positive integer');
+    this.#slots = slots;
+  }
+
+  acquire(account: string): Release {
+    const used = this.#holdings.held(account);
+    if (used + 1 > this.#slots) {
+      throw reject(
+        'SESSION_SLOTS_EXHAUSTED',
+        `the account holds ${used} HTTP pseudo-sessions, the most this process allows`,
+        { retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC },
+      );
+    }
+    return this.#holdings.take(account);
+  }
+}
+
+/** A token bucket per key: `burst` requests at once, refilled at `requestsPerSecond`. */
+export class RateLimiter {
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #rate: number;
+  readonly #burst: number;
+
+  constructor(options: { requestsPerSecond: number; burst: number }) {
+    if (!(options.requestsPerSecond > 0 && options.burst >= 1))
+      throw new RangeError('rateLimit needs requestsPerSecond > 0 and burst >= 1');
+    this.#rate = options.requestsPerSecond;
+    this.#burst = options.burst;
+  }
+
+  /** Take one token or throw 429; the batch body carries `data.capacity` and no `request_id`. */
+  take(key: string, batch: boolean, now = performance.now()): void {
+    const bucket = this.#buckets.get(key) ?? { tokens: this.#burst, at: now };
+    bucket.tokens = Math.min(this.#burst, bucket.tokens + ((now - bucket.at) / 1000) * this.#rate);
+    bucket.at = now;
+    this.#buckets.set(key, bucket);
+    if (bucket.tokens < 1) {
+      const waitSec = Math.max(1, Math.ceil((1 - bucket.tokens) / this.#rate));
+      throw reject('RATE_LIMIT_EXCEEDED', `more than ${this.#rate} requests per second for this key`, {
+        retryAfterSec: waitSec,
+        ...(batch ? { data: { capacity: this.#burst }, omitRequestId: true } : {}),
+      });
+    }
+    bucket.tokens -= 1;
+  }
+}

@@ -1,0 +1,227 @@
+// Validation and analysis of an uploaded recording while it streams in: WAV is read natively
+// (no copy kept), anything else goes to a temp file and is decoded by ffmpeg. What is kept is
+// the duration, the speech regions and the SHA-256 of the bytes; never the audio.
+
+import { createHash, type Hash } from 'node:crypto';
+import { once } from 'node:events';
+import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
+import { pcm16OutputArgs, runFfmpeg } from '../audio/ffmpeg.ts';
+import { bufferToInt16, downmixToMono } from '../audio/pcm.ts';
+import { WavReader } from '../audio/wav.ts';
+import { looksLikeWav, MAX_WAV_HEADER_BYTES } from '../protocol/riff.ts';
+import type { AnalyzedAudio } from './engine/recording.ts';
+import { SpeechRegionDetector } from './engine/regions.ts';
+import type { Lifecycle } from './lifecycle.ts';
+import { type Rejection, reject, tooLong } from './rejection.ts';
+
+const DECODE_RATE = 16_000;
+
+export interface AnalyzerOptions {
+  lifecycle: Lifecycle;
+  maxDurationSec: number;
+  /** `audio_duration` (batch) or `fast_audio_duration`. */
+  durationBound: string;
+  signal: AbortSignal;
+}
+
+const corrupt = (why: string): Rejection =>
+  reject('VALIDATION_FILE_CORRUPT', `the audio is unsupported, corrupt, empty or of zero duration (${why})`, {
+    status: 422,
+  });
+
+/**
+ * Feed the file part's bytes with `write`, then `finish`. Both throw a `Rejection` (422) as soon
+ * as the audio is known to be invalid or too long; `dispose` releases the temp file and ffmpeg.
+ */
+export class UploadAnalyzer {
+  readonly #opts: AnalyzerOptions;
+  readonly #hash: Hash = createHash('sha256');
+  #bytes = 0;
+  #mode: 'sniff' | 'wav' | 'file' = 'sniff';
+  /** Bytes seen before the WAV header parsed (to fall back to ffmpeg if it does not). */
+  #head: Buffer[] = [];
+  #headBytes = 0;
+  #wav: WavReader | undefined;
+  #detector: SpeechRegionDetector | undefined;
+  #samples = 0;
+  #file: WriteStream | undefined;
+  #path: string | undefined;
+  #removeCleanup: (() => void) | undefined;
+
+  constructor(options: AnalyzerOptions) {
+    this.#opts = options;
+  }
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  async write(chunk: Buffer): Promise<void> {
+    if (chunk.length === 0) return;
+    this.#bytes += chunk.length;
+    this.#hash.update(chunk);
+    if (this.#mode === 'sniff') {
+      this.#head.push(chunk);
+      this.#headBytes += chunk.length;
+      if (this.#headBytes < 12) return;
+      const head = Buffer.concat(this.#head);
+      this.#head = [head];
+      if (looksLikeWav(head)) {
+        this.#mode = 'wav';
+        this.#wav = new WavReader();
+        this.#head = [];
+        this.#headBytes = 0;
+        await this.#writeWav(head);
+      } else {
+        await this.#toFile();
+      }
+      return;
+    }
+    if (this.#mode === 'wav') await this.#writeWav(chunk);
+    else await this.#writeFile(chunk);
+  }
+
+  async finish(): Promise<AnalyzedAudio> {
+    if (this.#bytes === 0) throw corrupt('no bytes');
+    if (this.#mode === 'sniff') await this.#toFile();
+    if (this.#mode === 'wav') {
+      if (!this.#wav!.info) throw corrupt('the WAV file ends before its data chunk');
+      return this.#result(this.#wav!.info.sampleRate);
+    }
+    const file = this.#file!;
+    file.end();
+    await once(file, 'close');
+    return this.#decodeFile();
+  }
+
+  dispose(): void {
+    this.#file?.destroy();
+    this.#removeTemp();
+  }
+
+  async #writeWav(chunk: Buffer): Promise<void> {
+    const reader = this.#wav!;
+    const before = reader.info;
+    if (before === null) {
+      this.#head.push(chunk);
+      this.#headBytes += chunk.length;
+    }
+    let pcm: Buffer;
+    try {
+      pcm = reader.push(chunk);
+    } catch {
+      // Not a WAV we read natively (RF64, an unusual codec...): let ffmpeg decide.
+      if (before !== null) throw corrupt('malformed WAV data');
+      return this.#toFile();
+    }
+    const info = reader.info;
+    if (info === null) {
+      if (this.#headBytes > MAX_WAV_HEADER_BYTES) throw corrupt('no WAV data chunk');
+      return;
+    }
+    if (before === null) {
+      this.#head = [];
+      this.#headBytes = 0;
+      this.#detector = new SpeechRegionDetector(info.sampleRate);
+    }
+    if (pcm.length === 0) return;
+    const mono = info.channels === 1 ? bufferToInt16(pcm) : downmixToMono(bufferToInt16(pcm), info.channels);
+    this.#samples += mono.length;
+    this.#detector!.pushSamples(mono);
+    const seconds = this.#samples / info.sampleRate;
+    if (seconds > this.#opts.maxDurationSec) {
+      const declared = info.dataBytes === undefined ? 0 : info.dataBytes / info.blockAlign / info.sampleRate;
+      throw tooLong(
+        this.#opts.durationBound,
+        this.#opts.maxDurationSec,
+        Math.max(seconds, declared),
+        'the audio',
+      );
+    }
+  }
+
+  async #toFile(): Promise<void> {
+    this.#mode = 'file';
+    this.#wav = undefined;
+    this.#path = this.#opts.lifecycle.tempPath();
+    const path = this.#path;
+    this.#removeCleanup = this.#opts.lifecycle.onClose(() => rmSync(path, { force: true }));
+    this.#file = createWriteStream(path);
+    this.#file.on('error', () => {}); // surfaced by finish() as a corrupt upload
+    const head = this.#head;
+    this.#head = [];
+    this.#headBytes = 0;
+    for (const chunk of head) await this.#writeFile(chunk);
+  }
+
+  async #writeFile(chunk: Buffer): Promise<void> {
+    const file = this.#file!;
+    if (!file.write(chunk)) await once(file, 'drain', { signal: this.#opts.signal });
+  }
+
+  async #decodeFile(): Promise<AnalyzedAudio> {
+    const detector = new SpeechRegionDetector(DECODE_RATE);
+    this.#detector = detector;
+    const ceiling = Math.floor(this.#opts.maxDurationSec * DECODE_RATE);
+    let run: ReturnType<typeof runFfmpeg>;
+    try {
+      run = runFfmpeg(['-i', this.#path!, ...pcm16OutputArgs(DECODE_RATE, 1)], { signal: this.#opts.signal });
+    } catch (err) {
+      if (this.#opts.signal.aborted) throw err;
+      throw corrupt('not WAV, and ffmpeg is not available to decode it');
+    }
+    const removeKill = this.#opts.lifecycle.onClose(() => run.stop());
+    let over = false;
+    let carry: Buffer | undefined;
+    try {
+      for await (const chunk of run.stdout as AsyncIterable<Buffer>) {
+        let data = carry ? Buffer.concat([carry, chunk]) : chunk;
+        carry = undefined;
+        if (data.length % 2 === 1) {
+          carry = Buffer.from(data.subarray(data.length - 1));
+          data = data.subarray(0, data.length - 1);
+        }
+        const samples = bufferToInt16(data);
+        this.#samples += samples.length;
+        detector.pushSamples(samples);
+        if (this.#samples > ceiling) {
+          over = true;
+          run.stop();
+          break;
+        }
+      }
+      await run.done;
+    } catch (err) {
+      if (this.#opts.signal.aborted) throw err;
+      if (!over) throw corrupt('ffmpeg could not decode it');
+    } finally {
+      removeKill();
+      run.stop();
+      this.#removeTemp();
+    }
+    if (over) {
+      // Decoding stopped at the ceiling: the duration is a minimum.
+      throw tooLong(
+        this.#opts.durationBound,
+        this.#opts.maxDurationSec,
+        this.#samples / DECODE_RATE,
+        'the audio',
+      );
+    }
+    return this.#result(DECODE_RATE);
+  }
+
+  #result(sampleRate: number): AnalyzedAudio {
+    if (this.#samples === 0 || !this.#detector) throw corrupt('zero duration');
+    const detector = this.#detector;
+    const regions = [...detector.takeClosed(), ...detector.end()];
+    return { durationSec: this.#samples / sampleRate, regions, sha256: this.#hash.digest('hex') };
+  }
+
+  #removeTemp(): void {
+    if (this.#path) rmSync(this.#path, { force: true });
+    this.#removeCleanup?.();
+    this.#removeCleanup = undefined;
+    this.#path = undefined;
+  }
+}

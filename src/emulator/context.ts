@@ -1,0 +1,137 @@
+// The emulator's shared state: resolved options and limits, keys, admission, faults, stats,
+// registered transcripts and the lifecycle every operation draws its resources from.
+
+import { isLanguage, LANGUAGES, type Language } from '../protocol/languages.ts';
+import { type Limits, resolveLimits } from '../protocol/limits.ts';
+import type { OperationName } from '../protocol/operations.ts';
+import { ConcurrencyGate, RateLimiter, SessionSlots } from './admission.ts';
+import { KeyRegistry } from './auth.ts';
+import { FaultInjector } from './faults.ts';
+import { Lifecycle } from './lifecycle.ts';
+import { reject } from './rejection.ts';
+import { StatsCollector } from './stats.ts';
+import type { EmulatorOptions } from './types.ts';
+
+/** ASR model keys per language; the first is the default. `auto` accepts every key. */
+export const DEFAULT_ASR_MODELS: Readonly<Record<Language, readonly string[]>> = Object.freeze({
+  en: ['nova-en', 'nova-en-fast'],
+  ar: ['nova-ar'],
+  codeswitch: ['nova-codeswitch'],
+  auto: ['nova-auto', 'nova-en', 'nova-en-fast', 'nova-ar', 'nova-codeswitch'],
+});
+
+export const DEFAULT_TTS_MODELS: readonly string[] = ['nebula'];
+
+/**
+ * Phrases the default content policy refuses (case-insensitive substrings). `emulator-blocked`
+ * is a marker tests can use without writing anything unpleasant.
+ */
+export const DEFAULT_BLOCKLIST: readonly string[] = [
+  'emulator-blocked',
+  'build a bomb',
+  'make a bomb',
+  'kill yourself',
+  'how to make meth',
+];
+
+export const defaultContentPolicy = (text: string): boolean => {
+  const lower = text.toLowerCase();
+  return !DEFAULT_BLOCKLIST.some((phrase) => lower.includes(phrase));
+};
+
+/** Default HTTP pseudo-sessions per account: room for the default realtime ASR and diarization limits. */
+export const DEFAULT_SESSION_SLOTS = 16;
+export const DEFAULT_JOB_TIMING = Object.freeze({ queuedMs: 20, processingMs: 50 });
+
+export class EmulatorContext {
+  readonly lifecycle = new Lifecycle();
+  readonly stats = new StatsCollector();
+  readonly limits: Limits;
+  readonly keys: KeyRegistry;
+  readonly faults: FaultInjector;
+  readonly concurrency: ConcurrencyGate;
+  readonly slots: SessionSlots;
+  readonly rate: RateLimiter | undefined;
+  readonly transcripts = new Map<string, string>();
+  readonly perRequestMs: number;
+  readonly perAudioSecondMs: number;
+  readonly jobTiming: { queuedMs: number; processingMs: number };
+  readonly contentPolicy: (text: string) => boolean;
+  readonly asrModels: Record<Language, readonly string[]>;
+  readonly ttsModels: readonly string[];
+  readonly ttsEngine: 'auto' | 'espeak' | 'synthetic';
+
+  constructor(options: EmulatorOptions) {
+    this.limits = resolveLimits(options.limits ?? {});
+    this.keys = new KeyRegistry(options.keys);
+    this.faults = new FaultInjector(this.stats, options.faults);
+    this.concurrency = new ConcurrencyGate(this.limits, this.stats);
+    this.slots = new SessionSlots(options.sessionSlots ?? DEFAULT_SESSION_SLOTS);
+    this.rate = options.rateLimit ? new RateLimiter(options.rateLimit) : undefined;
+    for (const [key, text] of Object.entries(options.transcripts ?? {})) this.registerTranscript(key, text);
+    const latency = options.latency ?? 'instant';
+    this.perRequestMs = latency === 'instant' ? 0 : nonNegative(latency.perRequestMs ?? 0, 'perRequestMs');
+    this.perAudioSecondMs =
+      latency === 'instant' ? 0 : nonNegative(latency.perAudioSecondMs ?? 0, 'perAudioSecondMs');
+    this.jobTiming = {
+      queuedMs: nonNegative(options.jobTiming?.queuedMs ?? DEFAULT_JOB_TIMING.queuedMs, 'queuedMs'),
+      processingMs: nonNegative(
+        options.jobTiming?.processingMs ?? DEFAULT_JOB_TIMING.processingMs,
+        'processingMs',
+      ),
+    };
+    this.contentPolicy = options.contentPolicy ?? defaultContentPolicy;
+    const models = { ...DEFAULT_ASR_MODELS } as Record<Language, readonly string[]>;
+    for (const [lang, keys] of Object.entries(options.asrModels ?? {})) {
+      if (!isLanguage(lang)) throw new RangeError(`asrModels: unknown language ${JSON.stringify(lang)}`);
+      models[lang] = [...(keys ?? [])];
+    }
+    this.asrModels = models;
+    this.ttsModels =
+      options.ttsModels && options.ttsModels.length > 0 ? [...options.ttsModels] : DEFAULT_TTS_MODELS;
+    this.ttsEngine = options.tts?.engine ?? 'auto';
+  }
+
+  /** Transcripts are keyed by SHA-256 hex (case-insensitive) or stream UUID (case-insensitive). */
+  registerTranscript(key: string, text: string): void {
+    if (typeof key !== 'string' || key === '')
+      throw new TypeError('a transcript key must be a nonempty string');
+    if (typeof text !== 'string') throw new TypeError('a transcript must be a string');
+    this.transcripts.set(key.toLowerCase(), text);
+  }
+
+  transcript(key: string): string | undefined {
+    return this.transcripts.get(key.toLowerCase());
+  }
+
+  /** The ASR model for `language`: the requested key if known, else the default; else 400. */
+  asrModel(language: Language, requested: string | undefined): string {
+    const keys = this.asrModels[language];
+    if (requested === undefined || requested === '') {
+      const fallback = keys[0];
+      if (fallback === undefined)
+        throw reject('ASR_MODEL_NOT_FOUND', `no default ASR model is configured for ${language}`);
+      return fallback;
+    }
+    if (!keys.includes(requested))
+      throw reject('ASR_MODEL_NOT_FOUND', `unknown ASR model ${JSON.stringify(requested)} for ${language}`);
+    return requested;
+  }
+
+  /** Processing time the latency model gives `seconds` of audio. */
+  audioDelayMs(seconds: number): number {
+    return this.perAudioSecondMs * seconds;
+  }
+
+  /** Admission common to every operation: rate limit per key (after authentication). */
+  takeRate(key: string, op: OperationName): void {
+    this.rate?.take(key, op === 'batch.submit' || op === 'batch.get' || op === 'batch.getLegacy');
+  }
+}
+
+function nonNegative(n: number, name: string): number {
+  if (!(typeof n === 'number' && Number.isFinite(n) && n >= 0)) throw new RangeError(`${name} must be >= 0`);
+  return n;
+}
+
+export const LANGUAGE_NAMES = Object.keys(LANGUAGES) as Language[];

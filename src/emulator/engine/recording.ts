@@ -1,0 +1,77 @@
+// Results for a complete recording (batch jobs and fast transcription) from its speech regions:
+// words, speaker turns, and the ITN and redaction variants a batch job asks for.
+
+import type { DiarizationSegment, JobV2Done, V2_RESULT_FIELDS } from '../../protocol/jobs.ts';
+import type { Language } from '../../protocol/languages.ts';
+import type { WordSegment } from '../../protocol/records.ts';
+import type { SpeechRegion } from './regions.ts';
+import { ALTERNATIVE_TURNS, DEFAULT_TURNS, SpeakerTurns } from './speakers.ts';
+import { inverseNormalize, joinWords, redact } from './text.ts';
+import { recordingWords } from './words.ts';
+
+/** What the audio analysis kept of an upload: enough to produce every result. */
+export interface AnalyzedAudio {
+  durationSec: number;
+  regions: SpeechRegion[];
+  /** SHA-256 hex of the uploaded file bytes (the key of registered transcripts). */
+  sha256: string;
+}
+
+export type DiarizationModel = 'off' | 'd1' | 'd2';
+
+export interface BatchOptions {
+  language: Language;
+  diarization: DiarizationModel;
+  itn: boolean;
+  redact: boolean;
+  transcript: string | undefined;
+}
+
+/** The result fields of a `done` V2 job, in the interface's order. */
+export type BatchResult = Pick<JobV2Done, (typeof V2_RESULT_FIELDS)[number]>;
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchResult {
+  const words = recordingWords(
+    audio.regions,
+    audio.durationSec,
+    options.language,
+    options.transcript,
+  ).flatMap((r) => r.words);
+  let diarization: DiarizationSegment[] = [];
+  if (options.diarization !== 'off') {
+    const turns = new SpeakerTurns(options.diarization === 'd2' ? ALTERNATIVE_TURNS : DEFAULT_TURNS);
+    diarization = audio.regions.map((r) => ({
+      start_time: round3(r.start),
+      end_time: round3(r.end),
+      speaker: turns.assign(r),
+    }));
+  }
+  const itn = options.itn ? inverseNormalize(words) : null;
+  const red = options.redact ? redact(itn ?? words) : null;
+  const final = red?.words ?? itn ?? words;
+  return {
+    asr_result: joinWords(words),
+    asr_word_segments: words,
+    diarization_segments: diarization,
+    itn_result: itn ? joinWords(itn) : null,
+    itn_word_segments: itn,
+    itn_output_formats: null,
+    redaction_result: red ? joinWords(red.words) : null,
+    redaction_word_segments: red ? red.words : null,
+    redaction_labels: red?.labels ?? '',
+    final_result: joinWords(final),
+    final_word_segments: final,
+  };
+}
+
+/** Fast transcription: one record's words per speech region (at least one, possibly empty). */
+export function fastSegments(
+  audio: AnalyzedAudio,
+  language: Language,
+  transcript: string | undefined,
+): WordSegment[][] {
+  const parts = recordingWords(audio.regions, audio.durationSec, language, transcript).map((r) => r.words);
+  return parts.length > 0 ? parts : [[]];
+}

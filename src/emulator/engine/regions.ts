@@ -1,0 +1,171 @@
+// Speech regions from the audio itself: short-window energy with hysteresis over an adaptive
+// noise floor. Fed PCM16LE mono in any chunking, it finds the same regions (windows are cut at
+// fixed sample positions), so record timing follows the real audio.
+
+import { bufferToInt16 } from '../../audio/pcm.ts';
+
+export interface SpeechRegion {
+  /** Seconds from the start of the audio. */
+  start: number;
+  end: number;
+}
+
+const WINDOW_SEC = 0.02;
+/** Windows above the start threshold needed to open a region. */
+const ONSET_WINDOWS = 2;
+/** Windows below the end threshold needed to close a region (a pause). */
+const HANGOVER_WINDOWS = 15;
+/** Absolute thresholds, dBFS; the adaptive floor can only raise them. */
+const ABS_ON_DB = -42;
+const ABS_OFF_DB = -48;
+const FLOOR_ON_MARGIN_DB = 12;
+const FLOOR_OFF_MARGIN_DB = 8;
+/** How fast the noise floor follows rising energy, dB per window (0.5 dB/s at 20 ms). */
+const FLOOR_RISE_DB = 0.01;
+const SILENCE_DB = -120;
+const FULL_SCALE_SQ = 32768 * 32768;
+
+export class SpeechRegionDetector {
+  readonly sampleRate: number;
+  readonly #window: number;
+  #sumSq = 0;
+  #inWindow = 0;
+  #windows = 0;
+  #carry: number | undefined;
+  #floor = ABS_OFF_DB - FLOOR_OFF_MARGIN_DB;
+  #above = 0;
+  #below = 0;
+  /** Start window of the open region, or -1. */
+  #openAt = -1;
+  /** First quiet window of the current quiet run inside an open region. */
+  #quietFrom = -1;
+  #samples = 0;
+  readonly #closed: SpeechRegion[] = [];
+
+  constructor(sampleRate: number) {
+    if (!(sampleRate > 0)) throw new RangeError('sample rate must be positive');
+    this.sampleRate = sampleRate;
+    this.#window = Math.max(1, Math.round(sampleRate * WINDOW_SEC));
+  }
+
+  /** Seconds of audio fed so far. */
+  get position(): number {
+    return this.#samples / this.sampleRate;
+  }
+
+  get samples(): number {
+    return this.#samples;
+  }
+
+  /** Start of the region in progress, if any (its end is not known yet). */
+  get openStart(): number | undefined {
+    return this.#openAt < 0 ? undefined : this.#secondsAt(this.#openAt);
+  }
+
+  /** End of the last loud window of the region in progress (its speech so far). */
+  get speechUntil(): number | undefined {
+    if (this.#openAt < 0) return undefined;
+    return this.#quietFrom >= 0 ? this.#secondsAt(this.#quietFrom) : this.position;
+  }
+
+  /** Feed PCM16LE mono bytes (an odd trailing byte is carried to the next call). */
+  push(bytes: Uint8Array): void {
+    let data = bytes;
+    if (this.#carry !== undefined && data.length > 0) {
+      this.pushSamples(Int16Array.of((((data[0]! << 8) | this.#carry) << 16) >> 16));
+      this.#carry = undefined;
+      data = data.subarray(1);
+    }
+    const whole = data.length & ~1;
+    if (whole > 0) this.pushSamples(bufferToInt16(data.subarray(0, whole)));
+    if (whole < data.length) this.#carry = data[whole];
+  }
+
+  /** Feed samples already converted. */
+  pushSamples(samples: Int16Array): void {
+    const w = this.#window;
+    let sum = this.#sumSq;
+    let inWindow = this.#inWindow;
+    for (let k = 0; k < samples.length; k++) {
+      const v = samples[k]!;
+      sum += v * v;
+      if (++inWindow === w) {
+        this.#sumSq = sum;
+        this.#inWindow = inWindow;
+        this.#finishWindow();
+        sum = 0;
+        inWindow = 0;
+      }
+    }
+    this.#sumSq = sum;
+    this.#inWindow = inWindow;
+    this.#samples += samples.length;
+  }
+
+  /** Regions closed since the last call. */
+  takeClosed(): SpeechRegion[] {
+    return this.#closed.splice(0);
+  }
+
+  /** End of input: closes a region in progress at the end of the audio; returns the last regions. */
+  end(): SpeechRegion[] {
+    if (this.#inWindow > 0) this.#finishWindow();
+    if (this.#openAt >= 0) {
+      const endWindow = this.#quietFrom >= 0 ? this.#quietFrom : this.#windows;
+      this.#closed.push({
+        start: this.#secondsAt(this.#openAt),
+        end: Math.min(this.position, this.#secondsAt(endWindow)),
+      });
+      this.#openAt = -1;
+      this.#quietFrom = -1;
+    }
+    return this.takeClosed();
+  }
+
+  #secondsAt(window: number): number {
+    return (window * this.#window) / this.sampleRate;
+  }
+
+  #finishWindow(): void {
+    const meanSq = this.#sumSq / this.#inWindow;
+    this.#sumSq = 0;
+    this.#inWindow = 0;
+    const db = meanSq > 0 ? 10 * Math.log10(meanSq / FULL_SCALE_SQ) : SILENCE_DB;
+    const index = this.#windows++;
+    // The floor drops at once to quieter windows and rises slowly, so steady noise is learnt
+    // but speech (which comes and goes) is not.
+    this.#floor = db < this.#floor ? db : this.#floor + FLOOR_RISE_DB;
+    const on = Math.max(ABS_ON_DB, this.#floor + FLOOR_ON_MARGIN_DB);
+    const off = Math.max(ABS_OFF_DB, this.#floor + FLOOR_OFF_MARGIN_DB);
+    if (this.#openAt < 0) {
+      this.#above = db > on ? this.#above + 1 : 0;
+      if (this.#above >= ONSET_WINDOWS) {
+        this.#openAt = index - (ONSET_WINDOWS - 1);
+        this.#above = 0;
+        this.#below = 0;
+        this.#quietFrom = -1;
+      }
+      return;
+    }
+    if (db < off) {
+      if (this.#below === 0) this.#quietFrom = index;
+      this.#below++;
+      if (this.#below >= HANGOVER_WINDOWS) {
+        this.#closed.push({ start: this.#secondsAt(this.#openAt), end: this.#secondsAt(this.#quietFrom) });
+        this.#openAt = -1;
+        this.#below = 0;
+        this.#quietFrom = -1;
+      }
+    } else {
+      this.#below = 0;
+      this.#quietFrom = -1;
+    }
+  }
+}
+
+/** Regions of a complete PCM16LE mono buffer. */
+export function detectRegions(pcm: Uint8Array, sampleRate: number): SpeechRegion[] {
+  const detector = new SpeechRegionDetector(sampleRate);
+  detector.push(pcm);
+  return [...detector.takeClosed(), ...detector.end()];
+}

@@ -1,0 +1,223 @@
+// One HTTP request and its answer: reading a bounded body, error bodies, JSON, NDJSON record
+// streams and binary bodies, with the fault plan (slow body, reset after N bytes or records)
+// applied to whatever is written, and an abort signal for a client that goes away.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { OperationName } from '../protocol/operations.ts';
+import type { EmulatorContext } from './context.ts';
+import { type FaultPlan, NO_FAULTS } from './faults.ts';
+import { newRequestId, type Rejection, reject, tooLarge } from './rejection.ts';
+
+const SLOW_TICK_MS = 50;
+
+export class HttpExchange {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly ctx: EmulatorContext;
+  readonly op: OperationName;
+  readonly url: URL;
+  readonly requestId = newRequestId();
+  /** The raw key header (fault rules select on it). */
+  readonly keyHeader: string | undefined;
+  plan: FaultPlan = NO_FAULTS;
+  /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
+  readonly signal: AbortSignal;
+  readonly #abort = new AbortController();
+  #bodyBytes = 0;
+  #cut = false;
+  #records = 0;
+
+  constructor(ctx: EmulatorContext, req: IncomingMessage, res: ServerResponse, op: OperationName, url: URL) {
+    this.ctx = ctx;
+    this.req = req;
+    this.res = res;
+    this.op = op;
+    this.url = url;
+    const header = req.headers['x-api-key'];
+    this.keyHeader = Array.isArray(header) ? header[0] : header;
+    this.signal = AbortSignal.any([this.#abort.signal, ctx.lifecycle.signal]);
+    res.once('close', () => {
+      if (!res.writableFinished) this.#abort.abort(new Error('the client went away'));
+    });
+    res.setHeader('x-request-id', this.requestId);
+  }
+
+  /** True once the client went away (or a reset fault cut the connection). */
+  get gone(): boolean {
+    return this.signal.aborted || this.#cut || this.res.destroyed;
+  }
+
+  /** Whether the answer has begun (headers sent). */
+  get started(): boolean {
+    return this.res.headersSent;
+  }
+
+  /**
+   * Read the whole body, at most `limit` bytes: a declared Content-Length over the limit is
+   * refused before reading (observed = Content-Length), a longer body when it passes the limit
+   * (observed = limit + 1).
+   */
+  async readBody(limit: number, bound: string | undefined, what: string): Promise<Buffer> {
+    const declared = declaredLength(this.req);
+    const over = (observed: number) =>
+      bound === undefined ? tooLargePlain(limit, observed, what) : tooLarge(bound, limit, observed, what);
+    if (declared !== undefined && declared > limit) throw over(declared);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of this.req as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      this.ctx.stats.bytesIn += chunk.length;
+      if (total > limit) throw over(limit + 1);
+      chunks.push(chunk);
+    }
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+  }
+
+  /** Answer with an error body (or a fault's raw body). Never after the answer has begun. */
+  async reject(rejection: Rejection): Promise<void> {
+    this.ctx.stats.rejection(rejection.code);
+    if (this.started || this.gone) {
+      this.destroy();
+      return;
+    }
+    const raw = rejection.init.rawBody;
+    const body = Buffer.from(raw ?? JSON.stringify(rejection.body(this.requestId)));
+    const headers: Record<string, string | number> = {
+      'content-type':
+        rejection.init.contentType ?? (raw === undefined ? 'application/json' : 'text/html; charset=utf-8'),
+      'content-length': body.length,
+      ...rejection.headers(),
+    };
+    if (rejection.status === 405) headers.allow = rejection.init.headers?.allow ?? '';
+    this.#releaseRequest();
+    this.res.writeHead(rejection.status, headers);
+    await this.write(body);
+    this.end();
+  }
+
+  async json(status: number, value: unknown): Promise<void> {
+    const body = Buffer.from(JSON.stringify(value));
+    this.#releaseRequest();
+    this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length });
+    await this.write(body);
+    this.end();
+  }
+
+  /** Start a streamed 200 (NDJSON records or a binary body), if not started yet. */
+  startStream(contentType: string): void {
+    if (this.started || this.gone) return;
+    this.res.writeHead(200, { 'content-type': contentType });
+    this.res.flushHeaders();
+  }
+
+  /** Write one NDJSON record; false once the connection is gone or a fault cut it. */
+  async record(value: unknown): Promise<boolean> {
+    this.startStream('application/x-ndjson');
+    const ok = await this.write(Buffer.from(`${JSON.stringify(value)}\n`));
+    if (!ok) return false;
+    this.#records++;
+    if (this.plan.resetAfterRecords !== undefined && this.#records >= this.plan.resetAfterRecords) {
+      this.cut();
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Write body bytes with the plan's slow body and reset-after-bytes faults and the socket's
+   * backpressure. Returns false once the connection is gone.
+   */
+  async write(buf: Buffer): Promise<boolean> {
+    if (this.gone) return false;
+    let data = buf;
+    const cutAt = this.plan.resetAfterBytes;
+    let cutAfter = false;
+    if (cutAt !== undefined && this.#bodyBytes + data.length >= cutAt) {
+      data = data.subarray(0, Math.max(0, cutAt - this.#bodyBytes));
+      cutAfter = true;
+    }
+    const bps = this.plan.slowBytesPerSecond;
+    const slice = bps === undefined ? data.length : Math.max(1, Math.ceil((bps * SLOW_TICK_MS) / 1000));
+    for (let at = 0; at < data.length; at += slice) {
+      if (this.gone) return false;
+      const piece = data.subarray(at, at + slice);
+      this.#bodyBytes += piece.length;
+      this.ctx.stats.bytesOut += piece.length;
+      if (!this.res.write(piece)) await this.#drain();
+      if (bps !== undefined && at + slice < data.length) {
+        try {
+          await this.ctx.lifecycle.sleep((piece.length / bps) * 1000, this.signal);
+        } catch {
+          return false;
+        }
+      }
+    }
+    if (cutAfter) {
+      this.cut();
+      return false;
+    }
+    return !this.gone;
+  }
+
+  end(): void {
+    if (this.gone || this.res.writableEnded) return;
+    this.res.end();
+  }
+
+  /** End the connection after what was written so far (a failure after output began). */
+  cut(): void {
+    if (this.#cut || this.res.destroyed) return;
+    this.#cut = true;
+    if (!this.res.headersSent) this.res.flushHeaders();
+    const socket = this.res.socket;
+    if (socket) socket.destroySoon();
+    else this.res.destroy();
+  }
+
+  /** Reset the connection at once (the `reset` fault before or after the effect). */
+  destroy(): void {
+    this.#cut = true;
+    const socket = this.req.socket;
+    if (socket && !socket.destroyed) socket.resetAndDestroy();
+    else this.res.destroy();
+  }
+
+  async #drain(): Promise<void> {
+    if (this.gone) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        this.res.off('drain', done);
+        this.res.off('close', done);
+        resolve();
+      };
+      this.res.on('drain', done);
+      this.res.on('close', done);
+    });
+  }
+
+  /**
+   * An answer sent before the request body was read: let the rest of the body drain (Node
+   * discards it and the connection stays usable) instead of closing on a client still sending.
+   */
+  #releaseRequest(): void {
+    if (this.req.complete) return;
+    this.req.removeAllListeners('data');
+    this.req.unpipe();
+    this.req.on('data', (chunk: Buffer) => {
+      this.ctx.stats.bytesIn += chunk.length;
+    });
+    this.req.resume();
+  }
+}
+
+export function declaredLength(req: IncomingMessage): number | undefined {
+  const raw = req.headers['content-length'];
+  if (raw === undefined || req.headers['transfer-encoding'] !== undefined) return undefined;
+  const n = Number(raw);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+/** The TTS body limit: 413 without `data` (interface, POST /http/tts). */
+function tooLargePlain(limit: number, observed: number, what: string): Rejection {
+  return reject('PAYLOAD_TOO_LARGE', `${what} of ${observed} bytes exceeds ${limit} bytes`);
+}

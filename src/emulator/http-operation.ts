@@ -1,0 +1,78 @@
+// The common course of every HTTP operation: count it, apply the faults that act before it
+// (delay, stall, reset, status), authenticate, authorize and rate-limit, run it, and turn what
+// it throws into the error answer.
+
+import { SpeechServiceError } from '../protocol/errors.ts';
+import { failureRejection, statusFaultRejection } from './faults.ts';
+import type { HttpExchange } from './http-exchange.ts';
+import { Rejection } from './rejection.ts';
+import type { EmulatorKey } from './types.ts';
+
+/** A thrown value as the rejection to answer, or undefined when there is nothing to answer. */
+export function toRejection(err: unknown): Rejection | undefined {
+  if (err instanceof Rejection) return err;
+  if (err instanceof SpeechServiceError) {
+    const init: ConstructorParameters<typeof Rejection>[1] = {
+      status: err.status,
+      detail: err.detail ?? err.message,
+    };
+    if (err.limit) init.data = err.limit;
+    return new Rejection(err.code, init);
+  }
+  return undefined;
+}
+
+export async function runHttpOperation(
+  ex: HttpExchange,
+  handler: (key: EmulatorKey) => Promise<void>,
+): Promise<void> {
+  const { ctx } = ex;
+  ctx.stats.request(ex.op);
+  ex.plan = ctx.faults.plan({ op: ex.op, key: ex.keyHeader });
+  try {
+    const plan = ex.plan;
+    if (plan.delayMs > 0) await ctx.lifecycle.sleep(plan.delayMs, ex.signal);
+    if (plan.stall) await ctx.lifecycle.sleep(Number.POSITIVE_INFINITY, ex.signal);
+    if (plan.resetBefore) {
+      ex.destroy();
+      return;
+    }
+    if (plan.statusBefore) {
+      await ex.reject(statusFaultRejection(plan.statusBefore));
+      return;
+    }
+    const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
+    ctx.keys.authorize(key, ex.op);
+    ctx.takeRate(key.key, ex.op);
+    await handler(key);
+  } catch (err) {
+    const rejection = toRejection(err);
+    if (rejection && !ex.gone) await ex.reject(rejection);
+    else if (!ex.gone && !ex.started) {
+      await ex.reject(
+        new Rejection('SERVER_INTERNAL', { detail: `emulator error: ${(err as Error)?.message ?? err}` }),
+      );
+    } else ex.cut();
+  }
+}
+
+/**
+ * After the operation's effect: a `reset` or `status` fault at stage `afterEffect` answers now
+ * (the effect stays). Returns true when the answer was given.
+ */
+export async function answeredAfterEffect(ex: HttpExchange): Promise<boolean> {
+  if (ex.plan.resetAfterEffect) {
+    ex.destroy();
+    return true;
+  }
+  if (ex.plan.statusAfterEffect) {
+    await ex.reject(statusFaultRejection(ex.plan.statusAfterEffect));
+    return true;
+  }
+  return false;
+}
+
+/** The `fail` fault: the operation's own failure, before any output. */
+export function throwIfFailing(ex: HttpExchange): void {
+  if (ex.plan.fail) throw failureRejection(ex.op);
+}

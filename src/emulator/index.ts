@@ -1,0 +1,23 @@
+// The service emulator: the whole interface over HTTP and Socket.IO, faithful to the contract,
+// with fault injection and statistics, for tests and for running pipelines with no credentials.
+
+export {
+  DEFAULT_ASR_MODELS,
+  DEFAULT_BLOCKLIST,
+  DEFAULT_TTS_MODELS,
+  defaultContentPolicy,
+} from './context.ts';
+export { startEmulator } from './emulator.ts';
+export type {
+  Capability,
+  Emulator,
+  EmulatorKey,
+  EmulatorOptions,
+  EmulatorStats,
+  FaultAction,
+  FaultRule,
+  LatencyModel,
+  SessionStats,
+  VoiceInfo,
+} from './types.ts';
+export { physicalVariantIds } from './voices.ts';

@@ -1,0 +1,99 @@
+// Error answers of the emulator: a `Rejection` carries status, code, data and headers, and
+// renders the interface's error body (HTTP) or the Socket.IO error payload.
+
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import { ERROR_CODES, isServiceErrorCode, unitOfBound } from '../protocol/error-codes.ts';
+import type { CapacityData, ErrorBody, LimitData } from '../protocol/errors.ts';
+
+export interface RejectionInit {
+  status?: number;
+  detail: string;
+  data?: LimitData | CapacityData;
+  jobId?: string;
+  /** The missing-key 401 alone carries `message`. */
+  message?: string;
+  retryAfterSec?: number | string;
+  /** The batch 429 body has no `request_id`. */
+  omitRequestId?: boolean;
+  /** A body sent verbatim (an intermediary's page) instead of the error body. */
+  rawBody?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+/** An error answer: thrown by checks, rendered by the transport. */
+export class Rejection extends Error {
+  override name = 'Rejection';
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string;
+  readonly init: RejectionInit;
+
+  constructor(code: string, init: RejectionInit) {
+    super(`${code}: ${init.detail}`);
+    this.code = code;
+    this.detail = init.detail;
+    this.status = init.status ?? (isServiceErrorCode(code) ? ERROR_CODES[code].status : undefined) ?? 500;
+    this.init = init;
+  }
+
+  get retryable(): boolean {
+    if (isServiceErrorCode(this.code)) return ERROR_CODES[this.code].retryable;
+    return this.status === 429 || this.status >= 500;
+  }
+
+  /** The error body; `requestId` fills `request_id`. */
+  body(requestId: string): ErrorBody {
+    const body: ErrorBody = {
+      error: legacyError(this.status),
+      code: this.code,
+      detail: this.detail,
+      retryable: this.retryable,
+      timestamp: new Date().toISOString(),
+    };
+    if (this.init.message !== undefined) body.message = this.init.message;
+    if (this.init.jobId !== undefined) body.job_id = this.init.jobId;
+    if (!this.init.omitRequestId) body.request_id = requestId;
+    if (this.init.data !== undefined) body.data = this.init.data;
+    return body;
+  }
+
+  headers(): Record<string, string> {
+    const out: Record<string, string> = { ...this.init.headers };
+    if (this.init.retryAfterSec !== undefined) out['retry-after'] = String(this.init.retryAfterSec);
+    return out;
+  }
+}
+
+/** The frozen legacy `error` identifier: the status's reason phrase. Clients never branch on it. */
+function legacyError(status: number): string {
+  return STATUS_CODES[status] ?? 'Error';
+}
+
+export const newRequestId = (): string => randomUUID();
+
+/** `data` of a limit rejection: `observed` is forced above `limit`, durations rounded up. */
+export function limitData(bound: string, limit: number, observed: number): LimitData {
+  const unit = unitOfBound(bound) ?? 'units';
+  const rounded = unit === 'seconds' ? Math.ceil(observed) : Math.round(observed);
+  return { limit, observed: rounded > limit ? rounded : Math.floor(limit) + 1, unit, bound };
+}
+
+export function reject(code: string, detail: string, init: Omit<RejectionInit, 'detail'> = {}): Rejection {
+  return new Rejection(code, { ...init, detail });
+}
+
+/** 413 for a byte count over `limit` (interface, Errors rule 2). */
+export function tooLarge(bound: string, limit: number, observed: number, what: string): Rejection {
+  return reject('PAYLOAD_TOO_LARGE', `${what} exceeds ${limit} bytes`, {
+    data: limitData(bound, limit, observed),
+  });
+}
+
+/** 422 for decoded audio over a duration limit (`observed` whole seconds rounded up). */
+export function tooLong(bound: string, limitSec: number, observedSec: number, what: string): Rejection {
+  return reject('AUDIO_DURATION_EXCEEDED', `${what} exceeds ${limitSec} s`, {
+    data: limitData(bound, limitSec, observedSec),
+  });
+}

@@ -1,0 +1,151 @@
+// Framed live streams over HTTP: POST /http/stt-stream (alias /http/realtime-asr) and
+// POST /http/diarization-stream, one live frame per POST, NDJSON records on the response.
+// POSTs of one ASR stream are answered in arrival order; diarization allows one at a time.
+
+import { decodeFrame } from '../../protocol/frame.ts';
+import { CONCURRENCY_RETRY_AFTER_SEC } from '../admission.ts';
+import type { HttpExchange } from '../http-exchange.ts';
+import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
+import { reject } from '../rejection.ts';
+import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
+import type { EmulatorKey } from '../types.ts';
+
+const HTTP_SCOPE: SessionScope = { transport: 'http', scope: 'http' };
+
+export async function liveHttp(
+  ex: HttpExchange,
+  key: EmulatorKey,
+  kind: SessionKind,
+  sessions: LiveSessions,
+): Promise<void> {
+  const { limits } = ex.ctx;
+  const body =
+    kind === 'asr'
+      ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body')
+      : await ex.readBody(
+          limits.realtimeDiarizationFrameBytes,
+          'realtime_diarization_frame_bytes',
+          'the frame body',
+        );
+  const frame = decodeFrame(body);
+  const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, HTTP_SCOPE);
+  if (!existing) {
+    await answerFrame(ex, key, kind, sessions, frame);
+    return;
+  }
+  if (kind === 'diarization' && existing.inFlight > 0) {
+    throw reject(
+      'CONCURRENCY_LIMIT_EXCEEDED',
+      'another POST of this stream is in flight; send one at a time',
+      {
+        retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
+      },
+    );
+  }
+  existing.inFlight++;
+  try {
+    await existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+  } finally {
+    existing.inFlight--;
+  }
+}
+
+async function answerFrame(
+  ex: HttpExchange,
+  key: EmulatorKey,
+  kind: SessionKind,
+  sessions: LiveSessions,
+  frame: ReturnType<typeof decodeFrame>,
+): Promise<void> {
+  const { ctx } = ex;
+  if (ex.gone) return;
+  const session = sessions.accept(frame, kind, HTTP_SCOPE, key);
+  session.inFlight++;
+  // An aborted POST (the client went away before its answer was complete) cancels the stream.
+  const onAbort = () => sessions.end(session, 'cancelled');
+  ex.signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    if (ex.plan.fail) {
+      sessions.end(session, 'failed');
+      throwIfFailing(ex);
+    }
+    const frameSec = frame.pcm.length / 32_000;
+    const ready = session.infer(frame.pcm, frame.isFinal, (previous) =>
+      previous.then(() => ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(frameSec))),
+    );
+    ready.catch(() => {});
+    if (ex.plan.resetAfterEffect || ex.plan.statusAfterEffect) {
+      // The frame was accepted; its records are lost with this answer.
+      if (frame.isFinal)
+        void ready.then(
+          () => sessions.end(session, 'finished'),
+          () => {},
+        );
+      ex.signal.removeEventListener('abort', onAbort);
+      await answeredAfterEffect(ex);
+      return;
+    }
+    if (frame.isFinal) await answerFinal(ex, session, sessions, ready);
+    else await answerWithinWindow(ex, session, ready);
+  } finally {
+    ex.signal.removeEventListener('abort', onAbort);
+    session.inFlight--;
+  }
+}
+
+/** A non-final frame: records released within the window go on this answer, later ones wait. */
+async function answerWithinWindow(
+  ex: HttpExchange,
+  session: LiveSession,
+  ready: Promise<LiveRecord[]>,
+): Promise<void> {
+  const { ctx } = ex;
+  const result = await ctx.lifecycle
+    .within(ready, ctx.limits.nonFinalResponseWindowMs, ex.signal)
+    .catch(() => 'stopped' as const);
+  const out: LiveRecord[] = session.pending.splice(0);
+  if (typeof result === 'object') out.push(...result.value);
+  else
+    void ready.then(
+      (late) => session.pending.push(...late),
+      () => {},
+    );
+  for (const record of out) {
+    if (!(await ex.record(record))) return;
+  }
+  ex.startStream('application/x-ndjson');
+  ex.end();
+}
+
+/** The final frame: every record up to the final one, then the stream is finished. */
+async function answerFinal(
+  ex: HttpExchange,
+  session: LiveSession,
+  sessions: LiveSessions,
+  ready: Promise<LiveRecord[]>,
+): Promise<void> {
+  const { ctx } = ex;
+  const result = await ctx.lifecycle
+    .within(ready, ctx.limits.sessionExpirySec * 1000, ex.signal)
+    .catch(() => 'stopped' as const);
+  if (typeof result !== 'object') {
+    // The final answer timed out: the stream is cancelled and the answer ends without a final record.
+    sessions.end(session, 'cancelled');
+    for (const record of session.pending.splice(0)) if (!(await ex.record(record))) return;
+    ex.startStream('application/x-ndjson');
+    ex.end();
+    return;
+  }
+  const out = [...session.pending.splice(0), ...result.value];
+  for (const record of out) {
+    if (record.is_final && ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) {
+      // The answer ends without its final record: for the service the stream is lost.
+      sessions.end(session, 'cancelled');
+      break;
+    }
+    if (!(await ex.record(record))) return;
+    if (record.is_final) sessions.end(session, 'finished');
+  }
+  ex.startStream('application/x-ndjson');
+  ex.end();
+}

@@ -1,0 +1,297 @@
+// Live streams (pseudo-sessions) keyed by stream UUID: the interface's state machine (start,
+// 409 for an id never started, retired or already live, expiry, idle retirement, session audio
+// limit, sustained byte rate) plus admission, and the engine that turns frames into records.
+
+import type { LiveFrame } from '../protocol/frame.ts';
+import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
+import type { Release } from './admission.ts';
+import type { EmulatorContext } from './context.ts';
+import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
+import { limitData, reject } from './rejection.ts';
+import type { SessionEnd } from './stats.ts';
+import type { EmulatorKey } from './types.ts';
+
+export type SessionKind = 'asr' | 'diarization';
+export type LiveRecord = AsrRecord | DiarizationRecord;
+
+const BYTES_PER_SECOND = 32_000;
+/** Ended stream ids remembered (for 409 and the diarization never-started rule). */
+const MAX_REMEMBERED = 100_000;
+
+export interface SessionScope {
+  /** `http` pseudo-sessions take a slot and expire; Socket.IO streams live with their socket. */
+  transport: 'http' | 'socket';
+  /** The socket id for Socket.IO streams; one namespace for HTTP. */
+  scope: string;
+}
+
+export class LiveSession {
+  readonly id: string;
+  readonly kind: SessionKind;
+  readonly transport: 'http' | 'socket';
+  readonly mapKey: string;
+  state: 'live' | SessionEnd = 'live';
+  audioSec = 0;
+  tokens: number;
+  tokensAt = performance.now();
+  lastAudioAt = performance.now();
+  lastActivityAt = performance.now();
+  /** POSTs of this stream being handled now (diarization allows one). */
+  inFlight = 0;
+  /** Records released after their response window closed, sent with the next response. */
+  readonly pending: LiveRecord[] = [];
+  readonly engine: LiveAsrEngine | LiveDiarizationEngine;
+  readonly #releases: Release[];
+  #turn: Promise<void> = Promise.resolve();
+  #inference: Promise<void> = Promise.resolve();
+  expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    frame: LiveFrame,
+    kind: SessionKind,
+    where: SessionScope,
+    mapKey: string,
+    burst: number,
+    releases: Release[],
+    transcript: string | undefined,
+  ) {
+    this.id = frame.streamId;
+    this.kind = kind;
+    this.transport = where.transport;
+    this.mapKey = mapKey;
+    this.tokens = burst;
+    this.#releases = releases;
+    this.engine =
+      kind === 'asr'
+        ? new LiveAsrEngine(frame.streamId, frame.language, transcript)
+        : new LiveDiarizationEngine(frame.streamId);
+  }
+
+  get live(): boolean {
+    return this.state === 'live';
+  }
+
+  /** Run `fn` after every earlier POST of this stream has been answered (arrival order). */
+  async inTurn<T>(fn: () => Promise<T>): Promise<T> {
+    const previous = this.#turn;
+    let done!: () => void;
+    this.#turn = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    try {
+      await previous;
+      return await fn();
+    } finally {
+      done();
+    }
+  }
+
+  /**
+   * Run the engine on accepted PCM now (so results do not depend on timing) and release the
+   * records after the latency model's delay, in order behind earlier frames.
+   */
+  infer(
+    pcm: Buffer,
+    final: boolean,
+    delay: (previous: Promise<void>) => Promise<void>,
+  ): Promise<LiveRecord[]> {
+    const records: LiveRecord[] = [...this.engine.push(pcm)];
+    if (final) records.push(...this.engine.finish());
+    const ready = delay(this.#inference).then(() => {
+      this.lastActivityAt = performance.now();
+      return records;
+    });
+    this.#inference = ready.then(
+      () => {},
+      () => {},
+    );
+    return ready;
+  }
+
+  releaseAll(): void {
+    for (const release of this.#releases.splice(0)) release();
+  }
+}
+
+export class LiveSessions {
+  readonly #ctx: EmulatorContext;
+  readonly #live = new Map<string, LiveSession>();
+  /** Ended ids: how they ended (`retired` ids are tombstoned). */
+  readonly #ended = new Map<string, SessionEnd>();
+
+  constructor(ctx: EmulatorContext) {
+    this.#ctx = ctx;
+  }
+
+  static key(kind: SessionKind, id: string, where: SessionScope): string {
+    return `${where.transport}:${where.scope}:${kind}:${id}`;
+  }
+
+  find(kind: SessionKind, id: string, where: SessionScope): LiveSession | undefined {
+    return this.#live.get(LiveSessions.key(kind, id, where));
+  }
+
+  /**
+   * Apply the state machine to one frame and, if every check passes, accept it (its audio
+   * counts from now on). Throws the `Rejection` to answer otherwise.
+   */
+  accept(frame: LiveFrame, kind: SessionKind, where: SessionScope, key: EmulatorKey): LiveSession {
+    const { limits } = this.#ctx;
+    const mapKey = LiveSessions.key(kind, frame.streamId, where);
+    const frameSec = frame.pcm.length / BYTES_PER_SECOND;
+    const now = performance.now();
+    let session = this.#live.get(mapKey);
+    if (frame.isStart) {
+      if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
+      if (this.#ended.get(mapKey) === 'retired')
+        throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
+      this.#checkAudio(frameSec, frame.pcm.length, undefined, mapKey);
+      session = this.#open(frame, kind, where, key, mapKey);
+    } else {
+      if (!session) {
+        const ended = this.#ended.get(mapKey);
+        if (ended === 'retired')
+          throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
+        if (ended === undefined && kind === 'diarization')
+          throw reject('VALIDATION_REQUIRED_FIELD', 'the stream never received a start frame (is_start)');
+        throw reject(
+          'SESSION_EXPIRED',
+          ended === undefined ? 'the stream was never started' : `the stream is no longer live (${ended})`,
+        );
+      }
+      if (session.transport === 'http') {
+        const idle = (now - session.lastAudioAt) / 1000;
+        if (idle > limits.sessionIdleSec) {
+          this.end(session, 'retired');
+          throw reject('SESSION_IDLE_TIMEOUT', 'the stream was idle too long; start a new stream', {
+            data: limitData('session_idle', limits.sessionIdleSec, idle),
+          });
+        }
+      }
+      this.#checkAudio(frameSec, frame.pcm.length, session, mapKey);
+    }
+    session.tokens -= frame.pcm.length;
+    session.audioSec += frameSec;
+    session.lastAudioAt = now;
+    session.lastActivityAt = now;
+    this.#scheduleExpiry(session);
+    return session;
+  }
+
+  /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
+  #checkAudio(frameSec: number, bytes: number, session: LiveSession | undefined, mapKey: string): void {
+    const { limits } = this.#ctx;
+    const total = (session?.audioSec ?? 0) + frameSec;
+    if (total > limits.sessionAudioDurationSec) {
+      if (session) this.end(session, 'retired');
+      else this.#remember(mapKey, 'retired');
+      throw reject(
+        'AUDIO_DURATION_EXCEEDED',
+        `the stream's audio exceeds ${limits.sessionAudioDurationSec} s`,
+        {
+          data: limitData('session_audio_duration', limits.sessionAudioDurationSec, total),
+        },
+      );
+    }
+    const burst = limits.sessionAudioRateBurstBytes;
+    const rate = limits.sessionAudioRateRealtime * BYTES_PER_SECOND;
+    let tokens = burst;
+    if (session) {
+      const now = performance.now();
+      tokens = Math.min(burst, session.tokens + ((now - session.tokensAt) / 1000) * rate);
+      session.tokens = tokens;
+      session.tokensAt = now;
+    }
+    if (bytes > tokens) {
+      const waitSec = Math.max(1, Math.ceil((bytes - tokens) / rate));
+      throw reject(
+        'SESSION_BYTE_RATE_EXCEEDED',
+        'audio is arriving faster than the sustained rate; the stream stays live',
+        {
+          retryAfterSec: waitSec,
+          data: limitData('session_audio_rate_burst', burst, burst - tokens + bytes),
+        },
+      );
+    }
+  }
+
+  #open(
+    frame: LiveFrame,
+    kind: SessionKind,
+    where: SessionScope,
+    key: EmulatorKey,
+    mapKey: string,
+  ): LiveSession {
+    const workload = kind === 'asr' ? 'realtime_asr' : 'diarization';
+    const releases: Release[] = [this.#ctx.concurrency.acquire(key.account, workload)];
+    if (where.transport === 'http') {
+      try {
+        releases.push(this.#ctx.slots.acquire(key.account));
+      } catch (err) {
+        releases[0]!();
+        throw err;
+      }
+    }
+    const transcript = kind === 'asr' ? this.#ctx.transcript(frame.streamId) : undefined;
+    const session = new LiveSession(
+      frame,
+      kind,
+      where,
+      mapKey,
+      this.#ctx.limits.sessionAudioRateBurstBytes,
+      releases,
+      transcript,
+    );
+    this.#ended.delete(mapKey);
+    this.#live.set(mapKey, session);
+    this.#ctx.stats.sessionOpened();
+    return session;
+  }
+
+  /** End a live session: release what it holds and remember how it ended. */
+  end(session: LiveSession, how: SessionEnd): void {
+    if (!session.live) return;
+    session.state = how;
+    this.#ctx.lifecycle.clear(session.expiryTimer);
+    session.releaseAll();
+    this.#live.delete(session.mapKey);
+    this.#remember(session.mapKey, how);
+    this.#ctx.stats.sessionEnded(how);
+  }
+
+  /** Cancel every live stream of a scope (a Socket.IO connection that closed). */
+  cancelScope(where: SessionScope): void {
+    const prefix = `${where.transport}:${where.scope}:`;
+    for (const session of [...this.#live.values()]) {
+      if (session.mapKey.startsWith(prefix)) this.end(session, 'cancelled');
+    }
+  }
+
+  closeAll(): void {
+    for (const session of [...this.#live.values()]) this.end(session, 'cancelled');
+  }
+
+  /** HTTP pseudo-sessions expire after `sessionExpirySec` without accepted audio or a response. */
+  #scheduleExpiry(session: LiveSession): void {
+    if (session.transport !== 'http') return;
+    const { lifecycle, limits } = this.#ctx;
+    lifecycle.clear(session.expiryTimer);
+    const check = () => {
+      if (!session.live) return;
+      const quiet = performance.now() - session.lastActivityAt;
+      const window = limits.sessionExpirySec * 1000;
+      if (session.inFlight === 0 && quiet >= window) this.end(session, 'expired');
+      else session.expiryTimer = lifecycle.timeout(Math.max(1, window - quiet), check);
+    };
+    session.expiryTimer = lifecycle.timeout(limits.sessionExpirySec * 1000, check);
+  }
+
+  #remember(mapKey: string, how: SessionEnd): void {
+    this.#ended.delete(mapKey);
+    this.#ended.set(mapKey, how);
+    if (this.#ended.size > MAX_REMEMBERED) {
+      const oldest = this.#ended.keys().next().value;
+      if (oldest !== undefined) this.#ended.delete(oldest);
+    }
+  }
+}

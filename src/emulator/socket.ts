@@ -1,0 +1,421 @@
+// The Socket.IO side: handshake authentication (x-api-key and Origin), live frames
+// (`audio_stream`, `diarization_stream`), fast transcription (`audio_file`), TTS (`tts_request`
+// → `tts_audio`) and the voice listing, with frame acknowledgements and fault injection.
+
+import type { Server, Socket } from 'socket.io';
+import { decodeFrame } from '../protocol/frame.ts';
+import type { OperationName } from '../protocol/operations.ts';
+import type { AudioFilePayload, FrameAck, SocketErrorPayload } from '../protocol/socket-events.ts';
+import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import { checkTtsRequest, countCodePoints } from '../protocol/tts-request.ts';
+import { isObject } from '../protocol/validate.ts';
+import { UploadAnalyzer } from './audio-analysis.ts';
+import type { EmulatorContext } from './context.ts';
+import { type FaultPlan, failureRejection, statusFaultRejection } from './faults.ts';
+import { toRejection } from './http-operation.ts';
+import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
+import { checkFastRequest, fastRecords } from './routes/fast.ts';
+import type { LiveRecord, LiveSessions, SessionKind, SessionScope } from './sessions.ts';
+import { admitTts, PieceCutter, startSynthesis } from './tts-service.ts';
+import type { EmulatorKey } from './types.ts';
+import { listVoices } from './voices.ts';
+
+type Ack = (response: unknown) => void;
+
+interface SocketState {
+  key: EmulatorKey;
+  keyHeader: string;
+  /** Aborted when the socket disconnects. */
+  abort: AbortController;
+  /** Live frames are handled one after another, in arrival order. */
+  frames: Promise<void>;
+}
+
+const FEED_BYTES = 256 * 1024;
+
+/** Handshake: a valid key and an `Origin` naming this service (scheme and host). */
+export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
+  io.use((socket, next) => {
+    const headers = socket.handshake.headers;
+    try {
+      const key = ctx.keys.authenticate(headers['x-api-key']);
+      const origin = headers.origin;
+      if (typeof origin !== 'string' || origin === '') {
+        throw reject(
+          'AUTH_UNAUTHORIZED',
+          'the Socket.IO handshake needs an Origin header (scheme and host of the service)',
+        );
+      }
+      let originHost: string | undefined;
+      try {
+        const url = new URL(origin);
+        originHost = url.protocol === 'http:' || url.protocol === 'https:' ? url.host : undefined;
+      } catch {
+        originHost = undefined;
+      }
+      if (originHost === undefined || originHost !== headers.host) {
+        throw reject(
+          'AUTH_UNAUTHORIZED',
+          `the Origin header must be the scheme and host of the service, got ${origin}`,
+        );
+      }
+      const header = headers['x-api-key'];
+      const state: SocketState = {
+        key,
+        keyHeader: Array.isArray(header) ? header[0]! : header!,
+        abort: new AbortController(),
+        frames: Promise.resolve(),
+      };
+      socket.data.emulator = state;
+      next();
+    } catch (err) {
+      const rejection = toRejection(err) ?? reject('AUTH_UNAUTHORIZED', 'handshake rejected');
+      ctx.stats.rejection(rejection.code);
+      ctx.stats.socketConnections.rejected++;
+      const error = new Error(rejection.detail) as Error & { data?: unknown };
+      error.data = rejection.body(newRequestId());
+      next(error);
+    }
+  });
+}
+
+export function handleConnections(ctx: EmulatorContext, io: Server, sessions: LiveSessions): void {
+  io.on('connection', (socket) => {
+    const state = socket.data.emulator as SocketState;
+    const where: SessionScope = { transport: 'socket', scope: socket.id };
+    ctx.stats.socketConnections.opened++;
+    ctx.stats.socketConnections.active++;
+    socket.on('disconnect', () => {
+      ctx.stats.socketConnections.active--;
+      state.abort.abort(new Error('the socket disconnected'));
+      sessions.cancelScope(where);
+    });
+    const op = new SocketOps(ctx, socket, state, sessions, where);
+    const frameHandler = (kind: SessionKind) => (payload: unknown, ack?: unknown) => {
+      const reply = typeof ack === 'function' ? (ack as Ack) : undefined;
+      state.frames = state.frames.then(() => op.frame(kind, payload, reply));
+    };
+    socket.on(SOCKET_EVENTS.audioStream, frameHandler('asr'));
+    socket.on(SOCKET_EVENTS.diarizationStream, frameHandler('diarization'));
+    socket.on(SOCKET_EVENTS.audioFile, (payload: unknown, ack?: unknown) => {
+      void op.audioFile(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    });
+    socket.on(SOCKET_EVENTS.ttsRequest, (payload: unknown, ack?: unknown) => {
+      void op.tts(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    });
+    socket.on(SOCKET_EVENTS.listVoices, (...args: unknown[]) => {
+      const ack = args.at(-1);
+      void op.voices(typeof ack === 'function' ? (ack as Ack) : undefined);
+    });
+  });
+}
+
+/** One socket's operations. */
+class SocketOps {
+  readonly #ctx: EmulatorContext;
+  readonly #socket: Socket;
+  readonly #state: SocketState;
+  readonly #sessions: LiveSessions;
+  readonly #where: SessionScope;
+
+  constructor(
+    ctx: EmulatorContext,
+    socket: Socket,
+    state: SocketState,
+    sessions: LiveSessions,
+    where: SessionScope,
+  ) {
+    this.#ctx = ctx;
+    this.#socket = socket;
+    this.#state = state;
+    this.#sessions = sessions;
+    this.#where = where;
+  }
+
+  get #signal(): AbortSignal {
+    return AbortSignal.any([this.#state.abort.signal, this.#ctx.lifecycle.signal]);
+  }
+
+  /**
+   * The common course: count, faults before the operation, capability and rate; then `run`.
+   * Errors become a negative acknowledgement, or an `error` event with the id.
+   */
+  async #run(
+    op: OperationName,
+    ack: Ack | undefined,
+    idOf: () => string | undefined,
+    run: (plan: FaultPlan, out: Emitter) => Promise<void>,
+  ): Promise<void> {
+    const ctx = this.#ctx;
+    ctx.stats.request(op);
+    const plan = ctx.faults.plan({ op, key: this.#state.keyHeader });
+    const out = new Emitter(ctx, this.#socket, plan, this.#signal);
+    try {
+      if (plan.delayMs > 0) await ctx.lifecycle.sleep(plan.delayMs, this.#signal);
+      if (plan.stall) await ctx.lifecycle.sleep(Number.POSITIVE_INFINITY, this.#signal);
+      if (plan.resetBefore) {
+        this.#socket.disconnect(true);
+        return;
+      }
+      if (plan.statusBefore) throw statusFaultRejection(plan.statusBefore);
+      ctx.keys.authorize(this.#state.key, op);
+      ctx.takeRate(this.#state.key.key, op);
+      await run(plan, out);
+    } catch (err) {
+      if (!this.#socket.connected) return;
+      const rejection =
+        toRejection(err) ??
+        new Rejection('SERVER_INTERNAL', { detail: `emulator error: ${(err as Error)?.message ?? err}` });
+      this.#fail(rejection, idOf(), ack);
+    }
+  }
+
+  #fail(rejection: Rejection, id: string | undefined, ack: Ack | undefined): void {
+    this.#ctx.stats.rejection(rejection.code);
+    const error: SocketErrorPayload = rejection.body(newRequestId());
+    if (id !== undefined) error.id = id;
+    if (ack) ack({ ok: false, error } satisfies FrameAck);
+    else this.#socket.emit(SOCKET_EVENTS.error, error);
+  }
+
+  /** After the effect, a `reset` or `status` fault at stage `afterEffect` answers instead. */
+  #afterEffect(plan: FaultPlan): void {
+    if (plan.resetAfterEffect) {
+      this.#socket.disconnect(true);
+      throw new Error('reset');
+    }
+    if (plan.statusAfterEffect) throw statusFaultRejection(plan.statusAfterEffect);
+  }
+
+  async frame(kind: SessionKind, payload: unknown, ack: Ack | undefined): Promise<void> {
+    const op: OperationName = kind === 'asr' ? 'stt.socket' : 'diarization.socket';
+    const event = kind === 'asr' ? SOCKET_EVENTS.transcriptionResult : SOCKET_EVENTS.diarizationResult;
+    let id: string | undefined;
+    await this.#run(
+      op,
+      ack,
+      () => id,
+      async (plan, out) => {
+        const ctx = this.#ctx;
+        const bytes = binary(payload);
+        if (!bytes) throw reject('VALIDATION_INVALID_FORMAT', `${op} carries one binary live input frame`);
+        ctx.stats.bytesIn += bytes.length;
+        const { limits } = ctx;
+        const limit = kind === 'asr' ? limits.realtimeAsrFrameBytes : limits.realtimeDiarizationFrameBytes;
+        if (bytes.length > limit) {
+          throw tooLarge(
+            kind === 'asr' ? 'realtime_asr_frame_bytes' : 'realtime_diarization_frame_bytes',
+            limit,
+            bytes.length,
+            'the frame',
+          );
+        }
+        const frame = decodeFrame(bytes);
+        id = frame.streamId;
+        const session = this.#sessions.accept(frame, kind, this.#where, this.#state.key);
+        if (plan.fail) {
+          this.#sessions.end(session, 'failed');
+          throw failureRejection(op);
+        }
+        const frameSec = frame.pcm.length / 32_000;
+        const ready = session.infer(Buffer.from(frame.pcm), frame.isFinal, (previous) =>
+          previous.then(() => ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(frameSec))),
+        );
+        ready.catch(() => {});
+        if (plan.resetAfterEffect || plan.statusAfterEffect) {
+          if (frame.isFinal)
+            void ready.then(
+              () => this.#sessions.end(session, 'finished'),
+              () => {},
+            );
+          this.#afterEffect(plan);
+        }
+        ack?.({ ok: true } satisfies FrameAck);
+        void ready.then(
+          async (records: LiveRecord[]) => {
+            for (const record of records) {
+              if (!session.live && !record.is_final) continue;
+              if (record.is_final && ctx.faults.dropFinal({ op, key: this.#state.keyHeader })) {
+                this.#sessions.end(session, 'cancelled');
+                return;
+              }
+              if (!(await out.emit(event, record, JSON.stringify(record).length))) return;
+              if (record.is_final) this.#sessions.end(session, 'finished');
+            }
+          },
+          () => {},
+        );
+      },
+    );
+  }
+
+  async audioFile(payload: unknown, ack: Ack | undefined): Promise<void> {
+    const p = isObject(payload)
+      ? (payload as Partial<AudioFilePayload> & Record<string, unknown>)
+      : undefined;
+    const rawId = typeof p?.id === 'string' ? p.id : undefined;
+    await this.#run(
+      'fast.socket',
+      ack,
+      () => rawId,
+      async (plan, out) => {
+        const ctx = this.#ctx;
+        if (!p) throw reject('VALIDATION_INVALID_FORMAT', 'audio_file carries {id, language, model?, audio}');
+        const { id, language } = checkFastRequest(p.id, p.language);
+        ctx.asrModel(language, typeof p.model === 'string' && p.model !== '' ? p.model : undefined);
+        const audio = binary(p.audio);
+        if (!audio) throw reject('VALIDATION_INVALID_FORMAT', '`audio` must be binary');
+        ctx.stats.bytesIn += audio.length;
+        if (audio.length > ctx.limits.fastAudioBytes)
+          throw tooLarge('fast_audio_bytes', ctx.limits.fastAudioBytes, audio.length, 'the audio');
+        const release = ctx.concurrency.acquire(this.#state.key.account, 'fast');
+        try {
+          const analyzer = new UploadAnalyzer({
+            lifecycle: ctx.lifecycle,
+            maxDurationSec: ctx.limits.fastAudioDurationSec,
+            durationBound: 'fast_audio_duration',
+            signal: this.#signal,
+          });
+          let analyzed: Awaited<ReturnType<UploadAnalyzer['finish']>>;
+          try {
+            for (let at = 0; at < audio.length; at += FEED_BYTES)
+              await analyzer.write(audio.subarray(at, at + FEED_BYTES));
+            analyzed = await analyzer.finish();
+          } finally {
+            analyzer.dispose();
+          }
+          if (plan.fail) throw failureRejection('fast.socket');
+          this.#afterEffect(plan);
+          ack?.({ ok: true } satisfies FrameAck);
+          await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(analyzed.durationSec), this.#signal);
+          for (const record of fastRecords(ctx, id, language, analyzed)) {
+            if (record.is_final && ctx.faults.dropFinal({ op: 'fast.socket', key: this.#state.keyHeader }))
+              return;
+            if (!(await out.emit(SOCKET_EVENTS.transcriptionResult, record, JSON.stringify(record).length)))
+              return;
+          }
+        } finally {
+          release();
+        }
+      },
+    );
+  }
+
+  async tts(payload: unknown, ack: Ack | undefined): Promise<void> {
+    const rawId = isObject(payload) && typeof payload.id === 'string' ? payload.id : undefined;
+    await this.#run(
+      'tts.socket',
+      ack,
+      () => rawId,
+      async (plan, out) => {
+        const ctx = this.#ctx;
+        const bodyBytes = Buffer.byteLength(JSON.stringify(payload ?? null));
+        ctx.stats.bytesIn += bodyBytes;
+        const check = checkTtsRequest(payload, { tier: this.#state.key.tier, limits: ctx.limits, bodyBytes });
+        const admitted = admitTts(ctx, check, this.#state.key);
+        try {
+          if (plan.fail) throw failureRejection('tts.socket');
+          const { body, voice } = admitted;
+          ctx.stats.ttsSyntheses++;
+          let chunks: AsyncGenerator<Buffer>;
+          try {
+            chunks = await startSynthesis(ctx, body.text, voice, SOCKET_TTS_SAMPLE_RATE, this.#signal);
+          } catch (err) {
+            if (err instanceof Rejection || !this.#socket.connected) throw err;
+            throw new Rejection('TTS_SYNTHESIS_FAILED', {
+              detail: `synthesis failed: ${(err as Error).message}`,
+            });
+          }
+          try {
+            this.#afterEffect(plan);
+          } catch (err) {
+            await chunks.return(undefined);
+            throw err;
+          }
+          ack?.({ ok: true } satisfies FrameAck);
+          const cutter = new PieceCutter(SOCKET_TTS_SAMPLE_RATE);
+          const send = (audio: Buffer, final: boolean) =>
+            out.emit(SOCKET_EVENTS.ttsAudio, { id: body.id, audio, is_final: final }, audio.length);
+          try {
+            for await (const pcm of chunks) {
+              for (const piece of cutter.push(pcm)) if (!(await send(piece, false))) return;
+            }
+          } catch {
+            return; // a failure after output began: no final event
+          }
+          const rest = cutter.flush();
+          const finalCarriesPcm = countCodePoints(body.text) % 2 === 0;
+          if (rest.length > 0 && !finalCarriesPcm && !(await send(rest, false))) return;
+          if (plan.truncateTts) return;
+          await send(finalCarriesPcm ? rest : Buffer.alloc(0), true);
+        } finally {
+          admitted.release();
+        }
+      },
+    );
+  }
+
+  async voices(ack: Ack | undefined): Promise<void> {
+    await this.#run(
+      'voices.socket',
+      ack,
+      () => undefined,
+      async (plan) => {
+        if (plan.fail) throw failureRejection('voices.socket');
+        this.#afterEffect(plan);
+        ack?.({ voices: listVoices() });
+      },
+    );
+  }
+}
+
+/** Emits events with the plan's slow body and reset-after faults; false once the socket is gone. */
+class Emitter {
+  readonly #ctx: EmulatorContext;
+  readonly #socket: Socket;
+  readonly #plan: FaultPlan;
+  readonly #signal: AbortSignal;
+  #bytes = 0;
+  #records = 0;
+
+  constructor(ctx: EmulatorContext, socket: Socket, plan: FaultPlan, signal: AbortSignal) {
+    this.#ctx = ctx;
+    this.#socket = socket;
+    this.#plan = plan;
+    this.#signal = signal;
+  }
+
+  async emit(event: string, payload: unknown, bytes: number): Promise<boolean> {
+    if (!this.#socket.connected) return false;
+    const plan = this.#plan;
+    if (plan.resetAfterBytes !== undefined && this.#bytes + bytes > plan.resetAfterBytes) {
+      this.#socket.disconnect(true);
+      return false;
+    }
+    if (plan.slowBytesPerSecond !== undefined) {
+      try {
+        await this.#ctx.lifecycle.sleep((bytes / plan.slowBytesPerSecond) * 1000, this.#signal);
+      } catch {
+        return false;
+      }
+      if (!this.#socket.connected) return false;
+    }
+    this.#socket.emit(event, payload);
+    this.#bytes += bytes;
+    this.#ctx.stats.bytesOut += bytes;
+    this.#records++;
+    if (plan.resetAfterRecords !== undefined && this.#records >= plan.resetAfterRecords) {
+      this.#socket.disconnect(true);
+      return false;
+    }
+    return true;
+  }
+}
+
+/** A binary Socket.IO payload as a Buffer, or undefined. */
+function binary(value: unknown): Buffer | undefined {
+  if (Buffer.isBuffer(value)) return value;
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  if (value instanceof ArrayBuffer) return Buffer.from(value);
+  return undefined;
+}

@@ -1,0 +1,139 @@
+// TTS shared by HTTP and Socket.IO: after the body rules of `checkTtsRequest`, the voice lookup,
+// content policy, model and admission; then timed synthesis with the non-resetting deadline
+// before output, and the cutting of PCM into pieces of varying size.
+
+import type { TtsCheck, TtsRequestBody } from '../protocol/tts-request.ts';
+import type { Release } from './admission.ts';
+import type { EmulatorContext } from './context.ts';
+import { synthesize } from './engine/tts.ts';
+import { Rejection, reject } from './rejection.ts';
+import type { EmulatorKey } from './types.ts';
+import { DEFAULT_VOICE, type VoiceProfile, voiceById } from './voices.ts';
+
+export interface AdmittedTts {
+  body: TtsRequestBody;
+  voice: VoiceProfile;
+  release: Release;
+}
+
+/** Everything after the body rules, in order; a rejection here takes nothing. */
+export function admitTts(ctx: EmulatorContext, check: TtsCheck, key: EmulatorKey): AdmittedTts {
+  if (!check.ok) {
+    const r = check.rejection;
+    throw new Rejection(
+      r.code,
+      r.data ? { status: r.status, detail: r.detail, data: r.data } : { status: r.status, detail: r.detail },
+    );
+  }
+  const body = check.body;
+  let voice = DEFAULT_VOICE;
+  if (body.voice_id !== undefined) {
+    const found = voiceById(body.voice_id);
+    if (!found) throw reject('TTS_VOICE_NOT_FOUND', 'voice_id names no available voice');
+    voice = found;
+  }
+  if (!ctx.contentPolicy(body.text))
+    throw reject('TTS_INPUT_NOT_ALLOWED', 'the text was rejected by the content policy');
+  const model = body.model ?? ctx.ttsModels[0]!;
+  if (!ctx.ttsModels.includes(model))
+    throw reject('VALIDATION_INVALID_PARAM', `unknown TTS model ${JSON.stringify(model)}`);
+  const release = ctx.concurrency.acquire(key.account, 'tts');
+  return { body, voice, release };
+}
+
+/** The synthesis deadline passed before any audio was ready. */
+export const deadlineRejection = (ms: number): Rejection =>
+  reject('TTS_DEADLINE_EXCEEDED', `no audio within the ${ms / 1000} s synthesis deadline`, { status: 504 });
+
+/**
+ * Synthesis paced by the latency model. The first chunk must come within the deadline (which
+ * does not reset); the returned iterator then yields the first chunk and the rest.
+ */
+export async function startSynthesis(
+  ctx: EmulatorContext,
+  text: string,
+  voice: VoiceProfile,
+  sampleRate: number,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<Buffer>> {
+  const stop = new AbortController();
+  const both = AbortSignal.any([signal, stop.signal]);
+  const gen = timed(ctx, text, voice, sampleRate, both);
+  const deadlineMs = ctx.limits.ttsSynthesisDeadlineMs;
+  const firstNext = gen.next();
+  firstNext.catch(() => {});
+  const first = await ctx.lifecycle.within(firstNext, deadlineMs, both);
+  if (typeof first !== 'object') {
+    stop.abort(new Error('synthesis stopped'));
+    if (first === 'timeout') throw deadlineRejection(deadlineMs);
+    throw signal.reason ?? new Error('synthesis stopped');
+  }
+  return (async function* () {
+    try {
+      if (!first.value.done) yield first.value.value;
+      yield* gen;
+    } finally {
+      stop.abort(new Error('synthesis ended'));
+    }
+  })();
+}
+
+async function* timed(
+  ctx: EmulatorContext,
+  text: string,
+  voice: VoiceProfile,
+  sampleRate: number,
+  signal: AbortSignal,
+): AsyncGenerator<Buffer> {
+  await ctx.lifecycle.sleep(ctx.perRequestMs, signal);
+  const source = synthesize({
+    text,
+    voice,
+    sampleRate,
+    engine: ctx.ttsEngine,
+    lifecycle: ctx.lifecycle,
+    signal,
+  });
+  for await (const pcm of source) {
+    await ctx.lifecycle.sleep(ctx.audioDelayMs(pcm.length / 2 / sampleRate), signal);
+    yield pcm;
+  }
+}
+
+/** Piece lengths in milliseconds, cycled: frames and events of varying size. */
+const PIECE_MS = [100, 150, 50, 200, 75, 125];
+
+/** Cuts PCM into pieces of varying (deterministic) size. */
+export class PieceCutter {
+  readonly #sizes: number[];
+  #next = 0;
+  #buffered: Buffer[] = [];
+  #bufferedBytes = 0;
+
+  constructor(sampleRate: number) {
+    this.#sizes = PIECE_MS.map((ms) => Math.round((ms * sampleRate) / 1000) * 2);
+  }
+
+  push(pcm: Buffer): Buffer[] {
+    this.#buffered.push(pcm);
+    this.#bufferedBytes += pcm.length;
+    const out: Buffer[] = [];
+    while (this.#bufferedBytes >= this.#sizes[this.#next]!) {
+      const size = this.#sizes[this.#next]!;
+      this.#next = (this.#next + 1) % this.#sizes.length;
+      const all = Buffer.concat(this.#buffered, this.#bufferedBytes);
+      out.push(all.subarray(0, size));
+      this.#buffered = [all.subarray(size)];
+      this.#bufferedBytes -= size;
+    }
+    return out;
+  }
+
+  /** What is left (possibly empty). */
+  flush(): Buffer {
+    const rest = Buffer.concat(this.#buffered, this.#bufferedBytes);
+    this.#buffered = [];
+    this.#bufferedBytes = 0;
+    return rest;
+  }
+}

@@ -1,0 +1,142 @@
+// Public types of the service emulator: options, keys, fault rules, statistics and the handle
+// `startEmulator` resolves to.
+
+import type { Language } from '../protocol/languages.ts';
+import type { LimitOverrides, Tier, Workload } from '../protocol/limits.ts';
+import type { OperationName } from '../protocol/operations.ts';
+
+/** What a key may do (interface, Authentication rule 3). */
+export type Capability = 'batch' | 'realtime_asr' | 'diarization' | 'tts';
+
+export const CAPABILITIES: readonly Capability[] = ['batch', 'realtime_asr', 'diarization', 'tts'];
+
+export interface EmulatorKey {
+  key: string;
+  /** Billable account: concurrency is shared by every key of an account. */
+  account: string;
+  tier: Tier;
+  capabilities: Capability[];
+}
+
+export type FaultAction =
+  | {
+      type: 'status';
+      status: number;
+      code?: string;
+      detail?: string;
+      /** `Retry-After` header value (seconds or an HTTP date). */
+      retryAfter?: number | string;
+      /** Send this body verbatim instead of an error body (an intermediary's HTML page). */
+      rawBody?: string;
+      contentType?: string;
+      /** `afterEffect`: perform the operation's effect first (a job is created, a frame accepted). */
+      stage?: 'before' | 'afterEffect';
+    }
+  | { type: 'delay'; ms: number }
+  | { type: 'reset'; stage?: 'before' | 'afterEffect'; afterBytes?: number; afterRecords?: number }
+  /** A 200 NDJSON stream ends without its `is_final: true` record. */
+  | { type: 'endWithoutFinal' }
+  /** A TTS body ends before its final frame (after `afterBytes` body bytes, if given). */
+  | { type: 'truncateTts'; afterBytes?: number }
+  /** Never respond (until the client gives up or the emulator closes). */
+  | { type: 'stall' }
+  | { type: 'slowBody'; bytesPerSecond: number }
+  /** The operation's own failure (batch job ends `failed`, live 500, TTS 500 ...). */
+  | { type: 'fail' };
+
+export interface FaultRule {
+  operation: OperationName | '*';
+  /** Only requests made with this API key. */
+  key?: string;
+  /** Only from the n-th matching request on (1-based). */
+  nth?: number;
+  /** At most this many applications (default 1 when `nth` is set, else unlimited). */
+  times?: number;
+  action: FaultAction;
+}
+
+export type LatencyModel = 'instant' | { perRequestMs?: number; perAudioSecondMs?: number };
+
+export interface EmulatorOptions {
+  /** Default 0 (any free port). */
+  port?: number;
+  /** Default `127.0.0.1`. */
+  host?: string;
+  /** Default: one random key, account `default`, tier `standard`, every capability. */
+  keys?: EmulatorKey[];
+  /** Limit overrides (fractional seconds allowed, so tests can shrink windows). */
+  limits?: LimitOverrides;
+  latency?: LatencyModel;
+  /** Batch job schedule: time spent `queued`, then `processing`. */
+  jobTiming?: { queuedMs?: number; processingMs?: number };
+  /** Concurrent HTTP pseudo-sessions per account in this process (429 `SESSION_SLOTS_EXHAUSTED`). */
+  sessionSlots?: number;
+  /** Per-key request rate (429 `RATE_LIMIT_EXCEEDED`); default off. */
+  rateLimit?: false | { requestsPerSecond: number; burst: number };
+  /** `false` rejects the TTS text with 400 `TTS_INPUT_NOT_ALLOWED`. Default: a small blocklist. */
+  contentPolicy?: (text: string) => boolean;
+  /** Registered transcripts: SHA-256 hex of an uploaded file, or a live stream UUID, to text. */
+  transcripts?: Record<string, string>;
+  faults?: FaultRule[];
+  /** Default `['/socket.io', '/realtime/socket.io']`. */
+  socketPaths?: string[];
+  tts?: { engine?: 'auto' | 'espeak' | 'synthetic' };
+  /**
+   * ASR model keys per language; the first is the language's default. An empty list means no
+   * default (an omitted `asr` then gives 400 `ASR_MODEL_NOT_FOUND`).
+   */
+  asrModels?: Partial<Record<Language, string[]>>;
+  /** TTS model keys; the first is the default. Default `['nebula']`. */
+  ttsModels?: string[];
+}
+
+export interface SessionStats {
+  opened: number;
+  finished: number;
+  expired: number;
+  retired: number;
+  cancelled: number;
+  /** Ended by the operation's own failure (a `fail` fault). */
+  failed: number;
+  active: number;
+}
+
+export interface EmulatorStats {
+  requests: Record<OperationName, number>;
+  /** Error answers by code (including those produced by faults). */
+  rejections: Record<string, number>;
+  jobsCreated: number;
+  sessions: SessionStats;
+  /** Request body and Socket.IO payload bytes received. */
+  bytesIn: number;
+  /** Response body and Socket.IO payload bytes sent. */
+  bytesOut: number;
+  ttsSyntheses: number;
+  /** Highest number of concurrent operations seen per workload (all accounts). */
+  maxConcurrent: Record<Workload, number>;
+  /** Operations in progress per workload now. */
+  concurrent: Record<Workload, number>;
+  /** Fault applications by action type. */
+  faultsApplied: Record<string, number>;
+  socketConnections: { opened: number; rejected: number; active: number };
+}
+
+export interface VoiceInfo {
+  id: string;
+  name: string;
+  languages: string[];
+}
+
+export interface Emulator {
+  /** `http://HOST:PORT` */
+  readonly url: string;
+  /** The first key. */
+  readonly apiKey: string;
+  /** A snapshot of the counters. */
+  stats(): EmulatorStats;
+  readonly faults: { add(rule: FaultRule): { remove(): void }; clear(): void };
+  registerTranscript(key: string, text: string): void;
+  readonly voices: readonly VoiceInfo[];
+  /** Close HTTP and Socket.IO servers, connections, timers, child processes and temp files. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,261 @@
+// The emulator's deterministic engine: speech regions (any chunking gives the same regions),
+// words, speaker turns, ITN, redaction, forced speaker alignment and the live record sequences.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { LiveAsrEngine, LiveDiarizationEngine } from '../src/emulator/engine/live.ts';
+import { detectRegions, SpeechRegionDetector } from '../src/emulator/engine/regions.ts';
+import { SpeakerTurns } from '../src/emulator/engine/speakers.ts';
+import { inverseNormalize, redact } from '../src/emulator/engine/text.ts';
+import { LinearResampler } from '../src/emulator/engine/tts.ts';
+import { recordingWords, regionWords } from '../src/emulator/engine/words.ts';
+import { alignSpeakers } from '../src/emulator/jobs.ts';
+import { PieceCutter } from '../src/emulator/tts-service.ts';
+import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
+import { cutsFor, splitAt } from './helpers/chunks.ts';
+import { speechPcm, uuid } from './helpers/emulator-fixtures.ts';
+
+const w = (word: string, start_time: number, end_time: number) => ({ word, start_time, end_time });
+
+describe('speech regions', () => {
+  const pcm = speechPcm([
+    { silence: 0.5 },
+    { speech: 1.2 },
+    { silence: 0.8 },
+    { speech: 0.6 },
+    { silence: 0.4 },
+  ]);
+
+  test('follow the audio: one region per burst, pauses between', () => {
+    const regions = detectRegions(pcm, 16_000);
+    assert.equal(regions.length, 2);
+    assert.ok(Math.abs(regions[0]!.start - 0.5) <= 0.04, `start ${regions[0]!.start}`);
+    assert.ok(Math.abs(regions[0]!.end - 1.7) <= 0.04, `end ${regions[0]!.end}`);
+    assert.ok(Math.abs(regions[1]!.start - 2.5) <= 0.04);
+    assert.ok(Math.abs(regions[1]!.end - 3.1) <= 0.04);
+  });
+
+  test('a pause shorter than the hangover does not split a region', () => {
+    const short = speechPcm([{ speech: 0.5 }, { silence: 0.2 }, { speech: 0.5 }]);
+    assert.equal(detectRegions(short, 16_000).length, 1);
+  });
+
+  test('silence has no region; speech running to the end is closed at the end', () => {
+    assert.deepEqual(detectRegions(Buffer.alloc(32_000), 16_000), []);
+    const open = detectRegions(speechPcm([{ silence: 0.2 }, { speech: 0.7 }]), 16_000);
+    assert.equal(open.length, 1);
+    assert.ok(Math.abs(open[0]!.end - 0.9) < 0.001);
+  });
+
+  test('any chunking (odd byte splits included) gives the same regions', () => {
+    const expected = detectRegions(pcm, 16_000);
+    fc.assert(
+      fc.property(cutsFor(pcm.length), (cuts) => {
+        const d = new SpeechRegionDetector(16_000);
+        const got = [];
+        for (const chunk of splitAt(pcm, cuts)) {
+          d.push(chunk);
+          got.push(...d.takeClosed());
+        }
+        got.push(...d.end());
+        assert.deepEqual(got, expected);
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
+
+describe('words', () => {
+  test('generated words are deterministic, at a plausible rate, inside their region', () => {
+    const region = { start: 1, end: 3 };
+    const a = regionWords('en', region);
+    assert.deepEqual(regionWords('en', region), a);
+    assert.equal(a.length, 5);
+    for (const word of a)
+      assert.ok(word.start_time >= 1 && word.end_time <= 3 && word.end_time > word.start_time);
+    assert.notDeepEqual(
+      regionWords('en', { start: 1.5, end: 3.5 }).map((x) => x.word),
+      a.map((x) => x.word),
+    );
+    assert.ok(regionWords('ar', region).every((x) => /[\u0600-\u06FF]/.test(x.word)));
+  });
+
+  test('a registered transcript is spread over the regions by duration, every word once', () => {
+    const regions = [
+      { start: 0, end: 1 },
+      { start: 2, end: 5 },
+    ];
+    const parts = recordingWords(regions, 5, 'en', 'one two three four five six seven eight');
+    assert.deepEqual(
+      parts.map((p) => p.words.map((x) => x.word)),
+      [
+        ['one', 'two'],
+        ['three', 'four', 'five', 'six', 'seven', 'eight'],
+      ],
+    );
+    const none = recordingWords([], 4, 'en', 'hello world');
+    assert.equal(none.length, 1);
+    assert.deepEqual(none[0]!.region, { start: 0, end: 4 });
+  });
+});
+
+describe('inverse text normalization and redaction', () => {
+  test('number words become digits spanning their words', () => {
+    const out = inverseNormalize([
+      w('call', 0, 0.2),
+      w('twenty', 0.3, 0.5),
+      w('three', 0.6, 0.8),
+      w('times', 0.9, 1),
+      w('one', 1.1, 1.2),
+      w('hundred', 1.3, 1.4),
+      w('five', 1.5, 1.6),
+      w('two', 1.7, 1.8),
+      w('thousand.', 1.9, 2),
+      w('hundred', 2.1, 2.2),
+    ]);
+    assert.deepEqual(
+      out.map((x) => x.word),
+      ['call', '23', 'times', '105', '2000.', 'hundred'],
+    );
+    assert.deepEqual(out[1], w('23', 0.3, 0.8));
+  });
+
+  test('redaction masks e-mail addresses and digits and lists the labels', () => {
+    const r = redact([w('mail', 0, 1), w('ann@example.com', 1, 2), w('at', 2, 3), w('1905', 3, 4)]);
+    assert.deepEqual(
+      r.words.map((x) => x.word),
+      ['mail', '[EMAIL]', 'at', '[NUMBER]'],
+    );
+    assert.equal(r.labels, 'EMAIL,NUMBER');
+    assert.equal(redact([w('hello', 0, 1)]).labels, '');
+  });
+});
+
+describe('V1 speaker alignment (diarization_force_align)', () => {
+  const segments = [
+    { start_time: 1, end_time: 2, speaker: 'A' },
+    { start_time: 4, end_time: 5, speaker: 'B' },
+  ];
+
+  test('a word starting inside a segment takes its speaker', () => {
+    const [o] = alignSpeakers([w('x', 1.5, 2.5)], segments, true);
+    assert.equal(o!.speaker, 'A');
+  });
+
+  test('outside every segment: the boundary nearest the word midpoint, ties to the earlier segment', () => {
+    // midpoint 2.6: nearest boundary is A's end (0.6) rather than B's start (1.4)
+    assert.equal(alignSpeakers([w('x', 2.4, 2.8)], segments, true)[0]!.speaker, 'A');
+    // the word starts outside (3.2) and its midpoint 3.7 is nearest B's start
+    assert.equal(alignSpeakers([w('x', 3.2, 4.2)], segments, true)[0]!.speaker, 'B');
+    // midpoint 3.0 is 1.0 from A's end and 1.0 from B's start: the earlier segment wins
+    assert.equal(alignSpeakers([w('x', 2.5, 3.5)], segments, true)[0]!.speaker, 'A');
+    // before the first segment
+    assert.equal(alignSpeakers([w('x', 0.1, 0.3)], segments, true)[0]!.speaker, 'A');
+  });
+
+  test('without force-align such words are UNKNOWN_SPEAKER; with no real segment the speaker is null', () => {
+    assert.equal(alignSpeakers([w('x', 2.4, 2.8)], segments, false)[0]!.speaker, 'UNKNOWN_SPEAKER');
+    assert.equal(alignSpeakers([w('x', 1.5, 1.8)], segments, false)[0]!.speaker, 'A');
+    assert.equal(alignSpeakers([w('x', 1, 2)], [], true)[0]!.speaker, null);
+    assert.equal(
+      alignSpeakers([w('x', 1, 2)], [{ start_time: 3, end_time: 3, speaker: 'Z' }], true)[0]!.speaker,
+      null,
+    );
+  });
+});
+
+describe('speaker turns', () => {
+  test('the turn changes at a long pause and labels cycle', () => {
+    const turns = new SpeakerTurns({ speakers: 2, turnGapSec: 0.6 });
+    assert.equal(turns.assign({ start: 0, end: 1 }), 'SPEAKER_00');
+    assert.equal(turns.assign({ start: 1.3, end: 2 }), 'SPEAKER_00');
+    assert.equal(turns.peek(3), 'SPEAKER_01');
+    assert.equal(turns.assign({ start: 3, end: 4 }), 'SPEAKER_01');
+    assert.equal(turns.assign({ start: 5, end: 6 }), 'SPEAKER_00');
+  });
+});
+
+describe('live engines', () => {
+  const pcm = speechPcm([{ speech: 1.2 }, { silence: 0.8 }, { speech: 1.0 }, { silence: 0.5 }]);
+
+  test('ASR: provisional records grow, a speech-final record at each pause, the final record last', () => {
+    const id = uuid();
+    const engine = new LiveAsrEngine(id, 'en');
+    const records = [];
+    for (let at = 0; at < pcm.length; at += 3200) records.push(...engine.push(pcm.subarray(at, at + 3200)));
+    records.push(...engine.finish());
+    for (const r of records) assert.ok(validateAsrRecord(r).ok);
+    assert.equal(records.filter((r) => r.is_final).length, 1);
+    assert.equal(records.at(-1)!.is_final, true);
+    assert.equal(records.filter((r) => r.is_speech_final).length, 3, 'one per region, and the final record');
+    const provisional = records.filter((r) => !r.is_speech_final);
+    assert.ok(provisional.length >= 2);
+    // A provisional record never shows more words than the committed record that replaces it.
+    const firstCommit = records.find((r) => r.is_speech_final)!;
+    const before = records.slice(0, records.indexOf(firstCommit));
+    for (const r of before) assert.ok(r.words.length <= firstCommit.words.length);
+  });
+
+  test('ASR: a registered transcript is used word for word, leftovers in the final record', () => {
+    const engine = new LiveAsrEngine(
+      uuid(),
+      'en',
+      'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda',
+    );
+    const records = [...engine.push(pcm), ...engine.finish()];
+    const committed = records.filter((r) => r.is_speech_final).flatMap((r) => r.words.map((x) => x.word));
+    assert.equal(committed.join(' '), 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda');
+  });
+
+  test('diarization: closed segments once each, an active snapshot, the final record last', () => {
+    const engine = new LiveDiarizationEngine(uuid());
+    const records = [];
+    for (let at = 0; at < pcm.length; at += 3200) records.push(...engine.push(pcm.subarray(at, at + 3200)));
+    records.push(...engine.finish());
+    for (const r of records) assert.ok(validateDiarizationRecord(r).ok);
+    const finals = records.flatMap((r) => r.final_segments);
+    assert.equal(finals.length, 2);
+    assert.deepEqual(
+      finals.map((s) => s.speaker),
+      ['SPEAKER_00', 'SPEAKER_01'],
+    );
+    assert.ok(records.some((r) => r.active_segments.length === 1 && !r.is_final));
+    assert.equal(records.at(-1)!.is_final, true);
+  });
+
+  test('diarization: a short region still open at the end stays provisional in the final record', () => {
+    const engine = new LiveDiarizationEngine(uuid());
+    engine.push(speechPcm([{ speech: 1 }, { silence: 1 }, { speech: 0.3 }]));
+    const [last] = engine.finish();
+    assert.equal(last!.is_final, true);
+    assert.equal(last!.active_segments.length, 1);
+  });
+});
+
+describe('TTS helpers', () => {
+  test('the resampler keeps duration and continuity across chunks', () => {
+    const input = new Int16Array(22_050).map((_, i) =>
+      Math.round(10_000 * Math.sin((2 * Math.PI * 200 * i) / 22_050)),
+    );
+    const whole = new LinearResampler(22_050, 16_000).push(input);
+    const r = new LinearResampler(22_050, 16_000);
+    const pieces = [
+      r.push(input.subarray(0, 1000)),
+      r.push(input.subarray(1000, 1001)),
+      r.push(input.subarray(1001)),
+    ];
+    const joined = Int16Array.from(pieces.flatMap((p) => [...p]));
+    assert.ok(Math.abs(whole.length - 16_000) <= 1);
+    assert.deepEqual([...joined], [...whole]);
+  });
+
+  test('PCM is cut into pieces of varying size, nothing lost', () => {
+    const cutter = new PieceCutter(16_000);
+    const pieces = [...cutter.push(Buffer.alloc(10_000)), ...cutter.push(Buffer.alloc(7_000))];
+    const rest = cutter.flush();
+    assert.equal(pieces.reduce((n, p) => n + p.length, 0) + rest.length, 17_000);
+    assert.ok(new Set(pieces.map((p) => p.length)).size > 1);
+    for (const p of pieces) assert.equal(p.length % 2, 0);
+  });
+});

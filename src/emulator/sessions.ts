@@ -175,6 +175,7 @@ export class LiveSessions {
     session.lastAudioAt = now;
     session.lastActivityAt = now;
     this.#scheduleExpiry(session);
+    this.#ctx.stats.framesAccepted++;
     return session;
   }
 

@@ -8,6 +8,7 @@ import type { OperationName } from '../protocol/operations.ts';
 import type { AudioFilePayload, FrameAck, SocketErrorPayload } from '../protocol/socket-events.ts';
 import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import { checkTtsRequest, countCodePoints } from '../protocol/tts-request.ts';
+import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
 import { UploadAnalyzer } from './audio-analysis.ts';
 import type { EmulatorContext } from './context.ts';
@@ -190,11 +191,10 @@ class SocketOps {
   async frame(kind: SessionKind, payload: unknown, ack: Ack | undefined): Promise<void> {
     const op: OperationName = kind === 'asr' ? 'stt.socket' : 'diarization.socket';
     const event = kind === 'asr' ? SOCKET_EVENTS.transcriptionResult : SOCKET_EVENTS.diarizationResult;
-    let id: string | undefined;
     await this.#run(
       op,
       ack,
-      () => id,
+      () => streamIdOf(payload),
       async (plan, out) => {
         const ctx = this.#ctx;
         const bytes = binary(payload);
@@ -211,7 +211,6 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
-        id = frame.streamId;
         const session = this.#sessions.accept(frame, kind, this.#where, this.#state.key);
         if (plan.fail) {
           this.#sessions.end(session, 'failed');
@@ -410,6 +409,12 @@ class Emitter {
     }
     return true;
   }
+}
+
+/** The stream id at the head of a frame payload, when it has one (for error events). */
+function streamIdOf(payload: unknown): string | undefined {
+  const bytes = binary(payload);
+  return bytes && bytes.length >= 16 && !isZeroUuid(bytes) ? bytesToUuid(bytes) : undefined;
 }
 
 /** A binary Socket.IO payload as a Buffer, or undefined. */

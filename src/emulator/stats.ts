@@ -27,6 +27,7 @@ export class StatsCollector {
   readonly concurrent = perWorkload();
   readonly socketConnections = { opened: 0, rejected: 0, active: 0 };
   jobsCreated = 0;
+  framesAccepted = 0;
   bytesIn = 0;
   bytesOut = 0;
   ttsSyntheses = 0;
@@ -69,6 +70,7 @@ export class StatsCollector {
       rejections: this.rejections,
       jobsCreated: this.jobsCreated,
       sessions: this.sessions,
+      framesAccepted: this.framesAccepted,
       bytesIn: this.bytesIn,
       bytesOut: this.bytesOut,
       ttsSyntheses: this.ttsSyntheses,

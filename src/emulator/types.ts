@@ -107,6 +107,8 @@ export interface EmulatorStats {
   rejections: Record<string, number>;
   jobsCreated: number;
   sessions: SessionStats;
+  /** Live frames accepted into a stream (HTTP and Socket.IO), including with an afterEffect fault. */
+  framesAccepted: number;
   /** Request body and Socket.IO payload bytes received. */
   bytesIn: number;
   /** Response body and Socket.IO payload bytes sent. */

@@ -144,6 +144,8 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
   };
 
   bb.on('file', (name: string, stream: Readable) => {
+    // A part cut short by a rejection errors; that is expected, not a crash.
+    stream.on('error', () => {});
     if (settled || !countPart()) {
       stream.resume();
       return;

@@ -1,8 +1,12 @@
 // Fixtures for the emulator's contract tests: synthetic speech-like PCM with known pauses,
-// multipart bodies built byte by byte, a plain HTTP client (undici) and Socket.IO connections.
+// multipart bodies built byte by byte, a plain HTTP client (undici), Socket.IO connections, and
+// emulators closed when the test file ends.
 
+import assert from 'node:assert/strict';
+import { after } from 'node:test';
 import { io, type Socket } from 'socket.io-client';
-import { type Dispatcher, request } from 'undici';
+import { Agent, type Dispatcher, request } from 'undici';
+import { type Emulator, type EmulatorOptions, startEmulator } from '../../src/emulator/index.ts';
 import { encodeWav } from '../../src/protocol/riff.ts';
 
 export const RATE = 16_000;
@@ -138,3 +142,46 @@ export async function until(predicate: () => boolean | Promise<boolean>, what = 
 
 /** A 4-byte-aligned random UUID string. */
 export const uuid = (): string => globalThis.crypto.randomUUID();
+
+/** The body of an error answer, after checking its status and code. */
+export function expectError(
+  reply: { status: number; text: string },
+  status: number,
+  code: string,
+): Record<string, unknown> {
+  assert.equal(reply.status, status, reply.text);
+  const body = JSON.parse(reply.text) as Record<string, unknown>;
+  assert.equal(body.code, code);
+  return body;
+}
+
+/** Emulators (with `defaults`) and an HTTP agent for one test file, all closed when it ends. */
+export function emulatorsForFile(defaults: EmulatorOptions = {}) {
+  const dispatcher = new Agent();
+  const started: Emulator[] = [];
+  after(async () => {
+    await Promise.all(started.map((e) => e.close()));
+    await dispatcher.close();
+  });
+  const emulator = async (options: EmulatorOptions = {}): Promise<Emulator> => {
+    const emu = await startEmulator({ ...defaults, ...options });
+    started.push(emu);
+    return emu;
+  };
+  return { dispatcher, emulator };
+}
+
+/** Socket.IO events collected until one with `is_final: true`. */
+export function collectUntilFinal<T extends { is_final?: unknown }>(
+  socket: Socket,
+  event: string,
+): { events: T[]; done: Promise<void> } {
+  const events: T[] = [];
+  const done = new Promise<void>((resolve) =>
+    socket.on(event, (e: T) => {
+      events.push(e);
+      if (e.is_final) resolve();
+    }),
+  );
+  return { events, done };
+}

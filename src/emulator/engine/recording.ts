@@ -31,6 +31,7 @@ export interface BatchOptions {
 export type BatchResult = Pick<JobV2Done, (typeof V2_RESULT_FIELDS)[number]>;
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
+const DIARIZATION_ONSET_SEC = 0.15;
 
 export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchResult {
   const words = recordingWords(
@@ -42,8 +43,10 @@ export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchR
   let diarization: DiarizationSegment[] = [];
   if (options.diarization !== 'off') {
     const turns = new SpeakerTurns(options.diarization === 'd2' ? ALTERNATIVE_TURNS : DEFAULT_TURNS);
+    // Diarization boundaries differ from the words' (as a real model's do): a segment starts a
+    // little after its speech region, so a region's first word lies outside every segment.
     diarization = audio.regions.map((r) => ({
-      start_time: round3(r.start),
+      start_time: round3(r.start + Math.min(DIARIZATION_ONSET_SEC, (r.end - r.start) / 4)),
       end_time: round3(r.end),
       speaker: turns.assign(r),
     }));

@@ -1,0 +1,282 @@
+// Authentication, authorization, admission and routing of the emulator: 401/403 on every HTTP
+// operation, the Socket.IO handshake, per-key request rate, per-account concurrency, wrong
+// methods and unknown paths. Driven with plain HTTP and socket.io-client.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Agent } from 'undici';
+import { type Emulator, type EmulatorKey, startEmulator } from '../src/emulator/index.ts';
+import { encodeFrame } from '../src/protocol/frame.ts';
+import {
+  call,
+  connectSocket,
+  filePart,
+  MULTIPART_TYPE,
+  multipart,
+  speechPcm,
+  uuid,
+  wavOf,
+} from './helpers/emulator-fixtures.ts';
+
+const FULL: EmulatorKey = {
+  key: 'key-full',
+  account: 'acme',
+  tier: 'standard',
+  capabilities: ['batch', 'realtime_asr', 'diarization', 'tts'],
+};
+const BATCH_ONLY: EmulatorKey = { key: 'key-batch', account: 'acme', tier: 'free', capabilities: ['batch'] };
+const NOTHING: EmulatorKey = { key: 'key-none', account: 'other', tier: 'free', capabilities: [] };
+
+const wav = wavOf(speechPcm([{ speech: 0.5 }]));
+const frame = () => encodeFrame({ streamId: uuid(), isStart: true, language: 'en', pcm: Buffer.alloc(3200) });
+
+/** Every HTTP operation: a request that would succeed with the full key. */
+const OPERATIONS: {
+  name: string;
+  method: 'GET' | 'POST';
+  path: () => string;
+  body?: () => Buffer;
+  type?: string;
+}[] = [
+  {
+    name: 'batch.submit',
+    method: 'POST',
+    path: () => '/v1/transcribe/en',
+    body: () => multipart([filePart(wav)]),
+    type: MULTIPART_TYPE,
+  },
+  { name: 'batch.get', method: 'GET', path: () => `/v1/transcribe/${uuid()}` },
+  { name: 'batch.getLegacy', method: 'GET', path: () => `/v1/transcribe/${uuid()}/en` },
+  {
+    name: 'fast.http',
+    method: 'POST',
+    path: () => `/http/stt?id=${uuid()}`,
+    body: () => multipart([filePart(wav)]),
+    type: MULTIPART_TYPE,
+  },
+  { name: 'stt.http', method: 'POST', path: () => '/http/stt-stream', body: frame },
+  { name: 'stt.http (alias)', method: 'POST', path: () => '/realtime/http/realtime-asr', body: frame },
+  { name: 'diarization.http', method: 'POST', path: () => '/realtime/http/diarization-stream', body: frame },
+  {
+    name: 'tts.http',
+    method: 'POST',
+    path: () => '/realtime/http/tts',
+    body: () => Buffer.from(JSON.stringify({ id: uuid(), text: 'hello' })),
+    type: 'application/json',
+  },
+];
+
+let emu: Emulator;
+const dispatcher = new Agent();
+
+before(async () => {
+  emu = await startEmulator({ keys: [FULL, BATCH_ONLY, NOTHING], tts: { engine: 'synthetic' } });
+});
+after(async () => {
+  await emu.close();
+  await dispatcher.close();
+});
+
+function send(op: (typeof OPERATIONS)[number], key: string | null) {
+  const headers: Record<string, string> = op.type ? { 'content-type': op.type } : {};
+  return call(`${emu.url}${op.path()}`, { method: op.method, key, headers, body: op.body?.(), dispatcher });
+}
+
+function assertErrorBody(body: Record<string, unknown>, code: string) {
+  assert.equal(body.code, code);
+  assert.equal(typeof body.error, 'string');
+  assert.equal(typeof body.detail, 'string');
+  assert.equal(typeof body.retryable, 'boolean');
+  assert.match(String(body.timestamp), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  assert.equal(typeof body.request_id, 'string');
+}
+
+describe('HTTP authentication on every operation', () => {
+  for (const op of OPERATIONS) {
+    test(`${op.name}: missing, empty and invalid keys are 401; a key without the capability is 403`, async () => {
+      const missing = await send(op, null);
+      assert.equal(missing.status, 401);
+      const m = missing.json() as Record<string, unknown>;
+      assertErrorBody(m, 'AUTH_UNAUTHORIZED');
+      assert.equal(typeof m.message, 'string', 'the missing-key 401 carries message');
+      assert.equal(m.retryable, false);
+
+      const empty = await send(op, '');
+      assert.equal(empty.status, 401);
+      assert.equal(typeof (empty.json() as Record<string, unknown>).message, 'string');
+
+      const invalid = await send(op, 'not-a-key');
+      assert.equal(invalid.status, 401);
+      const i = invalid.json() as Record<string, unknown>;
+      assertErrorBody(i, 'AUTH_UNAUTHORIZED');
+      assert.equal(i.message, undefined, 'message only on missing-key errors');
+
+      const forbidden = await send(op, NOTHING.key);
+      assert.equal(forbidden.status, 403);
+      assertErrorBody(forbidden.json() as Record<string, unknown>, 'AUTH_FORBIDDEN');
+
+      const ok = await send(op, FULL.key);
+      assert.ok(
+        ok.status === 200 || ok.status === 404,
+        `${op.name} with the full key: ${ok.status} ${ok.text}`,
+      );
+    });
+  }
+
+  test('capabilities are per operation: a batch-only key may submit but not stream', async () => {
+    const batch = await send(OPERATIONS[0]!, BATCH_ONLY.key);
+    assert.equal(batch.status, 200);
+    const live = await send(OPERATIONS[4]!, BATCH_ONLY.key);
+    assert.equal(live.status, 403);
+    assert.equal(emu.stats().rejections.AUTH_FORBIDDEN! >= 1, true);
+  });
+});
+
+describe('routing', () => {
+  test('a wrong method is 405 METHOD_NOT_ALLOWED with Allow; an unknown path is 404', async () => {
+    const wrong = await call(`${emu.url}/http/stt-stream`, { method: 'GET', key: FULL.key, dispatcher });
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.allow, 'POST');
+    assert.equal((wrong.json() as Record<string, unknown>).code, 'METHOD_NOT_ALLOWED');
+    const legacyPost = await call(`${emu.url}/v1/transcribe/${uuid()}/en`, {
+      method: 'POST',
+      key: FULL.key,
+      body: 'x',
+      dispatcher,
+    });
+    assert.equal(legacyPost.status, 405);
+    const unknown = await call(`${emu.url}/v2/nothing`, { key: FULL.key, dispatcher });
+    assert.equal(unknown.status, 404);
+  });
+
+  test('both realtime prefixes reach the same operations', async () => {
+    const before = emu.stats().requests['stt.http'];
+    for (const path of [
+      '/http/stt-stream',
+      '/realtime/http/stt-stream',
+      '/http/realtime-asr',
+      '/realtime/http/realtime-asr',
+    ]) {
+      const res = await call(`${emu.url}${path}`, { key: FULL.key, body: frame(), dispatcher });
+      assert.equal(res.status, 200, path);
+    }
+    assert.equal(emu.stats().requests['stt.http'] - before, 4);
+  });
+});
+
+describe('Socket.IO handshake', () => {
+  const rejected = async (key: string | undefined, origin?: string | null, path?: string) => {
+    const err = (await connectSocket(emu.url, key, { origin, path }).then(
+      (s) => {
+        s.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    )) as (Error & { data?: Record<string, unknown> }) | undefined;
+    assert.ok(err, 'the connection is refused');
+    return err.data!;
+  };
+
+  test('needs a valid x-api-key', async () => {
+    const missing = await rejected(undefined);
+    assertErrorBody(missing, 'AUTH_UNAUTHORIZED');
+    assert.equal(typeof missing.message, 'string');
+    assertErrorBody(await rejected('wrong'), 'AUTH_UNAUTHORIZED');
+  });
+
+  test('needs an Origin naming the service', async () => {
+    assertErrorBody(await rejected(FULL.key, null), 'AUTH_UNAUTHORIZED');
+    assertErrorBody(await rejected(FULL.key, 'http://elsewhere.example'), 'AUTH_UNAUTHORIZED');
+  });
+
+  test('connects on both paths; a missing capability is an error event with the id', async () => {
+    for (const path of ['/socket.io', '/realtime/socket.io']) {
+      const socket = await connectSocket(emu.url, BATCH_ONLY.key, { path });
+      try {
+        const id = uuid();
+        const error = new Promise<Record<string, unknown>>((resolve) => socket.once('error', resolve));
+        socket.emit(
+          'audio_stream',
+          encodeFrame({ streamId: id, isStart: true, language: 'en', pcm: Buffer.alloc(320) }),
+        );
+        const body = await error;
+        assertErrorBody(body, 'AUTH_FORBIDDEN');
+        assert.equal(body.id, id);
+        const ack = (await socket.emitWithAck('list_voices')) as {
+          ok: boolean;
+          error: Record<string, unknown>;
+        };
+        assert.equal(ack.ok, false);
+        assert.equal(ack.error.code, 'AUTH_FORBIDDEN');
+      } finally {
+        socket.close();
+      }
+    }
+    assert.ok(emu.stats().socketConnections.opened >= 2);
+  });
+});
+
+describe('admission', () => {
+  test('per-key request rate: 429 RATE_LIMIT_EXCEEDED, batch body with data.capacity; rejections consume nothing', async () => {
+    const limited = await startEmulator({ rateLimit: { requestsPerSecond: 0.001, burst: 2 } });
+    try {
+      const get = () => call(`${limited.url}/v1/transcribe/${uuid()}`, { key: limited.apiKey, dispatcher });
+      assert.equal((await get()).status, 404);
+      assert.equal((await get()).status, 404);
+      const third = await get();
+      assert.equal(third.status, 429);
+      assert.ok(Number(third.headers['retry-after']) >= 1);
+      const body = third.json() as Record<string, unknown>;
+      assert.deepEqual(Object.keys(body).sort(), [
+        'code',
+        'data',
+        'detail',
+        'error',
+        'retryable',
+        'timestamp',
+      ]);
+      assert.deepEqual(body.data, { capacity: 2 });
+      assert.equal(body.retryable, true);
+      const tts = await call(`${limited.url}/http/tts`, { key: limited.apiKey, body: '{}', dispatcher });
+      assert.equal(tts.status, 429);
+      assert.equal((tts.json() as Record<string, unknown>).code, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 2);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('per-account concurrency per workload, shared by the keys of an account', async () => {
+    const other: EmulatorKey = { ...FULL, key: 'key-2' };
+    const limited = await startEmulator({
+      keys: [FULL, other],
+      limits: { accountConcurrency: { realtime_asr: 1 } },
+    });
+    try {
+      const start = (key: string) =>
+        call(`${limited.url}/http/stt-stream`, { key, body: frame(), dispatcher });
+      assert.equal((await start(FULL.key)).status, 200);
+      const second = await start(other.key);
+      assert.equal(second.status, 429);
+      assert.equal(second.headers['retry-after'], '1');
+      const body = second.json() as Record<string, unknown>;
+      assert.equal(body.code, 'CONCURRENCY_LIMIT_EXCEEDED');
+      assert.deepEqual(body.data, {
+        limit: 1,
+        observed: 2,
+        unit: 'operations',
+        bound: 'account_concurrency_realtime_asr',
+      });
+      assert.equal(limited.stats().sessions.opened, 1, 'the rejected start took nothing');
+      // Other workloads are counted separately.
+      const diarization = await call(`${limited.url}/http/diarization-stream`, {
+        key: FULL.key,
+        body: frame(),
+        dispatcher,
+      });
+      assert.equal(diarization.status, 200);
+    } finally {
+      await limited.close();
+    }
+  });
+});

@@ -1,0 +1,475 @@
+// Batch transcription against the emulator: submission rules (language, query parameters,
+// multipart, byte, tail and duration limits, audio validation), the job lifecycle, and the V2
+// and V1 lookups with save_result, clearing, force-aligned speakers, ITN and redaction.
+
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { before, describe, test } from 'node:test';
+import type { Emulator } from '../src/emulator/index.ts';
+import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
+import { encodeWav } from '../src/protocol/riff.ts';
+import {
+  BOUNDARY,
+  call,
+  emulatorsForFile,
+  filePart,
+  MULTIPART_TYPE,
+  multipart,
+  type Part,
+  speechPcm,
+  until,
+  uuid,
+  wavOf,
+} from './helpers/emulator-fixtures.ts';
+import { sineFile } from './helpers/ffmpeg.ts';
+
+const { dispatcher, emulator } = emulatorsForFile({ jobTiming: { queuedMs: 0, processingMs: 0 } });
+
+const speech = wavOf(
+  speechPcm([{ silence: 0.3 }, { speech: 1.2 }, { silence: 0.9 }, { speech: 1.0 }, { silence: 0.3 }]),
+);
+
+function submit(
+  emu: Emulator,
+  query: string,
+  body: Buffer | AsyncIterable<Buffer>,
+  headers: Record<string, string> = {},
+) {
+  return call(`${emu.url}/v1/transcribe/${query}`, {
+    key: emu.apiKey,
+    headers: { 'content-type': MULTIPART_TYPE, ...headers },
+    body,
+    dispatcher,
+  });
+}
+
+const get = (emu: Emulator, path: string) =>
+  call(`${emu.url}/v1/transcribe/${path}`, { key: emu.apiKey, dispatcher });
+
+/** A body sent with chunked transfer encoding (no Content-Length). */
+function chunked(body: Buffer): AsyncIterable<Buffer> {
+  return Readable.from(
+    (function* () {
+      for (let i = 0; i < body.length; i += 16_384) yield body.subarray(i, i + 16_384);
+    })(),
+  );
+}
+
+function errorOf(
+  reply: { status: number; json: () => unknown },
+  status: number,
+  code: string,
+): Record<string, unknown> {
+  const body = reply.json() as Record<string, unknown>;
+  assert.equal(reply.status, status, JSON.stringify(body));
+  assert.equal(body.code, code);
+  return body;
+}
+
+async function waitForStatus(emu: Emulator, id: string, status: string): Promise<void> {
+  await until(async () => {
+    const r = await get(emu, `${id}?save_result=true`);
+    return (r.json() as { data: { status: string } }).data.status === status;
+  }, `job ${status}`);
+}
+
+describe('batch submission', () => {
+  let emu: Emulator;
+  before(async () => {
+    emu = await emulator({
+      limits: { batchRequestBytes: 400_000, batchAudioDurationSec: 4, batchUnvalidatableTailBytes: 1_000 },
+    });
+  });
+
+  test('a valid upload is acknowledged with a queued job', async () => {
+    const before = emu.stats().jobsCreated;
+    const res = await submit(
+      emu,
+      'en?diarization=d2&itn=true&redact=0&asr=nova-en-fast',
+      multipart([filePart(speech)]),
+    );
+    assert.equal(res.status, 200, res.text);
+    assert.ok(validateSubmitAck(res.json()).ok);
+    assert.equal((res.json() as { status: string }).status, 'queued');
+    assert.equal(emu.stats().jobsCreated - before, 1);
+  });
+
+  test('query rules: language, diarization, itn, redact, asr', async () => {
+    const body = () => multipart([filePart(speech)]);
+    errorOf(await submit(emu, 'fr', body()), 400, 'VALIDATION_INVALID_LANGUAGE');
+    for (const q of ['diarization=2', 'diarization=yes', 'diarization=D1', 'itn=yes', 'redact=2', 'itn=']) {
+      errorOf(await submit(emu, `en?${q}`, body()), 400, 'VALIDATION_INVALID_PARAM');
+    }
+    for (const q of [
+      'diarization=0',
+      'diarization=false',
+      'diarization=1',
+      'diarization=true',
+      'diarization=d1',
+    ]) {
+      assert.equal((await submit(emu, `auto?${q}`, body())).status, 200, q);
+    }
+    errorOf(await submit(emu, 'en?asr=nova-ar', body()), 400, 'ASR_MODEL_NOT_FOUND');
+    errorOf(await submit(emu, 'en?asr=whisper', body()), 400, 'ASR_MODEL_NOT_FOUND');
+    assert.equal((await submit(emu, 'ar?asr=nova-ar', body())).status, 200);
+  });
+
+  test('a language without a default model needs an explicit asr', async () => {
+    const noDefault = await emulator({ asrModels: { ar: [] } });
+    errorOf(await submit(noDefault, 'ar', multipart([filePart(speech)])), 400, 'ASR_MODEL_NOT_FOUND');
+  });
+
+  test('multipart rules: multipart only, `file` first, one audio part, at most 8 parts', async () => {
+    const before = emu.stats().jobsCreated;
+    errorOf(
+      await submit(emu, 'en', Buffer.from('{}'), { 'content-type': 'application/json' }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+    errorOf(
+      await submit(emu, 'en', Buffer.from('a=b'), { 'content-type': 'multipart/form-data' }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+    errorOf(
+      await submit(emu, 'en', multipart([{ name: 'note', data: 'hi' }, filePart(speech)])),
+      400,
+      'VALIDATION_REQUIRED_FIELD',
+    );
+    errorOf(await submit(emu, 'en', Buffer.alloc(0)), 400, 'VALIDATION_INVALID_FORMAT');
+    errorOf(
+      await submit(emu, 'en', multipart([{ name: 'audio', filename: 'a.wav', data: speech }])),
+      400,
+      'VALIDATION_REQUIRED_FIELD',
+    );
+    errorOf(
+      await submit(emu, 'en', multipart([{ name: 'file', data: 'not a file part' }])),
+      400,
+      'VALIDATION_REQUIRED_FIELD',
+    );
+    const two = errorOf(
+      await submit(
+        emu,
+        'en',
+        multipart([filePart(speech), { name: 'second', filename: 'b.wav', data: speech }]),
+      ),
+      422,
+      'FILE_COUNT_EXCEEDED',
+    );
+    assert.deepEqual(two.data, { limit: 1, observed: 2, unit: 'files', bound: 'file_parts' });
+    const fields = (n: number): Part[] => Array.from({ length: n }, (_, i) => ({ name: `f${i}`, data: 'x' }));
+    assert.equal(
+      (await submit(emu, 'en', multipart([filePart(speech), ...fields(7)]))).status,
+      200,
+      'eight parts',
+    );
+    const nine = errorOf(
+      await submit(emu, 'en', multipart([filePart(speech), ...fields(8)])),
+      422,
+      'FILE_COUNT_EXCEEDED',
+    );
+    assert.deepEqual(nine.data, { limit: 8, observed: 9, unit: 'parts', bound: 'multipart_parts' });
+    assert.equal(emu.stats().jobsCreated - before, 1, 'only the valid eight-part upload made a job');
+  });
+
+  test('request bytes: at the limit accepted; a declared Content-Length over it is refused at once; chunked over it is limit+1', async () => {
+    const before = emu.stats().jobsCreated;
+    const limitBody = exactSize(400_000);
+    assert.equal(limitBody.length, 400_000);
+    const tailLimited = await emulator({
+      limits: { batchRequestBytes: 400_000, batchUnvalidatableTailBytes: 400_000 },
+    });
+    assert.equal((await submit(tailLimited, 'en', limitBody)).status, 200, 'exactly at the limit');
+    const over = exactSize(400_001);
+    const declared = errorOf(await submit(tailLimited, 'en', over), 413, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(declared.data, {
+      limit: 400_000,
+      observed: 400_001,
+      unit: 'bytes',
+      bound: 'request_bytes',
+    });
+    const big = Buffer.concat([over, Buffer.alloc(2_000_000)]);
+    const declaredBig = errorOf(await submit(tailLimited, 'en', big), 413, 'PAYLOAD_TOO_LARGE');
+    assert.equal((declaredBig.data as { observed: number }).observed, big.length);
+    const streamed = errorOf(await submit(tailLimited, 'en', chunked(big)), 413, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(streamed.data, {
+      limit: 400_000,
+      observed: 400_001,
+      unit: 'bytes',
+      bound: 'request_bytes',
+    });
+    assert.equal(tailLimited.stats().jobsCreated, 1);
+    assert.equal(emu.stats().jobsCreated, before);
+
+    function exactSize(size: number): Buffer {
+      const probe = multipart([filePart(speech), { name: 'pad', data: '' }]);
+      return multipart([filePart(speech), { name: 'pad', data: 'p'.repeat(size - probe.length) }]);
+    }
+  });
+
+  test('bytes after the recording: at the limit accepted, one more refused (declared and chunked)', async () => {
+    // The tail is every byte after the delimiter that ends the recording part.
+    const recordingEnd = (body: Buffer) =>
+      body.indexOf(`\r\n--${BOUNDARY}`, body.indexOf(speech.subarray(-64))) + 4 + BOUNDARY.length;
+    const withTail = (tail: number) => {
+      const probe = multipart([filePart(speech), { name: 'pad', data: '' }]);
+      const probeTail = probe.length - recordingEnd(probe);
+      const body = multipart([filePart(speech), { name: 'pad', data: 'q'.repeat(tail - probeTail) }]);
+      assert.equal(body.length - recordingEnd(body), tail);
+      return body;
+    };
+    assert.equal((await submit(emu, 'en', withTail(1_000))).status, 200);
+    const before = emu.stats().jobsCreated;
+    const declared = errorOf(await submit(emu, 'en', withTail(1_001)), 413, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(declared.data, {
+      limit: 1_000,
+      observed: 1_001,
+      unit: 'bytes',
+      bound: 'unvalidatable_tail_bytes',
+    });
+    const streamed = errorOf(await submit(emu, 'en', chunked(withTail(5_000))), 413, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(streamed.data, {
+      limit: 1_000,
+      observed: 1_001,
+      unit: 'bytes',
+      bound: 'unvalidatable_tail_bytes',
+    });
+    assert.equal((await submit(emu, 'en', chunked(withTail(1_000)))).status, 200);
+    assert.equal(emu.stats().jobsCreated - before, 1);
+  });
+
+  test('audio validation: unsupported, corrupt, empty or zero-duration audio is 422 VALIDATION_FILE_CORRUPT', async () => {
+    const before = emu.stats().jobsCreated;
+    const cases: [string, Buffer][] = [
+      ['random bytes', Buffer.from('this is not audio at all, not even a little bit'.repeat(20))],
+      ['empty file', Buffer.alloc(0)],
+      ['WAV with no samples', wavOf(Buffer.alloc(0))],
+      ['WAV cut inside its header', speech.subarray(0, 30)],
+    ];
+    for (const [name, data] of cases) {
+      const body = errorOf(
+        await submit(emu, 'en', multipart([filePart(data)])),
+        422,
+        'VALIDATION_FILE_CORRUPT',
+      );
+      assert.equal(body.retryable, false, name);
+    }
+    assert.equal(emu.stats().jobsCreated, before);
+  });
+
+  test('duration: at the limit accepted; over it 422 AUDIO_DURATION_EXCEEDED, whole seconds rounded up', async () => {
+    const before = emu.stats().jobsCreated;
+    assert.equal(
+      (await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * 32_000)))]))).status,
+      200,
+    );
+    const wav = errorOf(
+      await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * 32_000 + 2)))])),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    assert.deepEqual(wav.data, { limit: 4, observed: 5, unit: 'seconds', bound: 'audio_duration' });
+    // Stereo 8 kHz, 6.5 s: the duration comes from the header's sizes and format.
+    const stereo = encodeWav(Buffer.alloc(6.5 * 8_000 * 4), 8_000, 2);
+    const s = errorOf(await submit(emu, 'en', multipart([filePart(stereo)])), 422, 'AUDIO_DURATION_EXCEEDED');
+    assert.equal((s.data as { observed: number }).observed, 7);
+    // A streaming header (sizes unknown, as ffmpeg writes to a pipe): reading stops past the
+    // limit, so the observed duration is a minimum.
+    const streamed = await sineFile({ seconds: 6.5, rate: 8_000, channels: 2, codec: 'pcm_s16le' });
+    const m = errorOf(
+      await submit(emu, 'en', multipart([filePart(streamed)])),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    assert.equal((m.data as { observed: number }).observed, 5);
+    assert.equal(emu.stats().jobsCreated - before, 1);
+  });
+
+  test('non-WAV audio is decoded by ffmpeg: at the limit accepted, over it refused with a minimum', async () => {
+    const flacAt = await sineFile({ seconds: 4, rate: 16_000, codec: 'flac', format: 'flac' });
+    assert.equal((await submit(emu, 'en', multipart([filePart(flacAt, 'a.flac')]))).status, 200);
+    const flacOver = await sineFile({ seconds: 9, rate: 22_050, codec: 'flac', format: 'flac' });
+    const over = errorOf(
+      await submit(emu, 'en', multipart([filePart(flacOver, 'a.flac')])),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    const data = over.data as { observed: number; limit: number };
+    assert.ok(data.observed > 4 && data.observed <= 9, `observed ${data.observed} is a minimum`);
+    const mp3 = await sineFile({ seconds: 1, rate: 16_000, codec: 'libmp3lame', format: 'mp3' });
+    assert.equal((await submit(emu, 'en', multipart([filePart(mp3, 'a.mp3')]))).status, 200);
+  });
+});
+
+describe('jobs and lookups', () => {
+  test('queued, then processing, then done; V2 and V1 shapes for each status', async () => {
+    const slow = await emulator({ jobTiming: { queuedMs: 600_000, processingMs: 0 } });
+    const { jobId } = (await submit(slow, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    for (const path of [`${jobId}?save_result=true`, `${jobId}`]) {
+      const v2 = (await get(slow, path)).json() as { data: Record<string, unknown> };
+      assert.ok(validateJobV2(v2).ok, JSON.stringify(validateJobV2(v2)));
+      assert.equal(v2.data.status, 'queued', 'a pending job is not cleared by reading');
+      assert.deepEqual(Object.keys(v2.data), [
+        'id',
+        'version',
+        'created_at',
+        'updated_at',
+        'language',
+        'audio_duration',
+        'sample_rate_hz',
+        'status',
+      ]);
+    }
+    const v1 = (await get(slow, `${jobId}/whatever`)).json() as Record<string, unknown>;
+    assert.ok(validateJobV1(v1).ok);
+    assert.equal(v1.status, 'queued');
+    assert.equal(v1.diarization_segments, null);
+
+    const processing = await emulator({ jobTiming: { queuedMs: 0, processingMs: 600_000 } });
+    const p = (await submit(processing, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    await waitForStatus(processing, p.jobId, 'processing');
+    const pv1 = (await get(processing, `${p.jobId}/en`)).json() as Record<string, unknown>;
+    assert.ok(validateJobV1(pv1).ok);
+    assert.deepEqual(pv1.results, { transcript: '' });
+    assert.equal(pv1.diarization_segments, null);
+  });
+
+  test('done: result fields, then cleared after a read without save_result (V2)', async () => {
+    const emu = await emulator();
+    const { jobId } = (await submit(emu, 'ar?diarization=1', multipart([filePart(speech)]))).json() as {
+      jobId: string;
+    };
+    await waitForStatus(emu, jobId, 'done');
+    const kept = (await get(emu, `${jobId}?save_result=1`)).json() as { data: Record<string, unknown> };
+    assert.ok(validateJobV2(kept).ok);
+    const done = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+    assert.ok(validateJobV2(done).ok);
+    assert.deepEqual(done.data, kept.data, 'save_result=true left the result in place');
+    assert.equal(done.data.status, 'done');
+    assert.equal(done.data.language, 'ar');
+    assert.equal(done.data.sample_rate_hz, 16_000);
+    assert.ok(Math.abs((done.data.audio_duration as number) - 3.7) < 0.01);
+    assert.equal((done.data.diarization_segments as unknown[]).length, 2);
+    assert.equal(done.data.itn_result, null);
+    assert.equal(done.data.redaction_result, null);
+    assert.equal(done.data.redaction_labels, '');
+    assert.equal(done.data.final_result, done.data.asr_result);
+    const cleared = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+    assert.ok(validateJobV2(cleared).ok);
+    assert.equal(cleared.data.status, 'cleared');
+    assert.ok((cleared.data.version as number) > (done.data.version as number));
+    const v1 = (await get(emu, `${jobId}/ar`)).json() as Record<string, unknown>;
+    assert.ok(validateJobV1(v1).ok);
+    assert.deepEqual(v1.diarization_segments, []);
+    assert.deepEqual(v1.results, { transcript: '' });
+  });
+
+  test('failed (a fail fault on the submission): no failure reason; cleared after a read', async () => {
+    const emu = await emulator({ faults: [{ operation: 'batch.submit', action: { type: 'fail' } }] });
+    const res = await submit(emu, 'en', multipart([filePart(speech)]));
+    assert.equal(res.status, 200, 'the failure happens later, in the job');
+    const { jobId } = res.json() as { jobId: string };
+    await waitForStatus(emu, jobId, 'failed');
+    const v1 = (await get(emu, `${jobId}/en?save_result=true`)).json() as Record<string, unknown>;
+    assert.ok(validateJobV1(v1).ok);
+    assert.equal(v1.diarization_segments, null);
+    const v2 = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+    assert.ok(validateJobV2(v2).ok);
+    assert.equal(v2.data.status, 'failed');
+    assert.equal(((await get(emu, jobId)).json() as { data: { status: string } }).data.status, 'cleared');
+  });
+
+  test('V1: offsets with speakers, diarization_force_align, then cleared', async () => {
+    const emu = await emulator();
+    const { jobId } = (await submit(emu, 'en?diarization=true', multipart([filePart(speech)]))).json() as {
+      jobId: string;
+    };
+    await waitForStatus(emu, jobId, 'done');
+    const aligned = (await get(emu, `${jobId}/en?save_result=true`)).json() as {
+      results: { transcript: string; offsets: { speaker: string | null; startTime: number }[] };
+      diarization_segments: { start_time: number; end_time: number; speaker: string }[];
+    };
+    assert.ok(validateJobV1(aligned).ok);
+    assert.ok(aligned.results.transcript.length > 0);
+    const segments = aligned.diarization_segments;
+    assert.deepEqual(
+      segments.map((s) => s.speaker),
+      ['SPEAKER_00', 'SPEAKER_01'],
+    );
+    assert.ok(aligned.results.offsets.every((o) => o.speaker === 'SPEAKER_00' || o.speaker === 'SPEAKER_01'));
+    const unaligned = (
+      await get(emu, `${jobId}/en?save_result=true&diarization_force_align=false`)
+    ).json() as typeof aligned;
+    const outside = unaligned.results.offsets.filter((o) => o.speaker === 'UNKNOWN_SPEAKER');
+    assert.ok(outside.length >= 1, 'the first word of a region starts before its diarization segment');
+    for (const o of outside)
+      assert.ok(segments.every((s) => o.startTime < s.start_time || o.startTime > s.end_time));
+    for (const value of ['0', '1', 'true']) {
+      assert.equal(
+        (await get(emu, `${jobId}/en?save_result=true&diarization_force_align=${value}`)).status,
+        200,
+      );
+    }
+    errorOf(await get(emu, `${jobId}/en?diarization_force_align=maybe`), 400, 'VALIDATION_INVALID_PARAM');
+    const read = (await get(emu, `${jobId}/en`)).json() as Record<string, unknown>;
+    assert.equal(read.status, 'done');
+    assert.equal(((await get(emu, `${jobId}/en`)).json() as Record<string, unknown>).status, 'cleared');
+  });
+
+  test('without diarization the V1 speakers are null', async () => {
+    const emu = await emulator();
+    const { jobId } = (await submit(emu, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    await waitForStatus(emu, jobId, 'done');
+    const v1 = (await get(emu, `${jobId}/en`)).json() as {
+      results: { offsets: { speaker: unknown }[] };
+      diarization_segments: unknown[];
+    };
+    assert.deepEqual(v1.diarization_segments, []);
+    assert.ok(v1.results.offsets.length > 0 && v1.results.offsets.every((o) => o.speaker === null));
+  });
+
+  test('a registered transcript (SHA-256 of the file), with ITN and redaction', async () => {
+    const emu = await emulator();
+    emu.registerTranscript(
+      createHash('sha256').update(speech).digest('hex'),
+      'please call twenty three times or mail ann@example.com by nine',
+    );
+    const { jobId } = (await submit(emu, 'en?itn=1&redact=true', multipart([filePart(speech)]))).json() as {
+      jobId: string;
+    };
+    await waitForStatus(emu, jobId, 'done');
+    const { data } = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+    assert.equal(data.asr_result, 'please call twenty three times or mail ann@example.com by nine');
+    assert.equal(data.itn_result, 'please call 23 times or mail ann@example.com by 9');
+    assert.equal(data.redaction_result, 'please call [NUMBER] times or mail [EMAIL] by [NUMBER]');
+    assert.equal(data.redaction_labels, 'EMAIL,NUMBER');
+    assert.equal(data.final_result, data.redaction_result);
+    assert.deepEqual(data.final_word_segments, data.redaction_word_segments);
+    assert.equal((data.itn_word_segments as unknown[]).length, 9);
+  });
+
+  test('lookup errors: bad UUID echoed in job_id, bad save_result, unknown job, fail fault 500', async () => {
+    const emu = await emulator();
+    for (const path of ['not-a-uuid', 'not-a-uuid/en']) {
+      const body = errorOf(await get(emu, path), 400, 'VALIDATION_INVALID_UUID');
+      assert.equal(body.job_id, 'not-a-uuid');
+    }
+    errorOf(await get(emu, `${uuid()}?save_result=yes`), 400, 'VALIDATION_INVALID_PARAM');
+    errorOf(await get(emu, `${uuid()}/en?save_result=2`), 400, 'VALIDATION_INVALID_PARAM');
+    const id = uuid();
+    assert.equal(errorOf(await get(emu, id), 404, 'TRANSCRIPTION_JOB_NOT_FOUND').job_id, id);
+    errorOf(await get(emu, `${id}/en`), 404, 'TRANSCRIPTION_JOB_NOT_FOUND');
+    const { jobId } = (await submit(emu, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    await waitForStatus(emu, jobId, 'done');
+    const fault = emu.faults.add({ operation: 'batch.get', times: 1, action: { type: 'fail' } });
+    const failed = errorOf(await get(emu, jobId), 500, 'SERVER_INTERNAL');
+    assert.equal(failed.retryable, true);
+    fault.remove();
+    assert.equal(
+      ((await get(emu, jobId)).json() as { data: { status: string } }).data.status,
+      'done',
+      'a failed lookup clears nothing',
+    );
+  });
+});

@@ -1,0 +1,464 @@
+// Live streams against the emulator: the pseudo-session state machine over framed HTTP (start,
+// 409s, finish, expiry, idle retirement, session audio and byte-rate limits, slots, frame size,
+// the response window, aborted POSTs, one diarization POST at a time) and Socket.IO streams
+// with frame acknowledgements.
+
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Emulator } from '../src/emulator/index.ts';
+import { encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
+import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
+import {
+  call,
+  collectUntilFinal,
+  connectSocket,
+  emulatorsForFile,
+  expectError,
+  ndjson,
+  speechPcm,
+  until,
+  uuid,
+} from './helpers/emulator-fixtures.ts';
+
+const { dispatcher, emulator } = emulatorsForFile({});
+
+const ASR = '/realtime/http/stt-stream';
+const DIAR = '/http/diarization-stream';
+const pcm = speechPcm([{ speech: 1.0 }, { silence: 0.8 }, { speech: 0.8 }, { silence: 0.4 }]);
+
+interface FrameInput {
+  id: string;
+  start?: boolean;
+  final?: boolean;
+  pcm?: Buffer;
+}
+
+const frameOf = (f: FrameInput) =>
+  encodeFrame({
+    streamId: f.id,
+    isStart: f.start,
+    isFinal: f.final,
+    language: 'en',
+    pcm: f.pcm ?? Buffer.alloc(640),
+  });
+
+async function post(emu: Emulator, path: string, body: Buffer | AsyncIterable<Buffer>, signal?: AbortSignal) {
+  const reply = await call(`${emu.url}${path}`, {
+    key: emu.apiKey,
+    headers: { 'content-type': 'application/octet-stream' },
+    body,
+    dispatcher,
+    signal,
+  });
+  return { ...reply, records: reply.status === 200 ? ndjson(reply.text) : [] };
+}
+
+const send = (emu: Emulator, path: string, f: FrameInput) => post(emu, path, frameOf(f));
+
+/** Stream `audio` as frames of `size` bytes; returns every record of every answer. */
+async function stream(emu: Emulator, path: string, id: string, audio: Buffer, size = 3200) {
+  const records: Record<string, unknown>[] = [];
+  for (let at = 0; at < audio.length; at += size) {
+    const reply = await send(emu, path, {
+      id,
+      start: at === 0,
+      final: at + size >= audio.length,
+      pcm: audio.subarray(at, at + size),
+    });
+    assert.equal(reply.status, 200, reply.text);
+    assert.equal(reply.headers['content-type'], 'application/x-ndjson');
+    records.push(...reply.records);
+  }
+  return records;
+}
+
+describe('realtime ASR over HTTP', () => {
+  test('a stream: provisional records, speech-final records at pauses, one final record, then finished', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    const records = await stream(emu, ASR, id, pcm);
+    for (const r of records) assert.ok(validateAsrRecord(r).ok, JSON.stringify(r));
+    assert.ok(records.every((r) => r.id === id));
+    assert.equal(records.filter((r) => r.is_final).length, 1);
+    assert.equal(records.at(-1)!.is_final, true);
+    assert.ok(records.filter((r) => r.is_speech_final && !r.is_final).length >= 1);
+    assert.ok(records.some((r) => !r.is_speech_final));
+    const s = emu.stats();
+    assert.deepEqual([s.sessions.opened, s.sessions.finished, s.sessions.active], [1, 1, 0]);
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+    // The same audio in any framing commits the same words.
+    const again = await stream(emu, ASR, uuid(), pcm, 1000);
+    const committed = (rs: Record<string, unknown>[]) =>
+      rs
+        .filter((r) => r.is_speech_final)
+        .map((r) => r.transcription)
+        .join(' | ');
+    assert.equal(committed(again), committed(records));
+  });
+
+  test('one frame with both flags is a whole stream; the alias path works the same', async () => {
+    const emu = await emulator();
+    const reply = await send(emu, '/http/realtime-asr', { id: uuid(), start: true, final: true, pcm });
+    assert.equal(reply.records.at(-1)!.is_final, true);
+  });
+
+  test('409 SESSION_EXPIRED: a frame for an id never started, is_start on a live id', async () => {
+    const emu = await emulator();
+    expectError(await send(emu, ASR, { id: uuid() }), 409, 'SESSION_EXPIRED');
+    expectError(await send(emu, ASR, { id: uuid(), final: true }), 409, 'SESSION_EXPIRED');
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true })).status, 200);
+    expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
+    assert.equal((await send(emu, ASR, { id })).status, 200, 'the live stream is unchanged');
+  });
+
+  test('frame validation: the 400s of decodeFrame', async () => {
+    const emu = await emulator();
+    const good = frameOf({ id: uuid(), start: true });
+    const zero = Buffer.from(good);
+    zero.fill(0, 0, 16);
+    const reserved = Buffer.from(good);
+    reserved[16] = 0b100;
+    const language = Buffer.from(good);
+    language[17] = 7;
+    expectError(await post(emu, ASR, good.subarray(0, 10)), 400, 'VALIDATION_FILE_CORRUPT');
+    expectError(await post(emu, ASR, zero), 400, 'VALIDATION_FILE_CORRUPT');
+    expectError(await post(emu, ASR, good.subarray(0, FRAME_HEADER_BYTES)), 400, 'VALIDATION_FILE_CORRUPT');
+    expectError(
+      await post(emu, ASR, good.subarray(0, FRAME_HEADER_BYTES + 3)),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+    expectError(await post(emu, ASR, reserved), 400, 'VALIDATION_INVALID_FORMAT');
+    expectError(await post(emu, ASR, language), 400, 'VALIDATION_INVALID_LANGUAGE');
+    assert.equal(emu.stats().sessions.opened, 0);
+  });
+
+  test('frame body: at the limit accepted, over it 413 with the bound (declared and chunked)', async () => {
+    const emu = await emulator({
+      limits: { realtimeAsrFrameBytes: 3218, realtimeDiarizationFrameBytes: 1018 },
+    });
+    assert.equal((await send(emu, ASR, { id: uuid(), start: true, pcm: Buffer.alloc(3200) })).status, 200);
+    const declared = expectError(
+      await send(emu, ASR, { id: uuid(), start: true, pcm: Buffer.alloc(3202) }),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
+    assert.deepEqual(declared.data, {
+      limit: 3218,
+      observed: 3220,
+      unit: 'bytes',
+      bound: 'realtime_asr_frame_bytes',
+    });
+    const big = frameOf({ id: uuid(), start: true, pcm: Buffer.alloc(40_000) });
+    const chunked = expectError(
+      await post(emu, ASR, Readable.from([big.subarray(0, 1000), big.subarray(1000)])),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
+    assert.deepEqual(chunked.data, {
+      limit: 3218,
+      observed: 3219,
+      unit: 'bytes',
+      bound: 'realtime_asr_frame_bytes',
+    });
+    assert.equal((await send(emu, DIAR, { id: uuid(), start: true, pcm: Buffer.alloc(1000) })).status, 200);
+    const d = expectError(
+      await send(emu, DIAR, { id: uuid(), start: true, pcm: Buffer.alloc(1002) }),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
+    assert.equal((d.data as { bound: string }).bound, 'realtime_diarization_frame_bytes');
+  });
+
+  test('session audio: exactly the limit accepted; more retires the stream (422), then 409', async () => {
+    const emu = await emulator({ limits: { sessionAudioDurationSec: 1 } });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(16_000) })).status, 200);
+    assert.equal(
+      (await send(emu, ASR, { id, pcm: Buffer.alloc(16_000) })).status,
+      200,
+      'exactly one second in all',
+    );
+    const over = expectError(
+      await send(emu, ASR, { id, pcm: Buffer.alloc(2) }),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    assert.deepEqual(over.data, { limit: 1, observed: 2, unit: 'seconds', bound: 'session_audio_duration' });
+    expectError(await send(emu, ASR, { id, final: true }), 409, 'SESSION_EXPIRED');
+    expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
+    assert.equal(emu.stats().sessions.retired, 1);
+  });
+
+  test('byte rate: the burst is accepted, more is 429 with Retry-After and the stream stays live', async () => {
+    const emu = await emulator({ limits: { sessionAudioRateBurstBytes: 64_000 } });
+    const id = uuid();
+    assert.equal(
+      (await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(64_000) })).status,
+      200,
+      'the whole burst',
+    );
+    const fast = await send(emu, ASR, { id, pcm: Buffer.alloc(64_000) });
+    const body = expectError(fast, 429, 'SESSION_BYTE_RATE_EXCEEDED');
+    assert.ok(Number(fast.headers['retry-after']) >= 1);
+    assert.equal(body.retryable, true);
+    const data = body.data as { limit: number; observed: number; bound: string };
+    assert.equal(data.bound, 'session_audio_rate_burst');
+    assert.ok(data.observed > data.limit);
+    await sleep(60); // 4x real time refills 7680 bytes in 60 ms
+    assert.equal((await send(emu, ASR, { id, pcm: Buffer.alloc(3200) })).status, 200, 'still live');
+    assert.equal((await send(emu, ASR, { id, final: true })).status, 200);
+    assert.equal(emu.stats().sessions.finished, 1);
+  });
+
+  test('session slots: 429 SESSION_SLOTS_EXHAUSTED until a stream ends', async () => {
+    const emu = await emulator({ sessionSlots: 1 });
+    const first = uuid();
+    assert.equal((await send(emu, ASR, { id: first, start: true })).status, 200);
+    const refused = await send(emu, DIAR, { id: uuid(), start: true });
+    expectError(refused, 429, 'SESSION_SLOTS_EXHAUSTED');
+    assert.ok(Number(refused.headers['retry-after']) >= 1);
+    assert.equal((await send(emu, ASR, { id: first, final: true })).status, 200);
+    assert.equal((await send(emu, DIAR, { id: uuid(), start: true })).status, 200);
+  });
+
+  test('expiry: no audio or response for the expiry window ends the stream; later frames get 409', async () => {
+    const emu = await emulator({ limits: { sessionExpirySec: 0.05 } });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true })).status, 200);
+    await until(() => emu.stats().sessions.expired === 1, 'expiry');
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+    assert.equal(emu.stats().concurrent.realtime_asr, 0, 'the expired stream released its slot');
+    assert.equal((await send(emu, ASR, { id, start: true })).status, 200, 'an expired id is not tombstoned');
+  });
+
+  test('idle retirement: 408 SESSION_IDLE_TIMEOUT, the id tombstoned', async () => {
+    const emu = await emulator({ limits: { sessionIdleSec: 0.03, sessionExpirySec: 60 } });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true })).status, 200);
+    await sleep(60);
+    const idle = expectError(await send(emu, ASR, { id }), 408, 'SESSION_IDLE_TIMEOUT');
+    const data = idle.data as { bound: string; unit: string; observed: number; limit: number };
+    assert.equal(data.bound, 'session_idle');
+    assert.equal(data.unit, 'seconds');
+    assert.ok(data.observed > data.limit);
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+    expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
+    assert.equal(emu.stats().sessions.retired, 1);
+  });
+
+  test('the non-final response window: late records come with a later answer, nothing is lost', async () => {
+    const strip = (rs: Record<string, unknown>[]) => rs.map(({ id: _id, ...rest }) => rest);
+    const reference = await stream(await emulator(), ASR, uuid(), pcm, 16_000);
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 100 },
+      limits: { nonFinalResponseWindowMs: 1 },
+    });
+    const id = uuid();
+    const answers: Record<string, unknown>[][] = [];
+    for (let at = 0; at < pcm.length; at += 16_000) {
+      const reply = await send(emu, ASR, {
+        id,
+        start: at === 0,
+        final: at + 16_000 >= pcm.length,
+        pcm: pcm.subarray(at, at + 16_000),
+      });
+      assert.equal(reply.status, 200);
+      answers.push(reply.records);
+    }
+    assert.deepEqual(answers[0], [], 'the window closed before the first records were ready');
+    assert.deepEqual(strip(answers.flat()), strip(reference));
+    assert.equal(emu.stats().sessions.finished, 1);
+  });
+
+  test('an aborted POST cancels its stream', async () => {
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 100_000 },
+      limits: { nonFinalResponseWindowMs: 60_000 },
+    });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(2) })).status, 200);
+    const controller = new AbortController();
+    const pending = post(emu, ASR, frameOf({ id, pcm: Buffer.alloc(3200) }), controller.signal).catch(
+      (e: Error) => e,
+    );
+    await until(() => emu.stats().framesAccepted === 2, 'the second frame accepted');
+    controller.abort();
+    assert.ok((await pending) instanceof Error);
+    await until(() => emu.stats().sessions.cancelled === 1, 'cancellation');
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+  });
+
+  test('a final answer that times out cancels the stream and ends without the final record', async () => {
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 100_000 },
+      limits: { sessionExpirySec: 0.05 },
+    });
+    const reply = await send(emu, ASR, { id: uuid(), start: true, final: true, pcm: Buffer.alloc(3200) });
+    assert.equal(reply.status, 200);
+    assert.equal(
+      reply.records.some((r) => r.is_final),
+      false,
+    );
+    assert.equal(emu.stats().sessions.cancelled, 1);
+  });
+
+  test('a registered transcript for a stream UUID', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    emu.registerTranscript(id, 'the quick brown fox jumps over the lazy dog');
+    const records = await stream(emu, ASR, id, pcm);
+    const committed = records.filter((r) => r.is_speech_final).map((r) => r.transcription);
+    assert.equal(
+      committed.join(' ').replace(/\s+/g, ' ').trim(),
+      'the quick brown fox jumps over the lazy dog',
+    );
+  });
+});
+
+describe('realtime diarization over HTTP', () => {
+  test('closed segments once each, an active snapshot, the final record last', async () => {
+    const emu = await emulator();
+    const records = await stream(emu, DIAR, uuid(), pcm);
+    for (const r of records) assert.ok(validateDiarizationRecord(r).ok, JSON.stringify(r));
+    const finals = records.flatMap((r) => r.final_segments as { start_time: number; speaker: string }[]);
+    assert.equal(finals.length, 2);
+    assert.deepEqual(
+      finals.map((s) => s.speaker),
+      ['SPEAKER_00', 'SPEAKER_01'],
+    );
+    assert.ok(records.some((r) => (r.active_segments as unknown[]).length > 0));
+    assert.equal(records.filter((r) => r.is_final).length, 1);
+    assert.equal(records.at(-1)!.is_final, true);
+  });
+
+  test('a stream that never got a start frame is 400 VALIDATION_REQUIRED_FIELD; an ended one 409', async () => {
+    const emu = await emulator();
+    expectError(await send(emu, DIAR, { id: uuid() }), 400, 'VALIDATION_REQUIRED_FIELD');
+    expectError(await send(emu, DIAR, { id: uuid(), final: true }), 400, 'VALIDATION_REQUIRED_FIELD');
+    const id = uuid();
+    assert.equal((await send(emu, DIAR, { id, start: true, final: true })).status, 200);
+    expectError(await send(emu, DIAR, { id }), 409, 'SESSION_EXPIRED');
+  });
+
+  test('one POST in flight per stream: a second concurrent POST is 429 and the stream goes on', async () => {
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 100_000 },
+      limits: { nonFinalResponseWindowMs: 60_000 },
+    });
+    const id = uuid();
+    assert.equal((await send(emu, DIAR, { id, start: true, pcm: Buffer.alloc(2) })).status, 200);
+    const controller = new AbortController();
+    const pending = post(emu, DIAR, frameOf({ id, pcm: Buffer.alloc(3200) }), controller.signal).catch(
+      (e: Error) => e,
+    );
+    await until(() => emu.stats().framesAccepted === 2, 'the first POST in flight');
+    const second = await send(emu, DIAR, { id });
+    expectError(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
+    assert.equal(second.headers['retry-after'], '1');
+    assert.equal(emu.stats().sessions.active, 1, 'the stream is still live');
+    controller.abort();
+    await pending;
+  });
+});
+
+describe('live streams over Socket.IO', () => {
+  test('audio_stream: acknowledged frames, transcription_result records, one final', async () => {
+    const emu = await emulator();
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const id = uuid();
+      const { events: records, done } = collectUntilFinal<Record<string, unknown>>(
+        socket,
+        'transcription_result',
+      );
+      for (let at = 0; at < pcm.length; at += 6400) {
+        const frame = encodeFrame({
+          streamId: id,
+          isStart: at === 0,
+          isFinal: at + 6400 >= pcm.length,
+          language: 'en',
+          pcm: pcm.subarray(at, at + 6400),
+        });
+        assert.deepEqual(await socket.emitWithAck('audio_stream', frame), { ok: true });
+      }
+      await done;
+      for (const r of records) assert.ok(validateAsrRecord(r).ok);
+      assert.ok(records.every((r) => r.id === id));
+      assert.equal(records.filter((r) => r.is_final).length, 1);
+      assert.equal(emu.stats().requests['stt.socket'], Math.ceil(pcm.length / 6400));
+      await until(() => emu.stats().sessions.finished === 1, 'finished');
+    } finally {
+      socket.close();
+    }
+  });
+
+  test('rejections: a negative acknowledgement, or an error event with the id', async () => {
+    const emu = await emulator({ limits: { realtimeAsrFrameBytes: 1000 } });
+    const socket = await connectSocket(emu.url, emu.apiKey, { path: '/realtime/socket.io' });
+    try {
+      const id = uuid();
+      const never = (await socket.emitWithAck('audio_stream', frameOf({ id }))) as {
+        ok: false;
+        error: Record<string, unknown>;
+      };
+      assert.equal(never.ok, false);
+      assert.equal(never.error.code, 'SESSION_EXPIRED');
+      assert.equal(never.error.id, id);
+      const event = new Promise<Record<string, unknown>>((resolve) => socket.once('error', resolve));
+      socket.emit('diarization_stream', frameOf({ id }));
+      const diarization = await event;
+      assert.equal(diarization.code, 'VALIDATION_REQUIRED_FIELD');
+      assert.equal(diarization.id, id);
+      const text = (await socket.emitWithAck('audio_stream', 'not binary')) as {
+        error: Record<string, unknown>;
+      };
+      assert.equal(text.error.code, 'VALIDATION_INVALID_FORMAT');
+      const big = (await socket.emitWithAck(
+        'audio_stream',
+        frameOf({ id, start: true, pcm: Buffer.alloc(2000) }),
+      )) as {
+        error: Record<string, unknown>;
+      };
+      assert.equal(big.error.code, 'PAYLOAD_TOO_LARGE');
+      assert.deepEqual(big.error.data, {
+        limit: 1000,
+        observed: 2018,
+        unit: 'bytes',
+        bound: 'realtime_asr_frame_bytes',
+      });
+      const odd = (await socket.emitWithAck(
+        'audio_stream',
+        frameOf({ id, start: true }).subarray(0, 21),
+      )) as {
+        error: Record<string, unknown>;
+      };
+      assert.equal(odd.error.code, 'VALIDATION_INVALID_FORMAT');
+    } finally {
+      socket.close();
+    }
+  });
+
+  test('diarization_stream records, and a disconnect cancels live streams', async () => {
+    const emu = await emulator();
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    const id = uuid();
+    const records: Record<string, unknown>[] = [];
+    socket.on('diarization_result', (r: Record<string, unknown>) => records.push(r));
+    assert.deepEqual(
+      await socket.emitWithAck(
+        'diarization_stream',
+        frameOf({ id, start: true, pcm: pcm.subarray(0, 32_000) }),
+      ),
+      { ok: true },
+    );
+    await until(() => records.length > 0, 'a diarization record');
+    for (const r of records) assert.ok(validateDiarizationRecord(r).ok);
+    socket.close();
+    await until(() => emu.stats().sessions.cancelled === 1, 'cancellation on disconnect');
+    assert.equal(emu.stats().sessions.active, 0);
+  });
+});

@@ -104,6 +104,7 @@ export class SpeechClient {
       socket: this.#socket,
       admission: this.#admission,
       realtimePrefix: prefix,
+      limits: this.limits,
     };
     this.live = {
       open: <K extends LiveKind>(kind: K, o?: LiveSessionOptions) => new LiveSession(kind, deps, o),

@@ -8,12 +8,14 @@ import { EventEmitter } from 'node:events';
 import {
   IncompleteStreamError,
   InvalidArgumentError,
+  localServiceError,
   ProtocolError,
   SpeechServiceError,
 } from '../protocol/errors.ts';
 import { encodeFrame, FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
 import type { Language } from '../protocol/languages.ts';
+import type { Limits } from '../protocol/limits.ts';
 import { NdjsonDecoder } from '../protocol/ndjson.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import {
@@ -57,6 +59,7 @@ export interface LiveDeps {
   socket: SocketTransport;
   admission: Admission;
   realtimePrefix: string;
+  limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes'>;
 }
 
 export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
@@ -145,6 +148,25 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   async send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
     if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
+    const limit =
+      this.kind === 'stt'
+        ? this.#deps.limits.realtimeAsrFrameBytes
+        : this.#deps.limits.realtimeDiarizationFrameBytes;
+    if (FRAME_HEADER_BYTES + pcm.length > limit) {
+      throw localServiceError(
+        'PAYLOAD_TOO_LARGE',
+        `frame of ${FRAME_HEADER_BYTES + pcm.length} bytes exceeds ${limit}`,
+        {
+          data: {
+            limit,
+            observed: FRAME_HEADER_BYTES + pcm.length,
+            unit: 'bytes',
+            bound: this.kind === 'stt' ? 'realtime_asr_frame_bytes' : 'realtime_diarization_frame_bytes',
+          },
+          operation: this.#operation,
+        },
+      );
+    }
     const first = this.#state === 'idle';
     if (first) this.#state = 'live';
     if (options.final) {

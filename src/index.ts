@@ -1,5 +1,22 @@
 // speechpipe: composable Node streams for the speech service.
 
+export { MediaError, type MediaErrorCode } from './audio/media-error.ts';
+export {
+  type PcmFormat,
+  ResamplePlanner,
+  Resampler,
+  type ResamplerDesign,
+  type ResampleTask,
+  runResampleTask,
+} from './audio/resampler.ts';
 export * from './protocol/index.ts';
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
 export { type ParseNdjsonOptions, parseNdjson } from './transforms/parse-ndjson.ts';
+export { type ResampleOptions, resample } from './transforms/resample.ts';
+export {
+  closeSharedResamplePool,
+  PoolClosedError,
+  ResamplePool,
+  type ResamplePoolOptions,
+  sharedResamplePool,
+} from './workers/resample-pool.ts';

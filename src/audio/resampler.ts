@@ -1,0 +1,497 @@
+// Sample-rate and channel conversion of PCM16: a polyphase windowed-sinc (Kaiser) resampler whose
+// state carries across chunks, so the output is the same however the input is split.
+//
+// Design: a lowpass prototype at the lower of the two Nyquist frequencies, passband edge at
+// `passband` (0.9) of it, stopband edge at the Nyquist frequency itself, so nothing above it
+// aliases back louder than `stopbandDb` (80 dB design, at least 70 dB measured by the tests).
+// Output sample n sits at input time n * M / L (L/M the reduced rate ratio), tracked with exact
+// integer arithmetic; a ratio whose L exceeds `maxPhases` uses `maxPhases` tables and linear
+// interpolation between them. Output length is ceil(inputFrames * L / M): durations are kept.
+
+export interface PcmFormat {
+  sampleRate: number;
+  channels: number;
+}
+
+export interface ResamplerDesign {
+  /** Passband edge as a fraction of the lower Nyquist frequency. Default 0.9. */
+  passband?: number;
+  /** Designed stopband attenuation in dB. Default 80. */
+  stopbandDb?: number;
+  /** Most polyphase tables kept exactly; beyond, tables are interpolated. Default 1024. */
+  maxPhases?: number;
+}
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/** Zeroth-order modified Bessel function of the first kind (power series). */
+function besselI0(x: number): number {
+  let sum = 1;
+  let term = 1;
+  const q = (x * x) / 4;
+  for (let k = 1; k < 64; k++) {
+    term *= q / (k * k);
+    sum += term;
+    if (term < sum * 1e-17) break;
+  }
+  return sum;
+}
+
+/** Kaiser's estimate of beta for a stopband attenuation in dB. */
+function kaiserBeta(a: number): number {
+  if (a > 50) return 0.1102 * (a - 8.7);
+  if (a >= 21) return 0.5842 * (a - 21) ** 0.4 + 0.07886 * (a - 21);
+  return 0;
+}
+
+/**
+ * The filter tables of one rate conversion, shareable between resamplers (and sent to worker
+ * threads by value: its fields are plain numbers and one Float32Array).
+ */
+export interface ResamplerKernel {
+  inRate: number;
+  outRate: number;
+  /** Reduced ratio: L output steps per M input steps. */
+  up: number;
+  down: number;
+  /** Number of tables; equals `up` when exact, else tables are interpolated. */
+  phases: number;
+  exact: boolean;
+  /** Half width in input samples: output at time t reads inputs floor(t)-half+1 .. floor(t)+half. */
+  half: number;
+  /** (phases + 1) rows of 2*half coefficients, row p for phase p/phases. */
+  coeffs: Float32Array;
+}
+
+const kernelCache = new Map<string, ResamplerKernel>();
+
+/** Build (or reuse) the kernel converting `inRate` to `outRate`. */
+export function resamplerKernel(
+  inRate: number,
+  outRate: number,
+  design: ResamplerDesign = {},
+): ResamplerKernel {
+  if (!Number.isInteger(inRate) || !Number.isInteger(outRate) || inRate < 1 || outRate < 1) {
+    throw new RangeError(`sample rates must be positive integers, got ${inRate} and ${outRate}`);
+  }
+  const passband = design.passband ?? 0.9;
+  const stopbandDb = design.stopbandDb ?? 80;
+  const maxPhases = design.maxPhases ?? 1024;
+  if (!(passband > 0 && passband < 1)) throw new RangeError('passband must be within (0, 1)');
+  const key = `${inRate}:${outRate}:${passband}:${stopbandDb}:${maxPhases}`;
+  const cached = kernelCache.get(key);
+  if (cached) return cached;
+
+  const g = gcd(inRate, outRate);
+  const up = outRate / g;
+  const down = inRate / g;
+  const nyquist = Math.min(inRate, outRate) / 2;
+  // In cycles per input sample.
+  const pass = (passband * nyquist) / inRate;
+  const stop = nyquist / inRate;
+  const cutoff = (pass + stop) / 2;
+  const length = (stopbandDb - 7.95) / (2.285 * 2 * Math.PI * (stop - pass));
+  const half = Math.max(2, Math.ceil(length / 2));
+  const beta = kaiserBeta(stopbandDb);
+  const exact = up <= maxPhases;
+  const phases = exact ? up : maxPhases;
+  const taps = 2 * half;
+  const coeffs = new Float32Array((phases + 1) * taps);
+  const i0beta = besselI0(beta);
+  const row = new Float64Array(taps);
+  for (let p = 0; p <= phases; p++) {
+    const frac = p / phases;
+    let sum = 0;
+    for (let k = 0; k < taps; k++) {
+      const t = frac + half - 1 - k;
+      const r = t / half;
+      const w = r * r >= 1 ? 0 : besselI0(beta * Math.sqrt(1 - r * r)) / i0beta;
+      const x = 2 * cutoff * t;
+      const sinc = x === 0 ? 1 : Math.sin(Math.PI * x) / (Math.PI * x);
+      row[k] = 2 * cutoff * sinc * w;
+      sum += row[k]!;
+    }
+    // Unity gain at DC for every phase: no ripple from the phase pattern on a constant.
+    for (let k = 0; k < taps; k++) coeffs[p * taps + k] = row[k]! / sum;
+  }
+  const kernel: ResamplerKernel = { inRate, outRate, up, down, phases, exact, half, coeffs };
+  kernelCache.set(key, kernel);
+  return kernel;
+}
+
+/** Where the next output sample lies: input index `pos` plus `frac / up` of a sample. */
+export interface ResamplerPosition {
+  pos: number;
+  frac: number;
+}
+
+/**
+ * Compute `count` output samples of one channel. `input[i]` holds the sample at absolute input
+ * index `base + i`; the caller guarantees every index the outputs read is inside `input`.
+ * Pure and deterministic: the inline resampler and the worker task run exactly this.
+ */
+export function resampleChannel(
+  kernel: ResamplerKernel,
+  input: Float32Array,
+  base: number,
+  start: ResamplerPosition,
+  count: number,
+  out: Float32Array,
+  outOffset = 0,
+): void {
+  const { up, down, half, coeffs, phases, exact } = kernel;
+  const taps = 2 * half;
+  let pos = start.pos;
+  let frac = start.frac;
+  const stepPos = Math.floor(down / up);
+  const stepFrac = down % up;
+  for (let n = 0; n < count; n++) {
+    const first = pos - half + 1 - base;
+    let acc = 0;
+    if (exact) {
+      // Four independent sums: a single accumulator is bound by floating-point add latency.
+      const row = frac * taps;
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      let a3 = 0;
+      let k = 0;
+      for (; k + 3 < taps; k += 4) {
+        a0 += coeffs[row + k]! * input[first + k]!;
+        a1 += coeffs[row + k + 1]! * input[first + k + 1]!;
+        a2 += coeffs[row + k + 2]! * input[first + k + 2]!;
+        a3 += coeffs[row + k + 3]! * input[first + k + 3]!;
+      }
+      for (; k < taps; k++) a0 += coeffs[row + k]! * input[first + k]!;
+      acc = a0 + a1 + (a2 + a3);
+    } else {
+      const x = (frac * phases) / up;
+      const p = Math.floor(x);
+      const b = x - p;
+      const rowA = p * taps;
+      const rowB = rowA + taps;
+      let accA = 0;
+      let accB = 0;
+      for (let k = 0; k < taps; k++) {
+        const s = input[first + k]!;
+        accA += coeffs[rowA + k]! * s;
+        accB += coeffs[rowB + k]! * s;
+      }
+      acc = accA + (accB - accA) * b;
+    }
+    out[outOffset + n] = acc;
+    pos += stepPos;
+    frac += stepFrac;
+    if (frac >= up) {
+      frac -= up;
+      pos += 1;
+    }
+  }
+}
+
+/** Advance a position by `count` outputs. */
+export function advancePosition(
+  kernel: ResamplerKernel,
+  at: ResamplerPosition,
+  count: number,
+): ResamplerPosition {
+  const total = at.frac + count * (kernel.down % kernel.up);
+  return {
+    pos: at.pos + count * Math.floor(kernel.down / kernel.up) + Math.floor(total / kernel.up),
+    frac: total % kernel.up,
+  };
+}
+
+/** How `from` channels become `to` channels; documented in DECISIONS.md (Transforms). */
+export function channelMixPlan(from: number, to: number): number[][] {
+  if (!Number.isInteger(from) || !Number.isInteger(to) || from < 1 || to < 1) {
+    throw new RangeError(`channel counts must be positive integers, got ${from} and ${to}`);
+  }
+  // Output channel c is the mean of the input channels listed for it.
+  const plan: number[][] = [];
+  for (let c = 0; c < to; c++) {
+    if (to >= from) plan.push([c % from]);
+    else {
+      const sources: number[] = [];
+      for (let s = c; s < from; s += to) sources.push(s);
+      plan.push(sources);
+    }
+  }
+  return plan;
+}
+
+/** PCM16 interleaved frames to one Float32Array per channel (sample values, not scaled). */
+export function deinterleaveMix(
+  samples: Int16Array,
+  inChannels: number,
+  plan: readonly (readonly number[])[],
+): Float32Array[] {
+  const frames = Math.floor(samples.length / inChannels);
+  return plan.map((sources) => {
+    const out = new Float32Array(frames);
+    if (sources.length === 1) {
+      const s = sources[0]!;
+      for (let f = 0, i = s; f < frames; f++, i += inChannels) out[f] = samples[i]!;
+    } else {
+      const scale = 1 / sources.length;
+      for (let f = 0; f < frames; f++) {
+        let sum = 0;
+        const at = f * inChannels;
+        for (let j = 0; j < sources.length; j++) sum += samples[at + sources[j]!]!;
+        out[f] = sum * scale;
+      }
+    }
+    return out;
+  });
+}
+
+/** Round and clamp channel floats into interleaved PCM16. */
+export function interleaveToPcm16(
+  channels: readonly Float32Array[],
+  count: number,
+  out: Int16Array = new Int16Array(count * channels.length),
+): Int16Array {
+  const n = channels.length;
+  for (let c = 0; c < n; c++) {
+    const ch = channels[c]!;
+    for (let f = 0, i = c; f < count; f++, i += n) {
+      const v = Math.round(ch[f]!);
+      out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+    }
+  }
+  return out;
+}
+
+/**
+ * One unit of resampling work: `count` output frames starting at input position `start`, with
+ * every input frame they read (`window`, interleaved PCM16 in the `from` format, frame `base`
+ * first; frames outside the input are zeros). Self-contained, so a worker thread can run it.
+ */
+export interface ResampleTask {
+  from: PcmFormat;
+  to: PcmFormat;
+  design: ResamplerDesign;
+  window: Int16Array;
+  base: number;
+  start: ResamplerPosition;
+  count: number;
+}
+
+/** Run one task: interleaved PCM16 output in the `to` format (`count` frames). */
+export function runResampleTask(task: ResampleTask): Int16Array {
+  const { from, to, count } = task;
+  const work = Math.min(from.channels, to.channels);
+  const mixed = deinterleaveMix(task.window, from.channels, channelMixPlan(from.channels, work));
+  let channels: Float32Array[];
+  if (from.sampleRate === to.sampleRate) {
+    channels = mixed.map((ch) => ch.subarray(task.start.pos - task.base, task.start.pos - task.base + count));
+  } else {
+    const kernel = resamplerKernel(from.sampleRate, to.sampleRate, task.design);
+    channels = mixed.map((ch) => {
+      const out = new Float32Array(count);
+      resampleChannel(kernel, ch, task.base, task.start, count, out);
+      return out;
+    });
+  }
+  if (to.channels > work) {
+    const up = channelMixPlan(work, to.channels);
+    channels = up.map((src) => channels[src[0]!]!);
+  }
+  return interleaveToPcm16(channels, count);
+}
+
+export interface ResamplePlannerOptions {
+  design?: ResamplerDesign;
+  /** Output frames per task, at least (except the last). Default 1: everything ready. */
+  minTaskFrames?: number;
+  /** Output frames per task, at most. Default unbounded. */
+  maxTaskFrames?: number;
+}
+
+/**
+ * The streaming state of a resampler, without the arithmetic: PCM16 interleaved frames in,
+ * `ResampleTask`s out, each covering the outputs whose filter window the input now completes.
+ * Run tasks in order (inline with `runResampleTask`, or in a worker pool) and concatenate: the
+ * result is the same however the input is split and however the tasks are sized.
+ */
+export class ResamplePlanner {
+  readonly from: PcmFormat;
+  readonly to: PcmFormat;
+  readonly design: ResamplerDesign;
+  readonly kernel: ResamplerKernel | null;
+  readonly #minTask: number;
+  readonly #maxTask: number;
+  /** Input frames kept, interleaved; frame 0 of it is absolute frame `#base`. */
+  #hist: Int16Array;
+  #base: number;
+  #len: number;
+  #at: ResamplerPosition = { pos: 0, frac: 0 };
+  #inputFrames = 0;
+  #plannedFrames = 0;
+  #ended = false;
+
+  constructor(from: PcmFormat, to: PcmFormat, options: ResamplePlannerOptions = {}) {
+    for (const f of [from, to]) {
+      if (
+        !Number.isInteger(f.sampleRate) ||
+        f.sampleRate < 1 ||
+        !Number.isInteger(f.channels) ||
+        f.channels < 1
+      ) {
+        throw new RangeError(`invalid PCM format ${JSON.stringify(f)}`);
+      }
+    }
+    this.from = { sampleRate: from.sampleRate, channels: from.channels };
+    this.to = { sampleRate: to.sampleRate, channels: to.channels };
+    this.design = { ...options.design };
+    this.kernel =
+      from.sampleRate === to.sampleRate ? null : resamplerKernel(from.sampleRate, to.sampleRate, this.design);
+    this.#minTask = Math.max(1, options.minTaskFrames ?? 1);
+    this.#maxTask = Math.max(this.#minTask, options.maxTaskFrames ?? Number.POSITIVE_INFINITY);
+    // Zeros before the first frame: the filter is centred, so output 0 aligns with input 0.
+    const lead = this.kernel ? this.kernel.half - 1 : 0;
+    this.#hist = new Int16Array(Math.max(4096, lead * 4) * from.channels);
+    this.#base = -lead;
+    this.#len = lead;
+  }
+
+  /** Input frames received so far. */
+  get inputFrames(): number {
+    return this.#inputFrames;
+  }
+
+  /** Output frames covered by the tasks returned so far. */
+  get plannedFrames(): number {
+    return this.#plannedFrames;
+  }
+
+  /** Output frames the whole input makes, once ended: ceil(inputFrames * outRate / inRate). */
+  totalOutputFrames(): number {
+    const k = this.kernel;
+    return k ? Math.ceil((this.#inputFrames * k.up) / k.down) : this.#inputFrames;
+  }
+
+  /** Feed whole interleaved frames; returns the tasks now ready (possibly none). */
+  push(samples: Int16Array): ResampleTask[] {
+    if (this.#ended) throw new Error('ResamplePlanner: push after end');
+    const ch = this.from.channels;
+    if (samples.length % ch !== 0) {
+      throw new RangeError(`${samples.length} samples are not whole ${ch}-channel frames`);
+    }
+    this.#append(samples);
+    this.#inputFrames += samples.length / ch;
+    return this.#plan(this.#ready(), false);
+  }
+
+  /** End of input: the tasks for every remaining output. */
+  end(): ResampleTask[] {
+    if (this.#ended) return [];
+    this.#ended = true;
+    const remaining = this.totalOutputFrames() - this.#plannedFrames;
+    if (remaining <= 0) return [];
+    if (this.kernel) this.#append(new Int16Array((this.kernel.half + 1) * this.from.channels));
+    return this.#plan(remaining, true);
+  }
+
+  /** Outputs whose whole filter window lies inside the input received so far. */
+  #ready(): number {
+    const lastIndex = this.#base + this.#len - 1;
+    const k = this.kernel;
+    if (!k) return lastIndex + 1 - this.#at.pos;
+    // Count n with pos(n) + half <= lastIndex, pos(n) = pos + floor((frac + n * down) / up).
+    const room = lastIndex - k.half - this.#at.pos;
+    if (room < 0) return 0;
+    return Math.floor(((room + 1) * k.up - this.#at.frac - 1) / k.down) + 1;
+  }
+
+  #plan(ready: number, last: boolean): ResampleTask[] {
+    const tasks: ResampleTask[] = [];
+    let left = ready;
+    while (left > 0 && (last || left >= this.#minTask)) {
+      const count = Math.min(left, this.#maxTask);
+      tasks.push(this.#task(count));
+      left -= count;
+    }
+    // Keep only what the next output can still read.
+    const keepFrom = this.kernel ? this.#at.pos - this.kernel.half + 1 : this.#at.pos;
+    this.#discardBefore(keepFrom);
+    return tasks;
+  }
+
+  #task(count: number): ResampleTask {
+    const k = this.kernel;
+    const ch = this.from.channels;
+    const start = this.#at;
+    const end = k ? advancePosition(k, start, count - 1) : { pos: start.pos + count - 1, frac: 0 };
+    const first = k ? start.pos - k.half + 1 : start.pos;
+    const last = k ? end.pos + k.half : end.pos;
+    const window = this.#hist.slice((first - this.#base) * ch, (last + 1 - this.#base) * ch);
+    this.#at = k ? advancePosition(k, start, count) : { pos: start.pos + count, frac: 0 };
+    this.#plannedFrames += count;
+    return { from: this.from, to: this.to, design: this.design, window, base: first, start, count };
+  }
+
+  #append(samples: Int16Array): void {
+    const ch = this.from.channels;
+    const need = (this.#len * ch + samples.length) | 0;
+    if (need > this.#hist.length) {
+      const grown = new Int16Array(Math.max(need, this.#hist.length * 2));
+      grown.set(this.#hist.subarray(0, this.#len * ch));
+      this.#hist = grown;
+    }
+    this.#hist.set(samples, this.#len * ch);
+    this.#len += samples.length / ch;
+  }
+
+  #discardBefore(index: number): void {
+    const drop = Math.min(index - this.#base, this.#len);
+    if (drop <= 0) return;
+    const ch = this.from.channels;
+    this.#hist.copyWithin(0, drop * ch, this.#len * ch);
+    this.#base += drop;
+    this.#len -= drop;
+  }
+}
+
+/**
+ * Streaming resampler: PCM16 interleaved frames in, PCM16 interleaved frames out, state carried
+ * between calls, work done inline. Input must be whole frames; the byte carry is the
+ * transform's job.
+ */
+export class Resampler {
+  readonly #planner: ResamplePlanner;
+
+  constructor(from: PcmFormat, to: PcmFormat, design: ResamplerDesign = {}) {
+    this.#planner = new ResamplePlanner(from, to, { design });
+  }
+
+  get planner(): ResamplePlanner {
+    return this.#planner;
+  }
+
+  /** Feed whole interleaved frames; returns the interleaved output they complete. */
+  push(samples: Int16Array): Int16Array {
+    return concatInt16(this.#planner.push(samples).map(runResampleTask));
+  }
+
+  /** End of input: the remaining output (zeros stand in for the samples after the end). */
+  end(): Int16Array {
+    return concatInt16(this.#planner.end().map(runResampleTask));
+  }
+}
+
+export function concatInt16(parts: readonly Int16Array[]): Int16Array {
+  if (parts.length === 1) return parts[0]!;
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Int16Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

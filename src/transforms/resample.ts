@@ -1,0 +1,204 @@
+// resample(): PCM16LE at one rate and channel count in, another out, continuous across chunks;
+// inline by default, or in the worker pool in tasks big enough to pay for the thread hop.
+
+import { Transform, type TransformCallback } from 'node:stream';
+import { ByteAligner } from '../audio/byte-aligner.ts';
+import { MediaError } from '../audio/media-error.ts';
+import { bufferToInt16, int16ToBuffer } from '../audio/pcm.ts';
+import {
+  type PcmFormat,
+  ResamplePlanner,
+  type ResamplerDesign,
+  type ResampleTask,
+  runResampleTask,
+} from '../audio/resampler.ts';
+import { InvalidArgumentError } from '../protocol/errors.ts';
+import { type ResamplePool, sharedResamplePool } from '../workers/resample-pool.ts';
+import { coreTransform } from './core-transform.ts';
+
+export interface ResampleOptions {
+  from: PcmFormat;
+  to: PcmFormat;
+  /** Filter design (passband 0.9, 80 dB stopband by default). */
+  design?: ResamplerDesign;
+  /**
+   * Where the arithmetic runs. Default `false`: inline, which the workers benchmark shows is
+   * as fast or faster for one stream (see DECISIONS.md). A `ResamplePool`, or `'shared'` for
+   * the process-wide one, runs tasks of `taskSeconds` of output on worker threads.
+   */
+  pool?: ResamplePool | 'shared' | false;
+  /** Seconds of output per worker task. Default 1. Ignored inline. */
+  taskSeconds?: number;
+  /** Worker tasks in flight per stream before writes wait. Default: the pool's thread count + 1. */
+  maxInFlight?: number;
+  signal?: AbortSignal;
+}
+
+function checkFormat(name: string, f: PcmFormat | undefined): PcmFormat {
+  if (
+    !f ||
+    !Number.isInteger(f.sampleRate) ||
+    f.sampleRate < 1 ||
+    !Number.isInteger(f.channels) ||
+    f.channels < 1
+  ) {
+    throw new InvalidArgumentError(
+      `resample: ${name} must be { sampleRate, channels } with positive integers`,
+    );
+  }
+  return f;
+}
+
+/** Whole sample frames of a PCM16 byte stream; a partial frame at the end is an error. */
+export class Pcm16Framer {
+  readonly #aligner: ByteAligner;
+  constructor(channels: number) {
+    this.#aligner = new ByteAligner(2 * channels);
+  }
+  push(chunk: Uint8Array): Int16Array {
+    return bufferToInt16(this.#aligner.push(chunk));
+  }
+  end(): void {
+    const left = this.#aligner.pending;
+    if (left > 0) {
+      throw new MediaError(
+        'ERR_MEDIA_TRUNCATED',
+        `PCM16 input ends inside a sample frame (${left} of ${this.#aligner.blockBytes} bytes)`,
+      );
+    }
+  }
+}
+
+/**
+ * A Transform from PCM16LE bytes in `from` format to PCM16LE bytes in `to` format. The output is
+ * the same however the input is split; it holds ceil(frames * to.rate / from.rate) frames.
+ * Input that ends inside a sample frame fails with `MediaError` (`ERR_MEDIA_TRUNCATED`).
+ */
+export function resample(options: ResampleOptions): Transform {
+  const from = checkFormat('from', options.from);
+  const to = checkFormat('to', options.to);
+  const pool = options.pool === 'shared' ? sharedResamplePool() : options.pool || undefined;
+  const framer = new Pcm16Framer(from.channels);
+  const taskFrames = Math.max(1, Math.round((options.taskSeconds ?? 1) * to.sampleRate));
+  const planner = new ResamplePlanner(
+    from,
+    to,
+    pool
+      ? { design: options.design, minTaskFrames: taskFrames, maxTaskFrames: taskFrames }
+      : { design: options.design },
+  );
+  const stream = pool
+    ? pooledTransform(planner, framer, pool, options.maxInFlight ?? pool.threads + 1)
+    : inlineTransform(planner, framer);
+  if (options.signal) addAbort(stream, options.signal);
+  return stream;
+}
+
+function addAbort(stream: Transform, signal: AbortSignal): void {
+  const onAbort = () => stream.destroy(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+  if (signal.aborted) onAbort();
+  else {
+    signal.addEventListener('abort', onAbort, { once: true });
+    stream.once('close', () => signal.removeEventListener('abort', onAbort));
+  }
+}
+
+function inlineTransform(planner: ResamplePlanner, framer: Pcm16Framer): Transform {
+  const run = (tasks: ResampleTask[]) =>
+    tasks
+      .map(runResampleTask)
+      .filter((out) => out.length > 0)
+      .map(int16ToBuffer);
+  return coreTransform<Buffer, Buffer>({
+    push: (chunk) => run(planner.push(framer.push(chunk))),
+    end: () => {
+      framer.end();
+      return run(planner.end());
+    },
+  });
+}
+
+interface Pending {
+  out?: Int16Array;
+  error?: Error;
+}
+
+function pooledTransform(
+  planner: ResamplePlanner,
+  framer: Pcm16Framer,
+  pool: ResamplePool,
+  maxInFlight: number,
+): Transform {
+  const abort = new AbortController();
+  // Tasks in input order; outputs are pushed from the head as soon as it is done.
+  const queue: Pending[] = [];
+  let waiting: TransformCallback | undefined;
+  let stream: Transform;
+
+  const pump = () => {
+    while (queue.length > 0 && (queue[0]!.out || queue[0]!.error)) {
+      const head = queue.shift()!;
+      if (head.error) {
+        stream.destroy(head.error);
+        return;
+      }
+      if (head.out!.length > 0) stream.push(int16ToBuffer(head.out!));
+    }
+    if (waiting && queue.length < maxInFlight) {
+      const cb = waiting;
+      waiting = undefined;
+      cb();
+    }
+  };
+  const submit = (tasks: ResampleTask[]) => {
+    for (const task of tasks) {
+      const entry: Pending = {};
+      queue.push(entry);
+      pool.run(task, abort.signal).then(
+        (out) => {
+          entry.out = out;
+          pump();
+        },
+        (err: Error) => {
+          entry.error = err;
+          pump();
+        },
+      );
+    }
+  };
+
+  stream = new Transform({
+    transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
+      try {
+        submit(planner.push(framer.push(chunk)));
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      // Bounded: the next write waits until the in-flight tasks drop below the limit.
+      if (queue.length < maxInFlight) callback();
+      else waiting = callback;
+    },
+    flush(callback: TransformCallback) {
+      try {
+        framer.end();
+        submit(planner.end());
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      if (queue.length === 0) callback();
+      else {
+        // Wait for every task: `waiting` fires once the queue is empty.
+        maxInFlight = 1;
+        waiting = callback;
+      }
+    },
+    destroy(err: Error | null, callback: (error: Error | null) => void) {
+      abort.abort(err ?? new Error('resample stream destroyed'));
+      waiting = undefined;
+      callback(err);
+    },
+  });
+  return stream;
+}

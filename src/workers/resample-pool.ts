@@ -1,0 +1,147 @@
+// A Piscina pool for resampling (the only DSP heavy enough to pay for a thread hop). Tasks are
+// moved, not copied, both ways; the queue is bounded and waiting for a slot is the backpressure;
+// idle workers do not keep the process alive.
+
+import { availableParallelism } from 'node:os';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import type { ResampleTask } from '../audio/resampler.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
+
+export interface ResamplePoolOptions {
+  /** Worker threads. Default: available parallelism minus one (the main thread), at least 1. */
+  threads?: number;
+  /** Tasks admitted beyond one per thread before `run` waits. Default: 2 per thread. */
+  maxQueue?: number;
+  /** Milliseconds an idle worker lives. Default 2000. */
+  idleTimeoutMs?: number;
+}
+
+/** The pool was closed while a task waited or ran. */
+export class PoolClosedError extends SpeechpipeError {
+  override name = 'PoolClosedError';
+  constructor() {
+    super('ERR_POOL_CLOSED', 'the resample pool is closed');
+  }
+}
+
+// The task file next to this one, with this file's extension: `.ts` when run from source
+// (Node's type stripping), `.js` from dist/.
+const TASK_FILE = fileURLToPath(
+  new URL(`./resample-task${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+);
+
+export class ResamplePool {
+  readonly threads: number;
+  readonly capacity: number;
+  readonly #piscina: Piscina<ResampleTask, Int16Array>;
+  #active = 0;
+  #waiters: Array<{ resolve: () => void; reject: (err: Error) => void }> = [];
+  #idle: Array<() => void> = [];
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: ResamplePoolOptions = {}) {
+    this.threads = Math.max(1, options.threads ?? Math.max(1, availableParallelism() - 1));
+    this.capacity = this.threads + Math.max(0, options.maxQueue ?? 2 * this.threads);
+    this.#piscina = new Piscina({
+      filename: TASK_FILE,
+      minThreads: 0,
+      maxThreads: this.threads,
+      idleTimeout: options.idleTimeoutMs ?? 2000,
+      // Our own admission (below) bounds the queue; Piscina's never fills.
+      maxQueue: this.capacity,
+      // Blocking Atomics.wait in idle workers would keep them busy for nothing.
+      atomics: 'disabled',
+    });
+  }
+
+  /** Tasks admitted (queued or running). */
+  get pending(): number {
+    return this.#active;
+  }
+
+  /** Fraction of time the workers were busy (Piscina's measure). */
+  get utilization(): number {
+    return this.#piscina.utilization;
+  }
+
+  /**
+   * Run a task; resolves with its output. Waits for a slot when `capacity` tasks are admitted.
+   * The task's window buffer is transferred: do not use it afterwards.
+   */
+  run(task: ResampleTask, signal?: AbortSignal): Promise<Int16Array> {
+    if (this.#closed) return Promise.reject(new PoolClosedError());
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const start = () => {
+      const window = task.window;
+      const whole = window.byteOffset === 0 && window.byteLength === window.buffer.byteLength;
+      const transferList = (whole ? [window.buffer] : []) as ArrayBuffer[];
+      return this.#piscina.run(task, { transferList, signal: signal ?? null }).finally(() => this.#release());
+    };
+    // Admitted at once: handed to Piscina in this tick, so close() always finds it there.
+    if (this.#active < this.capacity) {
+      this.#active++;
+      return start();
+    }
+    return this.#wait(signal).then(start);
+  }
+
+  #wait(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        reject(signal!.reason);
+      };
+      const waiter = {
+        resolve: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        reject: (err: Error) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(waiter);
+    });
+  }
+
+  #release(): void {
+    const next = this.#waiters.shift();
+    // The slot passes straight to the next waiter.
+    if (next) next.resolve();
+    else if (--this.#active === 0) for (const idle of this.#idle.splice(0)) idle();
+  }
+
+  /** Stop admitting tasks, let admitted ones finish, end the workers. Idempotent. */
+  close(): Promise<void> {
+    if (!this.#closing) {
+      this.#closed = true;
+      for (const w of this.#waiters.splice(0)) w.reject(new PoolClosedError());
+      const idle =
+        this.#active === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.#idle.push(resolve));
+      this.#closing = idle.then(() => this.#piscina.close());
+    }
+    return this.#closing;
+  }
+}
+
+let shared: ResamplePool | undefined;
+
+/**
+ * One process-wide pool, created on first use. Its idle workers are unreferenced, so it never
+ * keeps the process alive; `closeSharedResamplePool()` ends it explicitly.
+ */
+export function sharedResamplePool(): ResamplePool {
+  shared ??= new ResamplePool();
+  return shared;
+}
+
+export async function closeSharedResamplePool(): Promise<void> {
+  const pool = shared;
+  shared = undefined;
+  await pool?.close();
+}

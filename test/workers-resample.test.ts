@@ -1,0 +1,155 @@
+// The resampling worker pool: same bytes as inline, input order kept, buffers moved, a bounded
+// queue that makes callers wait, clean close, and the task file loading from dist/ as well.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { Readable, Writable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import fc from 'fast-check';
+import { concatInt16, ResamplePlanner, type ResampleTask, runResampleTask } from '../src/audio/resampler.ts';
+import { resample } from '../src/transforms/resample.ts';
+import { PoolClosedError, ResamplePool } from '../src/workers/resample-pool.ts';
+import { chunksOf } from './helpers/chunks.ts';
+
+const FROM = { sampleRate: 48000, channels: 2 };
+const TO = { sampleRate: 16000, channels: 1 };
+
+function stereoNoise(frames: number, seed = 1): Buffer {
+  const buf = Buffer.alloc(frames * 4);
+  let x = seed;
+  for (let i = 0; i < frames * 2; i++) {
+    x = (x * 1103515245 + 12345) & 0x7fffffff;
+    buf.writeInt16LE(((x >> 8) % 20000) - 10000 + Math.round(8000 * Math.sin(i * 0.002)), i * 2);
+  }
+  return buf;
+}
+
+async function collect(source: Buffer, chunk: number, transform: NodeJS.ReadWriteStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  await pipeline(
+    Readable.from(chunksOf(source, chunk)),
+    transform,
+    new Writable({
+      write(c: Buffer, _e, cb) {
+        parts.push(c);
+        cb();
+      },
+    }),
+  );
+  return Buffer.concat(parts);
+}
+
+function tasksFor(input: Buffer, taskFrames: number): ResampleTask[] {
+  const planner = new ResamplePlanner(FROM, TO, { minTaskFrames: taskFrames, maxTaskFrames: taskFrames });
+  const samples = new Int16Array(input.buffer.slice(input.byteOffset, input.byteOffset + input.length));
+  return [...planner.push(samples), ...planner.end()];
+}
+
+test('pooled resample() gives exactly the inline bytes, in order', async (t) => {
+  const pool = new ResamplePool({ threads: 2 });
+  t.after(() => pool.close());
+  const input = stereoNoise(48000 * 3);
+  const inline = await collect(input, 7777, resample({ from: FROM, to: TO }));
+  for (const taskSeconds of [0.05, 0.3, 1]) {
+    const pooled = await collect(input, 7777, resample({ from: FROM, to: TO, pool, taskSeconds }));
+    assert.equal(pooled.length, 16000 * 3 * 2);
+    assert.ok(pooled.equals(inline), `taskSeconds ${taskSeconds}: pooled output differs`);
+  }
+});
+
+test('property: results come back in submission order whatever the task sizes', async (t) => {
+  const pool = new ResamplePool({ threads: 2, maxQueue: 64 });
+  t.after(() => pool.close());
+  const input = stereoNoise(48000 / 2, 7);
+  const expected = concatInt16(tasksFor(input, 1000).map(runResampleTask));
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 1, max: 9000 }), async (taskFrames) => {
+      const outs = await Promise.all(tasksFor(input, taskFrames).map((task) => pool.run(task)));
+      assert.deepEqual(concatInt16(outs), expected);
+    }),
+    { numRuns: 15 },
+  );
+});
+
+test('the task window is transferred, not copied', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  const [task] = tasksFor(stereoNoise(4800), 100_000);
+  const window = task!.window;
+  assert.ok(window.byteLength > 0);
+  const out = await pool.run(task!);
+  assert.equal(window.byteLength, 0, 'the sender no longer holds the moved buffer');
+  assert.equal(out.length, 1600);
+});
+
+test('the queue is bounded: run() waits for a slot, and waiters fail when the pool closes', async () => {
+  const pool = new ResamplePool({ threads: 1, maxQueue: 1 });
+  assert.equal(pool.capacity, 2);
+  const tasks = tasksFor(stereoNoise(48000), 1600);
+  let maxPending = 0;
+  const runs = tasks.map((task) => {
+    const p = pool.run(task);
+    maxPending = Math.max(maxPending, pool.pending);
+    return p;
+  });
+  assert.equal(maxPending, 2, 'never more tasks admitted than the capacity');
+  const results = await Promise.all(runs);
+  assert.equal(results.length, tasks.length);
+  // Fill it again, then close: admitted tasks finish, waiting ones are refused.
+  const more = tasksFor(stereoNoise(48000), 1600).map((task) =>
+    pool.run(task).then(
+      () => 'done',
+      (e: Error) => e,
+    ),
+  );
+  await pool.close();
+  const settled = await Promise.all(more);
+  assert.ok(settled.slice(0, 2).every((r) => r === 'done'));
+  assert.ok(settled.slice(2).every((r) => r instanceof PoolClosedError));
+  await assert.rejects(pool.run(tasks[0]!), PoolClosedError);
+});
+
+test('writes wait while the stream has maxInFlight tasks (backpressure reaches the writer)', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  const stream = resample({ from: FROM, to: TO, pool, taskSeconds: 0.01, maxInFlight: 1 });
+  const chunk = stereoNoise(48000);
+  // No reader yet: the first write makes many tasks, so the writer is told to wait.
+  const accepted = stream.write(chunk);
+  assert.equal(accepted, false);
+  const parts: Buffer[] = [];
+  stream.on('data', (c: Buffer) => parts.push(c));
+  stream.end();
+  await finished(stream);
+  assert.equal(Buffer.concat(parts).length, 16000 * 2);
+});
+
+test('destroying a pooled stream mid-run settles and leaves the pool usable', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  const stream = resample({ from: FROM, to: TO, pool, taskSeconds: 0.05 });
+  stream.on('data', () => {});
+  stream.write(stereoNoise(48000 * 2));
+  stream.destroy();
+  await new Promise((resolve) => stream.once('close', resolve));
+  const [task] = tasksFor(stereoNoise(480), 100_000);
+  assert.equal((await pool.run(task!)).length, 160);
+});
+
+test('the pool loads its task file from dist/ (.js) as well as from source (.ts)', async () => {
+  const dist = new URL('../dist/workers/resample-pool.js', import.meta.url);
+  if (!existsSync(dist)) assert.fail('dist/ is missing: `npm test` builds it first; run `npm run build`');
+  const script = `
+    const { ResamplePool } = await import(${JSON.stringify(dist.href)});
+    const pool = new ResamplePool({ threads: 1 });
+    const window = new Int16Array(2000).fill(1000);
+    const out = await pool.run({ from: { sampleRate: 16000, channels: 1 }, to: { sampleRate: 16000, channels: 1 },
+      design: {}, window, base: 0, start: { pos: 0, frac: 0 }, count: 2000 });
+    await pool.close();
+    console.log(out.length, out[5]);`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
+  assert.equal(stdout.trim(), '2000 1000');
+});

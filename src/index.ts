@@ -10,6 +10,13 @@ export {
   runResampleTask,
 } from './audio/resampler.ts';
 export * from './protocol/index.ts';
+export {
+  type DecodeFormatEvent,
+  type DecodeOptions,
+  decode,
+  type RawEncoding,
+  type RawInputFormat,
+} from './transforms/decode.ts';
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
 export { type ParseNdjsonOptions, parseNdjson } from './transforms/parse-ndjson.ts';
 export { type ResampleOptions, resample } from './transforms/resample.ts';

@@ -1,0 +1,290 @@
+// decode(): any audio bytes in, PCM16LE out (16 kHz mono by default). WAV, declared raw PCM and
+// Ogg/WebM Opus are decoded in-process; everything else by an ffmpeg child process.
+
+import * as streams from 'node:stream';
+import { addAbortSignal, Duplex, type Transform } from 'node:stream';
+import { ByteAligner } from '../audio/byte-aligner.ts';
+import { MediaError } from '../audio/media-error.ts';
+import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
+import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
+import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
+import type { PcmFormat, ResamplerDesign } from '../audio/resampler.ts';
+import { type SniffResult, sniffAudio } from '../audio/sniff.ts';
+import { WavReader } from '../audio/wav.ts';
+import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
+import { InvalidArgumentError } from '../protocol/errors.ts';
+import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import type { ResamplePool } from '../workers/resample-pool.ts';
+import { coreTransform } from './core-transform.ts';
+import { ffmpegPcm } from './ffmpeg-pcm.ts';
+import { resample } from './resample.ts';
+
+// `stream.compose` (Node 16.9+, stable use here) is missing from @types/node.
+const compose = (streams as unknown as { compose(...parts: Duplex[]): Duplex }).compose;
+
+export type RawEncoding = 's16le' | 'f32le' | 'alaw' | 'mulaw';
+
+/** A headerless PCM input's format, declared by the caller. */
+export interface RawInputFormat {
+  encoding: RawEncoding;
+  sampleRate: number;
+  channels: number;
+}
+
+export interface DecodeOptions {
+  /** Output rate. Default 16000 (live input). */
+  sampleRate?: number;
+  /** Output channels. Default 1. */
+  channels?: number;
+  /** The input is headerless PCM of this format (no sniffing). */
+  input?: RawInputFormat;
+  /**
+   * `'fallback'` (default): ffmpeg only for what is not decoded in-process; `'always'`: ffmpeg
+   * for everything; `'never'`: fail with `MediaError` instead of starting ffmpeg.
+   */
+  ffmpeg?: 'fallback' | 'always' | 'never';
+  /** An ffmpeg binary; otherwise `FFMPEG_PATH`, ffmpeg-static, then the PATH. */
+  ffmpegPath?: string;
+  /** Milliseconds between SIGTERM and SIGKILL when ffmpeg is stopped. Default 2000. */
+  killGraceMs?: number;
+  /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
+  pool?: ResamplePool | 'shared' | false;
+  design?: ResamplerDesign;
+  signal?: AbortSignal;
+}
+
+/** How an input is being decoded: the `'format'` event of `decode()`. */
+export interface DecodeFormatEvent {
+  decoder: 'wav' | 'raw' | 'ogg-opus' | 'webm-opus' | 'ffmpeg';
+  /** The source rate and channels, when known (not for ffmpeg). */
+  source?: PcmFormat;
+}
+
+const RAW_SAMPLE: Record<
+  RawEncoding,
+  { format: 'pcm' | 'float' | 'alaw' | 'mulaw'; bits: number; bytes: number }
+> = {
+  s16le: { format: 'pcm', bits: 16, bytes: 2 },
+  f32le: { format: 'float', bits: 32, bytes: 4 },
+  alaw: { format: 'alaw', bits: 8, bytes: 1 },
+  mulaw: { format: 'mulaw', bits: 8, bytes: 1 },
+};
+
+/** A stateful decoder: bytes in, PCM16 interleaved out; `end` fails on a cut input. */
+interface PcmCore {
+  push(chunk: Buffer): Int16Array[];
+  end(): Int16Array[];
+}
+
+function rawCore(input: RawInputFormat): PcmCore {
+  const sample = RAW_SAMPLE[input.encoding];
+  const aligner = new ByteAligner(sample.bytes * input.channels);
+  return {
+    push(chunk) {
+      const whole = aligner.push(chunk);
+      return whole.length === 0 ? [] : [toPcm16(whole, sample.format, sample.bits)];
+    },
+    end() {
+      if (aligner.pending > 0) {
+        throw new MediaError(
+          'ERR_MEDIA_TRUNCATED',
+          `${input.encoding} input ends inside a sample frame (${aligner.pending} of ${aligner.blockBytes} bytes)`,
+        );
+      }
+      return [];
+    },
+  };
+}
+
+function wavCore(): PcmCore {
+  const reader = new WavReader();
+  return {
+    push(chunk) {
+      const pcm = reader.push(chunk);
+      return pcm.length === 0 ? [] : [new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2)];
+    },
+    end() {
+      reader.end();
+      return [];
+    },
+  };
+}
+
+function opusCore(demuxer: OggOpusDemuxer | WebmOpusDemuxer): PcmCore {
+  const decoder = new OpusPacketDecoder();
+  return {
+    push: (chunk) => decoder.push(demuxer.push(chunk)),
+    end() {
+      const tail = demuxer.end();
+      return [...decoder.push(tail ?? []), ...decoder.end()];
+    },
+  };
+}
+
+/** A Transform around a `PcmCore`: PCM16 out as Buffers. */
+function pcmTransform(core: PcmCore): Transform {
+  const bytes = (parts: Int16Array[]) => parts.filter((p) => p.length > 0).map(int16ToBuffer);
+  return coreTransform<Buffer, Buffer>({
+    push: (chunk) => bytes(core.push(chunk)),
+    end: () => bytes(core.end()),
+  });
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new InvalidArgumentError(`decode: ${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * A Duplex from audio bytes (any container ffmpeg reads) to PCM16LE at `sampleRate` with
+ * `channels`. Emits `'format'` (`DecodeFormatEvent`) once it knows how it decodes, and `'spawn'`
+ * with the pid when it starts ffmpeg. Fails with `MediaError` for a cut or corrupt native input,
+ * `FfmpegError` (exit code, stderr tail) or `FfmpegNotFoundError` for the ffmpeg path. Destroy
+ * or abort stops ffmpeg (SIGTERM, SIGKILL after `killGraceMs`); the stream closes after the
+ * child has exited.
+ */
+export function decode(options: DecodeOptions = {}): Duplex {
+  const target: PcmFormat = {
+    sampleRate: positiveInteger('sampleRate', options.sampleRate ?? LIVE_SAMPLE_RATE),
+    channels: positiveInteger('channels', options.channels ?? 1),
+  };
+  const mode = options.ffmpeg ?? 'fallback';
+  if (options.input) {
+    if (!Object.hasOwn(RAW_SAMPLE, options.input.encoding)) {
+      throw new InvalidArgumentError(
+        `decode: unknown raw encoding ${JSON.stringify(options.input.encoding)}`,
+      );
+    }
+    positiveInteger('input.sampleRate', options.input.sampleRate);
+    positiveInteger('input.channels', options.input.channels);
+  }
+
+  let inner: Duplex | undefined;
+  let head: Buffer[] = [];
+  let headBytes = 0;
+
+  const nativeChain = (core: PcmCore, source: PcmFormat): Duplex => {
+    const first = pcmTransform(core);
+    if (source.sampleRate === target.sampleRate && source.channels === target.channels) return first;
+    return compose(first, resample({ from: source, to: target, pool: options.pool, design: options.design }));
+  };
+
+  const ffmpegChain = (sniffed: SniffResult | undefined): Duplex => {
+    if (mode === 'never') {
+      throw new MediaError(
+        'ERR_MEDIA_FORMAT',
+        'this input needs ffmpeg, and decode() was given ffmpeg: "never"',
+      );
+    }
+    const raw = options.input;
+    const mp3 = sniffed?.kind === 'ffmpeg' ? sniffed.mp3 : undefined;
+    return ffmpegPcm({
+      ...target,
+      inputArgs: raw ? ['-f', raw.encoding, '-ar', String(raw.sampleRate), '-ac', String(raw.channels)] : [],
+      spoolToFile: sniffed?.kind === 'ffmpeg' && sniffed.needsFile === true,
+      maxOutputBytes: mp3
+        ? Math.round((mp3.samples * target.sampleRate) / mp3.sampleRate) * target.channels * 2
+        : undefined,
+      ffmpegPath: options.ffmpegPath,
+      killGraceMs: options.killGraceMs,
+      onSpawn: (pid) => outer.emit('spawn', pid),
+    });
+  };
+
+  /** Pick the decoder once the head says enough; false: feed more. */
+  const choose = (ended: boolean): boolean => {
+    const raw = options.input;
+    if (raw) {
+      const source = { sampleRate: raw.sampleRate, channels: raw.channels };
+      if (mode === 'always') attach(ffmpegChain(undefined), { decoder: 'ffmpeg' });
+      else attach(nativeChain(rawCore(raw), source), { decoder: 'raw', source });
+      return true;
+    }
+    if (ended && headBytes === 0) throw new MediaError('ERR_MEDIA_FORMAT', 'empty input: no audio to decode');
+    if (head.length > 1) head = [Buffer.concat(head)];
+    const sniffed = sniffAudio(head[0] ?? Buffer.alloc(0), ended);
+    if (sniffed.kind === 'more') return false;
+    if (mode === 'always' || sniffed.kind === 'ffmpeg') {
+      attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
+    } else if (sniffed.kind === 'wav') {
+      const source = { sampleRate: sniffed.info.sampleRate, channels: sniffed.info.channels };
+      attach(nativeChain(wavCore(), source), { decoder: 'wav', source });
+    } else {
+      const source = { sampleRate: OPUS_SAMPLE_RATE, channels: sniffed.head.channels };
+      const demuxer = sniffed.kind === 'ogg-opus' ? new OggOpusDemuxer() : new WebmOpusDemuxer();
+      attach(nativeChain(opusCore(demuxer), source), { decoder: sniffed.kind, source });
+    }
+    return true;
+  };
+
+  const attach = (chain: Duplex, format: DecodeFormatEvent) => {
+    inner = chain;
+    chain.on('data', (data: Buffer) => {
+      if (!outer.push(data)) chain.pause();
+    });
+    chain.once('end', () => outer.push(null));
+    chain.once('error', (err) => outer.destroy(err));
+    outer.emit('format', format);
+  };
+
+  const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
+    if (inner!.write(data)) callback();
+    else inner!.once('drain', () => callback());
+  };
+
+  const outer: Duplex = new Duplex({
+    write(chunk: Buffer, _encoding, callback) {
+      if (inner) {
+        forward(chunk, callback);
+        return;
+      }
+      head.push(chunk);
+      headBytes += chunk.length;
+      try {
+        if (!choose(false)) {
+          callback();
+          return;
+        }
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      const buffered = Buffer.concat(head);
+      head = [];
+      forward(buffered, callback);
+    },
+    final(callback) {
+      const finish = () => {
+        inner!.end();
+        callback();
+      };
+      if (inner) return finish();
+      try {
+        choose(true);
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      const buffered = Buffer.concat(head);
+      head = [];
+      if (buffered.length > 0) forward(buffered, finish);
+      else finish();
+    },
+    read() {
+      if (inner?.isPaused()) inner.resume();
+    },
+    destroy(err, callback) {
+      if (!inner || inner.closed) {
+        callback(err);
+        return;
+      }
+      // Close only once the inner chain (and so any ffmpeg child) is gone.
+      inner.once('close', () => callback(err));
+      inner.destroy(err ?? undefined);
+    },
+  });
+  if (options.signal) addAbortSignal(options.signal, outer);
+  return outer;
+}

@@ -1,0 +1,468 @@
+// decode(): every path (native WAV, raw PCM, Ogg and WebM Opus; ffmpeg for the rest) on lavfi
+// fixtures, so it needs no media; error paths leave no child process behind.
+
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { FfmpegError, FfmpegNotFoundError } from '../src/audio/ffmpeg.ts';
+import { MediaError } from '../src/audio/media-error.ts';
+import { OggOpusDemuxer } from '../src/audio/ogg-opus.ts';
+import { sniffAudio } from '../src/audio/sniff.ts';
+import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
+import { ProtocolError } from '../src/protocol/errors.ts';
+import { type DecodeFormatEvent, type DecodeOptions, decode } from '../src/transforms/decode.ts';
+import { chunksOf, cutsFor, splitAt } from './helpers/chunks.ts';
+import { ffmpeg, sineFile } from './helpers/ffmpeg.ts';
+
+interface Decoded {
+  pcm: Buffer;
+  format: DecodeFormatEvent | undefined;
+  pids: number[];
+}
+
+async function run(input: Buffer, options: DecodeOptions = {}, chunk = 4096): Promise<Decoded> {
+  const d = decode(options);
+  let format: DecodeFormatEvent | undefined;
+  const pids: number[] = [];
+  d.on('format', (f: DecodeFormatEvent) => {
+    format = f;
+  });
+  d.on('spawn', (pid: number) => pids.push(pid));
+  const parts: Buffer[] = [];
+  await pipeline(
+    Readable.from(chunksOf(input, chunk)),
+    d,
+    new Writable({
+      write(c: Buffer, _e, cb) {
+        parts.push(c);
+        cb();
+      },
+    }),
+  );
+  return { pcm: Buffer.concat(parts), format, pids };
+}
+
+/** ffmpeg's own decode of the same bytes, from a file (so it can seek). */
+async function reference(
+  input: Buffer,
+  rate = 16000,
+  channels = 1,
+  inputArgs: string[] = [],
+): Promise<Buffer> {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  try {
+    const path = join(dir, 'input');
+    writeFileSync(path, input);
+    return await ffmpeg([
+      ...inputArgs,
+      '-i',
+      path,
+      '-f',
+      's16le',
+      '-ar',
+      String(rate),
+      '-ac',
+      String(channels),
+      'pipe:1',
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Signal-to-difference ratio of two PCM16 signals over their common length, in dB. */
+function snr(a: Buffer, b: Buffer): number {
+  const n = Math.min(a.length, b.length) >> 1;
+  let sig = 0;
+  let err = 0;
+  for (let i = 0; i < n; i++) {
+    const x = a.readInt16LE(i * 2);
+    const y = b.readInt16LE(i * 2);
+    sig += x * x;
+    err += (x - y) * (x - y);
+  }
+  return 10 * Math.log10(sig / Math.max(err, 1));
+}
+
+const ms = (bytes: number, rate = 16000, channels = 1) => (bytes / 2 / channels / rate) * 1000;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+const wavCodecs = [
+  'pcm_s16le',
+  'pcm_u8',
+  'pcm_s24le',
+  'pcm_s32le',
+  'pcm_f32le',
+  'pcm_f64le',
+  'pcm_alaw',
+  'pcm_mulaw',
+];
+
+test('WAV of every sample format decodes in-process, as ffmpeg does', async () => {
+  for (const codec of wavCodecs) {
+    const wav = await sineFile({ seconds: 0.5, rate: 8000, channels: 2, codec });
+    const out = await run(wav);
+    assert.equal(out.format?.decoder, 'wav', codec);
+    assert.deepEqual(out.format?.source, { sampleRate: 8000, channels: 2 });
+    assert.equal(out.pids.length, 0, 'no ffmpeg for WAV');
+    const ref = await reference(wav);
+    assert.ok(
+      Math.abs(ms(out.pcm.length) - ms(ref.length)) <= 1,
+      `${codec}: ${out.pcm.length} vs ${ref.length}`,
+    );
+    assert.ok(snr(ref, out.pcm) > 30, `${codec}: SNR ${snr(ref, out.pcm).toFixed(1)} dB against ffmpeg`);
+  }
+});
+
+test('16 kHz mono PCM16 WAV passes through untouched', async () => {
+  const wav = await sineFile({ seconds: 0.2, rate: 16000, codec: 'pcm_s16le' });
+  const out = await run(wav, {}, 333);
+  assert.ok(out.pcm.equals(wav.subarray(wav.length - out.pcm.length)));
+  assert.equal(out.pcm.length, 0.2 * 16000 * 2);
+});
+
+test('raw PCM with a declared format: s16le, f32le, A-law, mu-law', async () => {
+  const cases = [
+    { encoding: 's16le', args: ['-f', 's16le'] },
+    { encoding: 'f32le', args: ['-f', 'f32le'] },
+    { encoding: 'alaw', args: ['-f', 'alaw'] },
+    { encoding: 'mulaw', args: ['-f', 'mulaw'] },
+  ] as const;
+  for (const c of cases) {
+    const raw = await ffmpeg([
+      '-f',
+      'lavfi',
+      '-i',
+      'sine=frequency=500:sample_rate=22050:duration=0.4',
+      '-ac',
+      '2',
+      ...c.args,
+      'pipe:1',
+    ]);
+    const input = { encoding: c.encoding, sampleRate: 22050, channels: 2 };
+    const out = await run(raw, { input }, 1001);
+    assert.equal(out.format?.decoder, 'raw');
+    const ref = await reference(raw, 16000, 1, [...c.args, '-ar', '22050', '-ac', '2']);
+    assert.ok(Math.abs(ms(out.pcm.length) - ms(ref.length)) <= 1, `${c.encoding} length`);
+    assert.ok(snr(ref, out.pcm) > 30, `${c.encoding}: SNR ${snr(ref, out.pcm).toFixed(1)} dB`);
+    // ffmpeg: 'always' decodes the same declared format with ffmpeg.
+    const viaFfmpeg = await run(raw, { input, ffmpeg: 'always' });
+    assert.equal(viaFfmpeg.format?.decoder, 'ffmpeg');
+    assert.ok(Math.abs(viaFfmpeg.pcm.length - ref.length) <= 4);
+  }
+});
+
+test('raw PCM that ends inside a sample frame is an error, not dropped', async () => {
+  const input = { encoding: 's16le', sampleRate: 16000, channels: 2 } as const;
+  await assert.rejects(
+    run(Buffer.alloc(4002), { input }),
+    (err: MediaError) => err.code === 'ERR_MEDIA_TRUNCATED',
+  );
+});
+
+async function opusFile(
+  format: 'ogg' | 'webm',
+  extra: string[] = [],
+  seconds = 2.37,
+  channels = 1,
+): Promise<Buffer> {
+  return ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    `sine=frequency=660:sample_rate=48000:duration=${seconds}`,
+    '-ac',
+    String(channels),
+    '-c:a',
+    'libopus',
+    ...extra,
+    '-f',
+    format,
+    'pipe:1',
+  ]);
+}
+
+test('Ogg Opus and WebM Opus decode in-process (no ffmpeg) to the duration ffmpeg gives', async () => {
+  const inputs: Array<[string, Buffer, DecodeFormatEvent['decoder']]> = [
+    ['ogg mono', await opusFile('ogg'), 'ogg-opus'],
+    ['ogg stereo', await opusFile('ogg', [], 1.5, 2), 'ogg-opus'],
+    ['webm to a pipe (unknown sizes)', await opusFile('webm'), 'webm-opus'],
+    ['webm stereo', await opusFile('webm', [], 1.5, 2), 'webm-opus'],
+    // Pages of 255 segments: packets continue across pages (prism-media's demuxer stalls here).
+    [
+      'ogg continued packets',
+      await opusFile('ogg', ['-b:a', '400k', '-page_duration', '5000000'], 3, 2),
+      'ogg-opus',
+    ],
+    ['ogg 60 ms frames', await opusFile('ogg', ['-frame_duration', '60']), 'ogg-opus'],
+  ];
+  for (const [name, file, decoder] of inputs) {
+    const out = await run(file, {}, 1500);
+    assert.equal(out.format?.decoder, decoder, name);
+    assert.equal(out.pids.length, 0, `${name}: no ffmpeg`);
+    const ref = await reference(file);
+    const diff = Math.abs(ms(out.pcm.length) - ms(ref.length));
+    assert.ok(diff <= 1, `${name}: ${ms(out.pcm.length)} ms vs ffmpeg ${ms(ref.length)} ms`);
+    assert.ok(snr(ref, out.pcm) > 25, `${name}: SNR ${snr(ref, out.pcm).toFixed(1)} dB against ffmpeg`);
+  }
+});
+
+test('property: the Ogg and WebM demuxers give the same packets however the bytes are split', async () => {
+  for (const [format, make] of [
+    ['ogg', () => new OggOpusDemuxer()],
+    ['webm', () => new WebmOpusDemuxer()],
+  ] as const) {
+    const file = await opusFile(format, ['-b:a', '64k'], 0.5);
+    const packets = (d: OggOpusDemuxer | WebmOpusDemuxer, chunks: Buffer[]) => {
+      const items = chunks.flatMap((c) => d.push(c));
+      items.push(...(d.end() ?? []));
+      return items.map((i) => (i.kind === 'packet' ? i.data.toString('hex') : JSON.stringify(i)));
+    };
+    const whole = packets(make(), [file]);
+    assert.ok(whole.length > 20);
+    fc.assert(
+      fc.property(cutsFor(file.length), (cuts) => {
+        assert.deepEqual(packets(make(), splitAt(file, cuts)), whole);
+      }),
+      { numRuns: 100 },
+    );
+  }
+});
+
+test('cut or corrupt Opus input fails with MediaError', async () => {
+  const ogg = await opusFile('ogg');
+  await assert.rejects(
+    run(ogg.subarray(0, ogg.length - 100)),
+    (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED',
+  );
+  const flipped = Buffer.from(ogg);
+  flipped[Math.floor(ogg.length / 2)]! ^= 0x40;
+  await assert.rejects(
+    run(flipped),
+    (e: MediaError) => e.code === 'ERR_MEDIA_FORMAT' && /checksum/.test(e.message),
+  );
+  const webm = await opusFile('webm');
+  await assert.rejects(
+    run(webm.subarray(0, webm.length - 37)),
+    (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED',
+  );
+});
+
+test('a WAV cut inside a sample is an error, not dropped', async () => {
+  const wav = await sineFile({ seconds: 0.1, rate: 8000, channels: 2, codec: 'pcm_s24le' });
+  await assert.rejects(run(wav.subarray(0, wav.length - 2)), ProtocolError);
+});
+
+test('compressed formats go through ffmpeg and keep their duration (mp3 gapless, m4a index at the end)', async () => {
+  const cases: Array<[string, string[]]> = [
+    ['mp3', ['-c:a', 'libmp3lame', '-f', 'mp3']],
+    ['flac', ['-c:a', 'flac', '-f', 'flac']],
+    ['m4a (moov after mdat)', ['-c:a', 'aac', '-f', 'ipod']],
+    ['adts aac', ['-c:a', 'aac', '-f', 'adts']],
+    ['ogg vorbis', ['-c:a', 'libvorbis', '-f', 'ogg']],
+  ];
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  try {
+    for (const [name, args] of cases) {
+      // Written to a file, as encoders do: the MP3 gets its LAME tag, the M4A its index at the end.
+      const path = join(dir, `x-${cases.findIndex((c) => c[0] === name)}`);
+      await ffmpeg([
+        '-f',
+        'lavfi',
+        '-i',
+        'sine=frequency=440:sample_rate=44100:duration=3.21',
+        '-ac',
+        '2',
+        ...args,
+        '-y',
+        path,
+      ]);
+      const file = Buffer.from((await import('node:fs')).readFileSync(path));
+      const out = await run(file);
+      assert.equal(out.format?.decoder, 'ffmpeg', name);
+      assert.equal(out.pids.length, 1);
+      const ref = await ffmpeg(['-i', path, '-f', 's16le', '-ar', '16000', '-ac', '1', 'pipe:1']);
+      const diff = Math.abs(ms(out.pcm.length) - ms(ref.length));
+      assert.ok(diff <= 10, `${name}: ${ms(out.pcm.length)} ms vs ${ms(ref.length)} ms`);
+      assert.ok(snr(ref, out.pcm) > 30, `${name}: SNR ${snr(ref, out.pcm).toFixed(1)}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sniffing: an MP4 with its index first streams, with it last is spooled to a file', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  try {
+    const path = join(dir, 'a.m4a');
+    const fast = join(dir, 'b.m4a');
+    await ffmpeg(['-f', 'lavfi', '-i', 'sine=duration=0.5', '-c:a', 'aac', '-y', path]);
+    await ffmpeg(['-i', path, '-c', 'copy', '-movflags', '+faststart', '-y', fast]);
+    const { readFileSync } = await import('node:fs');
+    assert.deepEqual(sniffAudio(readFileSync(path), true), { kind: 'ffmpeg', needsFile: true });
+    assert.deepEqual(sniffAudio(readFileSync(fast), true), { kind: 'ffmpeg' });
+    assert.deepEqual(sniffAudio(Buffer.from('RIFF'), false), { kind: 'more' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('output rate and channels are selectable', async () => {
+  const wav = await sineFile({ seconds: 0.5, rate: 44100, channels: 1, codec: 'pcm_s16le' });
+  const out = await run(wav, { sampleRate: 8000, channels: 2 });
+  assert.equal(out.pcm.length, 0.5 * 8000 * 2 * 2);
+  for (let i = 0; i < out.pcm.length; i += 4)
+    assert.equal(out.pcm.readInt16LE(i), out.pcm.readInt16LE(i + 2));
+  const mp3 = await sineFile({ seconds: 0.5, rate: 44100, codec: 'libmp3lame', format: 'mp3' });
+  const viaFfmpeg = await run(mp3, { sampleRate: 24000, channels: 2 });
+  assert.ok(Math.abs(ms(viaFfmpeg.pcm.length, 24000, 2) - 500) < 60);
+});
+
+test('empty input is an error; ffmpeg: "never" refuses what needs ffmpeg', async () => {
+  await assert.rejects(run(Buffer.alloc(0)), (e: MediaError) => e.code === 'ERR_MEDIA_FORMAT');
+  const mp3 = await sineFile({ seconds: 0.2, rate: 16000, codec: 'libmp3lame', format: 'mp3' });
+  await assert.rejects(run(mp3, { ffmpeg: 'never' }), MediaError);
+});
+
+test('a missing ffmpeg (FFMPEG_PATH=/nonexistent) is FfmpegNotFoundError; WAV needs no ffmpeg', async (t) => {
+  const saved = process.env.FFMPEG_PATH;
+  process.env.FFMPEG_PATH = '/nonexistent';
+  t.after(() => {
+    if (saved === undefined) delete process.env.FFMPEG_PATH;
+    else process.env.FFMPEG_PATH = saved;
+  });
+  const mp3 = await sineFile({ seconds: 0.2, rate: 16000, codec: 'libmp3lame', format: 'mp3' });
+  const wav = await sineFile({ seconds: 0.2, rate: 16000, codec: 'pcm_s16le' });
+  await assert.rejects(run(mp3), FfmpegNotFoundError);
+  assert.equal((await run(wav)).pcm.length, 6400);
+});
+
+test('corrupt input: ffmpeg exit code and stderr tail become the error; the child is gone', async () => {
+  const garbage = Buffer.alloc(64 * 1024);
+  for (let i = 0; i < garbage.length; i++) garbage[i] = (i * 7919) & 0xff;
+  const d = decode();
+  let pid = 0;
+  d.on('spawn', (p: number) => {
+    pid = p;
+  });
+  d.resume();
+  d.end(garbage);
+  await assert.rejects(finished(d), (err: FfmpegError) => {
+    assert.ok(err instanceof FfmpegError);
+    assert.notEqual(err.exitCode, 0);
+    assert.ok(err.stderr.length > 0, 'stderr tail kept');
+    return true;
+  });
+  assert.ok(pid > 0);
+  assert.equal(alive(pid), false);
+});
+
+async function longMp3(seconds: number): Promise<Buffer> {
+  return ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    `sine=duration=${seconds}`,
+    '-c:a',
+    'libmp3lame',
+    '-f',
+    'mp3',
+    'pipe:1',
+  ]);
+}
+
+test('abort mid-stream stops ffmpeg and leaves no process', async () => {
+  const mp3 = await longMp3(30);
+  const abort = new AbortController();
+  const d = decode({ signal: abort.signal });
+  let pid = 0;
+  d.on('spawn', (p: number) => {
+    pid = p;
+  });
+  d.write(mp3.subarray(0, 64 * 1024));
+  d.once('data', () => abort.abort());
+  await assert.rejects(finished(d), { name: 'AbortError' });
+  await new Promise((resolve) => (d.closed ? resolve(null) : d.once('close', resolve)));
+  assert.ok(pid > 0);
+  assert.equal(alive(pid), false, 'ffmpeg was reaped before the stream closed');
+});
+
+test('destroy reaps a child that ignores SIGTERM (SIGKILL after the grace period)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const stubborn = join(dir, 'ffmpeg');
+  // `exec`: one process, which keeps ignoring SIGTERM.
+  writeFileSync(stubborn, "#!/bin/sh\ntrap '' TERM\nexec sleep 60\n");
+  chmodSync(stubborn, 0o755);
+  const d = decode({ ffmpegPath: stubborn, killGraceMs: 100 });
+  let pid = 0;
+  d.on('spawn', (p: number) => {
+    pid = p;
+  });
+  d.write(Buffer.from('not audio at all, so ffmpeg is used'));
+  await new Promise((resolve) => setImmediate(resolve));
+  d.destroy();
+  await new Promise((resolve) => d.once('close', resolve));
+  assert.ok(pid > 0);
+  assert.equal(alive(pid), false);
+});
+
+test('backpressure both ways on the ffmpeg path: a reader that stops stops the writer', async () => {
+  const flac = await ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    'anoisesrc=duration=30:sample_rate=48000',
+    '-ac',
+    '2',
+    '-c:a',
+    'flac',
+    '-f',
+    'flac',
+    'pipe:1',
+  ]);
+  const d = decode();
+  const chunks = chunksOf(flac, 64 * 1024);
+  let written = 0;
+  // Nobody reads: ffmpeg's output fills our buffer, its stdin stops draining, and so do we.
+  for (const chunk of chunks) {
+    if (d.write(chunk)) {
+      written++;
+      continue;
+    }
+    const drained = await Promise.race([
+      new Promise((resolve) => d.once('drain', () => resolve(true))),
+      new Promise((resolve) => setTimeout(resolve, 1000, false)),
+    ]);
+    if (!drained) break;
+    written++;
+  }
+  assert.ok(
+    written < chunks.length / 2,
+    `the writer kept going without a reader (${written} of ${chunks.length})`,
+  );
+  assert.ok(d.readableLength <= d.readableHighWaterMark + 128 * 1024, `buffered ${d.readableLength} bytes`);
+  // A reader appears: everything flows to the end.
+  let out = 0;
+  d.on('data', (c: Buffer) => {
+    out += c.length;
+  });
+  for (const chunk of chunks.slice(written + 1))
+    if (!d.write(chunk)) await new Promise((r) => d.once('drain', r));
+  d.end();
+  await finished(d);
+  assert.ok(Math.abs(ms(out) - 30_000) < 50, `decoded ${ms(out)} ms`);
+});

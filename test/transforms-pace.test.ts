@@ -1,0 +1,139 @@
+// pace() and Pacer: the token bucket over PCM bytes (burst, sustained rate, penalties after a
+// 429), frames counted by their PCM, live sources not delayed, timers cleared on destroy. The
+// clock is mocked: nothing here measures time.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { encodeFrame } from '../src/protocol/frame.ts';
+import { Pacer, pace } from '../src/transforms/pace.ts';
+
+function clock(start = 0) {
+  let now = start;
+  return { now: () => now, advance: (ms: number) => (now += ms) };
+}
+
+const frame = (pcmBytes: number) =>
+  encodeFrame({
+    streamId: '11111111-2222-4333-8444-555555555555',
+    language: 'en',
+    pcm: Buffer.alloc(pcmBytes),
+  });
+
+test('defaults are the session limit: 4x real time sustained (128000 B/s), 16 MiB burst', () => {
+  const c = clock();
+  const pacer = new Pacer({ now: c.now });
+  assert.equal(pacer.rate, 128);
+  assert.equal(pacer.burstBytes, 16 * 1024 * 1024);
+  // A full bucket lets the burst go at once ...
+  assert.equal(pacer.delayFor(16 * 1024 * 1024), 0);
+  pacer.take(16 * 1024 * 1024);
+  // ... then bytes flow at the sustained rate: 3200 bytes (100 ms of audio) per 25 ms.
+  assert.equal(pacer.delayFor(3200), 25);
+  c.advance(25);
+  assert.equal(pacer.delayFor(3200), 0);
+  pacer.take(3200);
+  assert.equal(pacer.sentBytes, 16 * 1024 * 1024 + 3200);
+});
+
+test('sustained throughput over a long file is the configured speed', () => {
+  const c = clock();
+  const pacer = new Pacer({ now: c.now, speed: 2, burstBytes: 64_000 });
+  let sent = 0;
+  // 10 minutes of audio in 3200-byte frames, advancing the clock only as the pacer asks.
+  while (sent < 600 * 32_000) {
+    const wait = pacer.delayFor(3200);
+    c.advance(wait);
+    pacer.take(3200);
+    sent += 3200;
+  }
+  const audioMs = (sent / 32_000) * 1000;
+  const speed = audioMs / c.now();
+  assert.ok(speed <= 2.01 && speed > 1.95, `speed ${speed}`);
+});
+
+test('penalize(retryAfterMs): nothing for that long, then the sustained rate without a burst', () => {
+  const c = clock();
+  const pacer = new Pacer({ now: c.now });
+  pacer.penalize(2000);
+  assert.equal(pacer.penalties, 1);
+  assert.equal(pacer.pausedFor(), 2000);
+  assert.ok(pacer.delayFor(3200) >= 2000);
+  c.advance(2000);
+  assert.equal(pacer.pausedFor(), 0);
+  // The bucket restarted empty: 3200 bytes take 25 ms, not a burst.
+  assert.equal(pacer.delayFor(3200), 25);
+  c.advance(25);
+  assert.equal(pacer.delayFor(3200), 0);
+});
+
+test('pace() holds a frame until its PCM bytes (length - 18) are in the bucket', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
+  const stream = pace({ burstBytes: 3200 });
+  const out: Buffer[] = [];
+  stream.on('data', (f: Buffer) => out.push(f));
+  stream.write(frame(3200)); // the burst
+  stream.write(frame(3200)); // needs 25 ms of refill
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 1);
+  t.mock.timers.tick(24);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 1);
+  t.mock.timers.tick(1);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 2);
+  assert.equal(stream.pacer.sentBytes, 6400);
+  stream.pacer.penalize(1000);
+  stream.end(frame(320));
+  t.mock.timers.tick(999);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 2, 'held for the penalty');
+  t.mock.timers.tick(1 + 3);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 3);
+});
+
+test('byte streams are paced by their length; live sources are not delayed (a penalty still holds)', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
+  const bytes = pace({ input: 'pcm', burstBytes: 1000 });
+  const got: number[] = [];
+  bytes.on('data', (c: Buffer) => got.push(c.length));
+  bytes.write(Buffer.alloc(1000));
+  bytes.write(Buffer.alloc(1280)); // 10 ms at 128 B/ms
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(got, [1000]);
+  t.mock.timers.tick(10);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(got, [1000, 1280]);
+
+  const live = pace({ live: true, burstBytes: 0 });
+  const liveOut: Buffer[] = [];
+  live.on('data', (f: Buffer) => liveOut.push(f));
+  for (let i = 0; i < 5; i++) live.write(frame(32_000));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(liveOut.length, 5, 'a live source is already real time');
+  live.pacer.penalize(500);
+  live.write(frame(3200));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(liveOut.length, 5);
+  t.mock.timers.tick(500);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(liveOut.length, 6);
+  bytes.destroy();
+  live.destroy();
+});
+
+test('a shared Pacer lets another stage slow the stream down', () => {
+  const pacer = new Pacer();
+  const stream = pace({ pacer });
+  assert.equal(stream.pacer, pacer);
+});
+
+test('destroy clears the pending timer (no handle left open)', async () => {
+  const stream = pace({ speed: 0.0001, burstBytes: 0 });
+  stream.on('data', () => {});
+  stream.write(frame(3200)); // would wait for hours
+  await new Promise((resolve) => setImmediate(resolve));
+  stream.destroy();
+  await new Promise((resolve) => stream.once('close', resolve));
+  // test/setup.ts fails this file if the Timeout were still active.
+});

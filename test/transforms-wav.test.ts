@@ -1,0 +1,113 @@
+// toWav() (streaming header) and wavFile() (sizes patched on finish): both read back by
+// parseWavHeader, ffprobe and ffmpeg with the samples intact.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { MediaError } from '../src/audio/media-error.ts';
+import { parseWavHeader } from '../src/protocol/riff.ts';
+import { wavFile } from '../src/sinks/wav-file.ts';
+import { toWav } from '../src/transforms/to-wav.ts';
+import { chunksOf } from './helpers/chunks.ts';
+import { ffmpegPcm16 } from './helpers/ffmpeg.ts';
+
+const run = promisify(execFile);
+
+function pcm(frames: number, channels: number): Buffer {
+  const b = Buffer.alloc(frames * channels * 2);
+  for (let i = 0; i < frames * channels; i++) b.writeInt16LE(Math.round(9000 * Math.sin(i * 0.05)), i * 2);
+  return b;
+}
+
+async function ffprobe(path: string): Promise<{ sample_rate: string; channels: number; duration: string }> {
+  const { stdout } = await run('ffprobe', [
+    '-v',
+    'error',
+    '-show_entries',
+    'stream=sample_rate,channels,duration',
+    '-of',
+    'json',
+    path,
+  ]);
+  return JSON.parse(stdout).streams[0];
+}
+
+async function wavBytes(input: Buffer, options: { sampleRate?: number; channels?: number }): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  await pipeline(
+    Readable.from(chunksOf(input, 1001)),
+    toWav(options),
+    new Writable({
+      write(c: Buffer, _e, cb) {
+        parts.push(c);
+        cb();
+      },
+    }),
+  );
+  return Buffer.concat(parts);
+}
+
+test('toWav: a streaming header (sizes 0xFFFFFFFF) that parseWavHeader, ffprobe and ffmpeg accept', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const input = pcm(24000, 2);
+  const wav = await wavBytes(input, { sampleRate: 24000, channels: 2 });
+  assert.equal(wav.readUInt32LE(4), 0xffffffff);
+  assert.equal(wav.readUInt32LE(40), 0xffffffff);
+  const info = parseWavHeader(wav)!;
+  assert.deepEqual(
+    [info.sampleRate, info.channels, info.bitsPerSample, info.dataBytes],
+    [24000, 2, 16, undefined],
+  );
+  assert.ok(wav.subarray(info.dataOffset).equals(input));
+  const path = join(dir, 'stream.wav');
+  (await import('node:fs')).writeFileSync(path, wav);
+  const probe = await ffprobe(path);
+  assert.equal(probe.sample_rate, '24000');
+  assert.equal(probe.channels, 2);
+  assert.ok((await ffmpegPcm16(wav)).equals(input), 'ffmpeg reads the samples back');
+});
+
+test('toWav: defaults to 16 kHz mono; empty input is a header alone; a partial frame is an error', async () => {
+  const empty = await wavBytes(Buffer.alloc(0), {});
+  assert.equal(empty.length, 44);
+  assert.equal(parseWavHeader(empty)!.sampleRate, 16000);
+  await assert.rejects(
+    wavBytes(Buffer.alloc(6), { channels: 2 }),
+    (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED',
+  );
+});
+
+test('wavFile: sizes patched on finish; parseWavHeader and ffprobe give the exact duration', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'out.wav');
+  const input = pcm(16000 * 3 + 5, 1);
+  await pipeline(Readable.from(chunksOf(input, 777)), wavFile(path));
+  const file = readFileSync(path);
+  const info = parseWavHeader(file)!;
+  assert.equal(info.dataBytes, input.length);
+  assert.equal(file.readUInt32LE(4), 36 + input.length);
+  assert.ok(file.subarray(44).equals(input));
+  const probe = await ffprobe(path);
+  assert.equal(Number(probe.duration).toFixed(4), ((16000 * 3 + 5) / 16000).toFixed(4));
+});
+
+test('wavFile: a partial sample frame at the end fails the stream and leaves a readable file', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'cut.wav');
+  await assert.rejects(
+    pipeline(Readable.from([pcm(100, 2), Buffer.alloc(2)]), wavFile(path, { channels: 2, sampleRate: 8000 })),
+    MediaError,
+  );
+  const info = parseWavHeader(readFileSync(path))!;
+  assert.equal(info.channels, 2);
+  assert.equal(info.dataBytes, undefined, 'the streaming header stays: nothing claims the cut frame');
+});

@@ -12,6 +12,26 @@ export {
 export * from './protocol/index.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
 export {
+  type AlignSpeakersOptions,
+  type AlignSpeakersStreamOptions,
+  alignSpeakers,
+  alignSpeakersStream,
+  type SpeakerFinalEvent,
+  SpeakerTimeline,
+  type SpeakerUtteranceEvent,
+  type SpeakerWord,
+  UNKNOWN_SPEAKER,
+} from './transforms/align-speakers.ts';
+export {
+  type AssembleTranscriptOptions,
+  assembleTranscript,
+  type FinalEvent,
+  type PartialEvent,
+  TranscriptAssembler,
+  type TranscriptEvent,
+  type UtteranceEvent,
+} from './transforms/assemble-transcript.ts';
+export {
   type DecodeFormatEvent,
   type DecodeOptions,
   decode,
@@ -19,9 +39,26 @@ export {
   type RawInputFormat,
 } from './transforms/decode.ts';
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
+export {
+  type ActiveEvent,
+  type DiarizationEvent,
+  DiarizationMerger,
+  type MergeDiarizationOptions,
+  mergeDiarization,
+  type SegmentEvent,
+  type SpeakerSegment,
+  type TimelineEvent,
+} from './transforms/merge-diarization.ts';
 export { type PaceOptions, Pacer, type PacerOptions, type PaceTransform, pace } from './transforms/pace.ts';
 export { type ParseNdjsonOptions, parseNdjson } from './transforms/parse-ndjson.ts';
 export { type ResampleOptions, resample } from './transforms/resample.ts';
+export {
+  CaptionBuilder,
+  type CaptionOptions,
+  type Cue,
+  renderCaptions,
+  toCaptions,
+} from './transforms/to-captions.ts';
 export {
   DEFAULT_FRAME_MS,
   FrameCutter,

@@ -2,8 +2,6 @@
 // the same frames however the input is split.
 
 import assert from 'node:assert/strict';
-import { Readable, Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { MediaError } from '../src/audio/media-error.ts';
@@ -16,21 +14,10 @@ import {
   toFrames,
 } from '../src/transforms/to-frames.ts';
 import { splitAt } from './helpers/chunks.ts';
+import { collectObjects } from './helpers/collect.ts';
 
-async function frames(chunks: Buffer[], options: ToFramesOptions = {}): Promise<Buffer[]> {
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunks),
-    toFrames(options),
-    new Writable({
-      objectMode: true,
-      write(frame: Buffer, _e, cb) {
-        out.push(frame);
-        cb();
-      },
-    }),
-  );
-  return out;
+function frames(chunks: Buffer[], options: ToFramesOptions = {}): Promise<Buffer[]> {
+  return collectObjects<Buffer>(chunks, toFrames(options));
 }
 
 function pcm(bytes: number): Buffer {

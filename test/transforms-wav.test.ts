@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable, Writable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -15,6 +15,7 @@ import { parseWavHeader } from '../src/protocol/riff.ts';
 import { wavFile } from '../src/sinks/wav-file.ts';
 import { toWav } from '../src/transforms/to-wav.ts';
 import { chunksOf } from './helpers/chunks.ts';
+import { collectBytes } from './helpers/collect.ts';
 import { ffmpegPcm16 } from './helpers/ffmpeg.ts';
 
 const run = promisify(execFile);
@@ -38,19 +39,8 @@ async function ffprobe(path: string): Promise<{ sample_rate: string; channels: n
   return JSON.parse(stdout).streams[0];
 }
 
-async function wavBytes(input: Buffer, options: { sampleRate?: number; channels?: number }): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunksOf(input, 1001)),
-    toWav(options),
-    new Writable({
-      write(c: Buffer, _e, cb) {
-        parts.push(c);
-        cb();
-      },
-    }),
-  );
-  return Buffer.concat(parts);
+function wavBytes(input: Buffer, options: { sampleRate?: number; channels?: number }): Promise<Buffer> {
+  return collectBytes(chunksOf(input, 1001), toWav(options));
 }
 
 test('toWav: a streaming header (sizes 0xFFFFFFFF) that parseWavHeader, ffprobe and ffmpeg accept', async (t) => {

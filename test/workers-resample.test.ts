@@ -4,8 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { Readable, Writable } from 'node:stream';
-import { finished, pipeline } from 'node:stream/promises';
+import { finished } from 'node:stream/promises';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
@@ -13,6 +12,7 @@ import { concatInt16, ResamplePlanner, type ResampleTask, runResampleTask } from
 import { resample } from '../src/transforms/resample.ts';
 import { PoolClosedError, ResamplePool } from '../src/workers/resample-pool.ts';
 import { chunksOf } from './helpers/chunks.ts';
+import { collectBytes } from './helpers/collect.ts';
 
 const FROM = { sampleRate: 48000, channels: 2 };
 const TO = { sampleRate: 16000, channels: 1 };
@@ -27,19 +27,8 @@ function stereoNoise(frames: number, seed = 1): Buffer {
   return buf;
 }
 
-async function collect(source: Buffer, chunk: number, transform: NodeJS.ReadWriteStream): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunksOf(source, chunk)),
-    transform,
-    new Writable({
-      write(c: Buffer, _e, cb) {
-        parts.push(c);
-        cb();
-      },
-    }),
-  );
-  return Buffer.concat(parts);
+function collect(source: Buffer, chunk: number, transform: NodeJS.ReadWriteStream): Promise<Buffer> {
+  return collectBytes(chunksOf(source, chunk), transform);
 }
 
 function tasksFor(input: Buffer, taskFrames: number): ResampleTask[] {

@@ -1,0 +1,257 @@
+// alignSpeakers(): words plus speaker segments to speaker-labelled words, by overlap, with the
+// interface's V1 force-align rule for words outside every segment; and a live stream form that
+// labels committed words once the diarization timeline has closed past them.
+
+import { EventEmitter } from 'node:events';
+import { Transform, type TransformCallback, Writable } from 'node:stream';
+import type { WordSegment } from '../protocol/records.ts';
+import type { FinalEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
+import type { DiarizationEvent, SpeakerSegment } from './merge-diarization.ts';
+
+/** The V1 label of a word outside every segment when force-align is off. */
+export const UNKNOWN_SPEAKER = 'UNKNOWN_SPEAKER';
+
+/** A word with its speaker: null when there were no segments at all. */
+export interface SpeakerWord extends WordSegment {
+  speaker: string | null;
+}
+
+export interface AlignSpeakersOptions {
+  /**
+   * `'overlap'` (default): the speaker whose segments overlap the word longest (ties: the
+   * earlier segment); a word overlapping none uses the rule below. `'v1'`: exactly the V1
+   * lookup: the segment containing the word's start, else the rule below.
+   */
+  mode?: 'overlap' | 'v1';
+  /**
+   * For a word outside every segment: true (default, as V1): the speaker of the segment boundary
+   * nearest the word's midpoint, ties to the earlier segment; false: `UNKNOWN_SPEAKER`.
+   */
+  forceAlign?: boolean;
+}
+
+/** Segments that count: positive duration (V1's "real" segments). */
+function realSegments(segments: readonly SpeakerSegment[]): SpeakerSegment[] {
+  return segments.filter((s) => s.end_time > s.start_time).sort((a, b) => a.start_time - b.start_time);
+}
+
+function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: AlignSpeakersOptions): string {
+  if ((options.mode ?? 'overlap') === 'v1') {
+    const containing = segs.find((s) => word.start_time >= s.start_time && word.start_time <= s.end_time);
+    if (containing) return containing.speaker;
+  } else {
+    const bySpeaker = new Map<string, number>();
+    let best: string | undefined;
+    let bestOverlap = 0;
+    for (const s of segs) {
+      // A zero-length word counts as overlapping the segment holding its instant.
+      const overlap =
+        word.end_time > word.start_time
+          ? Math.min(word.end_time, s.end_time) - Math.max(word.start_time, s.start_time)
+          : word.start_time >= s.start_time && word.start_time < s.end_time
+            ? Number.MIN_VALUE
+            : 0;
+      if (overlap <= 0) continue;
+      const total = (bySpeaker.get(s.speaker) ?? 0) + overlap;
+      bySpeaker.set(s.speaker, total);
+      if (total > bestOverlap) {
+        bestOverlap = total;
+        best = s.speaker;
+      }
+    }
+    if (best !== undefined) return best;
+  }
+  if (options.forceAlign === false) return UNKNOWN_SPEAKER;
+  // Nearest boundary (start or end of any segment) to the word's midpoint; ties to the earlier.
+  const mid = (word.start_time + word.end_time) / 2;
+  let speaker = segs[0]!.speaker;
+  let distance = Number.POSITIVE_INFINITY;
+  for (const s of segs) {
+    const d = Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time));
+    if (d < distance) {
+      distance = d;
+      speaker = s.speaker;
+    }
+  }
+  return speaker;
+}
+
+/** Label each word with a speaker from `segments` (see `AlignSpeakersOptions`). */
+export function alignSpeakers(
+  words: readonly WordSegment[],
+  segments: readonly SpeakerSegment[],
+  options: AlignSpeakersOptions = {},
+): SpeakerWord[] {
+  const segs = realSegments(segments);
+  return words.map((w) => ({ ...w, speaker: segs.length === 0 ? null : labelOne(w, segs, options) }));
+}
+
+/**
+ * The speaker timeline as far as diarization has got: closed segments (final) and the
+ * provisional tail. Feed it `mergeDiarization()` events (`update`, or the `writable()` sink);
+ * it emits `'update'` after each.
+ */
+export class SpeakerTimeline extends EventEmitter {
+  #closed: SpeakerSegment[] = [];
+  #tail: SpeakerSegment[] = [];
+  /** Speakers are final up to here (seconds; the stream starts at 0). */
+  #closedUntil = 0;
+  #ended = false;
+
+  /** Seconds up to which speakers are final. */
+  get closedUntil(): number {
+    return this.#ended ? Number.POSITIVE_INFINITY : this.#closedUntil;
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Closed segments then the provisional tail. */
+  segments(): SpeakerSegment[] {
+    return [...this.#closed, ...this.#tail];
+  }
+
+  update(event: DiarizationEvent): void {
+    if (event.type === 'segment') {
+      this.#closed.push(event.segment);
+      this.#closedUntil = Math.max(this.#closedUntil, event.segment.end_time);
+    } else if (event.type === 'active') {
+      this.#tail = event.segments;
+    } else {
+      this.#closed = [...event.segments];
+      this.#tail = event.provisional;
+      this.#ended = true;
+    }
+    this.emit('update');
+  }
+
+  /** The diarization source ended without its timeline: label with what is known. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.emit('update');
+  }
+
+  /** Forget closed segments that ended before `seconds` (for endless streams). */
+  prune(seconds: number): void {
+    this.#closed = this.#closed.filter((s) => s.end_time >= seconds);
+  }
+
+  /** An object-mode Writable of `DiarizationEvent`s feeding this timeline. */
+  writable(): Writable {
+    return new Writable({
+      objectMode: true,
+      write: (event: DiarizationEvent, _encoding, callback) => {
+        this.update(event);
+        callback();
+      },
+      final: (callback) => {
+        this.end();
+        callback();
+      },
+    });
+  }
+}
+
+export interface AlignSpeakersStreamOptions extends AlignSpeakersOptions {
+  timeline: SpeakerTimeline;
+  /**
+   * Seconds of transcript after an utterance before it stops waiting for the closed timeline
+   * and is labelled with what is known (closed and provisional segments). Default 10.
+   */
+  maxLagSec?: number;
+  /** Seconds of closed segments kept behind the last labelled word. Default 60. */
+  keepSec?: number;
+  /** At the end of the transcript, longest wait (ms) for the timeline to close past it. Default 10000. */
+  flushTimeoutMs?: number;
+  /** Keep labelled words for the `final` event (default true; false for endless streams). */
+  keepWords?: boolean;
+}
+
+/** An utterance event whose words carry speakers. */
+export interface SpeakerUtteranceEvent extends Omit<UtteranceEvent, 'words'> {
+  words: SpeakerWord[];
+}
+
+/** The final event with every labelled word. */
+export interface SpeakerFinalEvent extends Omit<FinalEvent, 'words'> {
+  words: SpeakerWord[];
+}
+
+/**
+ * A Transform (object mode) from transcript events to the same events with speaker-labelled
+ * words. An utterance waits (without holding back its writer) until the timeline has closed past
+ * its last word, or the transcript has run `maxLagSec` past it; partials pass through at once,
+ * unlabelled.
+ */
+export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transform {
+  const { timeline } = options;
+  const maxLag = options.maxLagSec ?? 10;
+  const keep = options.keepSec ?? 60;
+  const keepWords = options.keepWords ?? true;
+  const queue: Array<UtteranceEvent | FinalEvent> = [];
+  const labelled: SpeakerWord[] = [];
+  let flushCallback: TransformCallback | undefined;
+  let flushTimer: NodeJS.Timeout | undefined;
+  let stream: Transform;
+
+  const lastEnd = (e: UtteranceEvent) => e.end ?? e.start ?? 0;
+  const settled = (e: UtteranceEvent | FinalEvent) =>
+    e.type !== 'utterance' || timeline.closedUntil >= lastEnd(e);
+  const stop = () => {
+    timeline.off('update', onUpdate);
+    if (flushTimer) clearTimeout(flushTimer);
+    flushTimer = undefined;
+  };
+
+  const release = (force: boolean) => {
+    while (queue.length > 0) {
+      const head = queue[0]!;
+      if (!force && !settled(head)) {
+        // Waiting is bounded: once the transcript is maxLag past this utterance, label it now.
+        const newest = queue.reduce((t, e) => (e.type === 'utterance' ? Math.max(t, lastEnd(e)) : t), 0);
+        if (head.type !== 'utterance' || newest - lastEnd(head) <= maxLag) break;
+      }
+      queue.shift();
+      if (head.type === 'utterance') {
+        const words = alignSpeakers(head.words, timeline.segments(), options);
+        if (keepWords) labelled.push(...words);
+        stream.push({ ...head, words } satisfies SpeakerUtteranceEvent);
+        timeline.prune(lastEnd(head) - keep);
+      } else {
+        stream.push({ ...head, words: keepWords ? labelled : [] } satisfies SpeakerFinalEvent);
+      }
+    }
+    if (flushCallback && queue.length === 0) {
+      const cb = flushCallback;
+      flushCallback = undefined;
+      stop();
+      cb();
+    }
+  };
+  const onUpdate = () => release(false);
+  timeline.on('update', onUpdate);
+
+  stream = new Transform({
+    objectMode: true,
+    transform(event: TranscriptEvent, _encoding: BufferEncoding, callback: TransformCallback) {
+      if (event.type === 'partial') {
+        // Provisional text passes straight through (unlabelled); the next one replaces it.
+        this.push(event);
+      } else queue.push(event);
+      release(false);
+      callback();
+    },
+    flush(callback: TransformCallback) {
+      flushCallback = callback;
+      flushTimer = setTimeout(() => release(true), options.flushTimeoutMs ?? 10_000);
+      release(timeline.ended);
+    },
+    destroy(err, callback) {
+      stop();
+      callback(err);
+    },
+  });
+  return stream;
+}

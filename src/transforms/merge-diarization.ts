@@ -1,0 +1,160 @@
+// mergeDiarization(): realtime diarization records in, a stable speaker timeline out. Closed
+// segments are final (emitted once, never changed), adjacent same-speaker ones merged; the
+// active tail is provisional and each snapshot replaces the last.
+
+import type { Transform } from 'node:stream';
+import { IncompleteStreamError, ProtocolError } from '../protocol/errors.ts';
+import type { DiarizationSegment } from '../protocol/jobs.ts';
+import {
+  type DiarizationRecord,
+  type LiveDiarizationSegment,
+  parseDiarizationRecord,
+} from '../protocol/records.ts';
+import { coreTransform } from './core-transform.ts';
+
+/** A speaker turn with both ends known (seconds from the start of the stream). */
+export type SpeakerSegment = DiarizationSegment;
+
+/** A closed segment, final: it never changes and is emitted once. */
+export interface SegmentEvent {
+  type: 'segment';
+  segment: SpeakerSegment;
+}
+
+/**
+ * The provisional tail, replacing the previous one: the closed turn still open to merging (it
+ * may grow) followed by the service's active segments.
+ */
+export interface ActiveEvent {
+  type: 'active';
+  segments: SpeakerSegment[];
+}
+
+/** The stream ended (`is_final`): every closed segment, and the tail that stayed provisional. */
+export interface TimelineEvent {
+  type: 'timeline';
+  segments: SpeakerSegment[];
+  provisional: SpeakerSegment[];
+}
+
+export type DiarizationEvent = SegmentEvent | ActiveEvent | TimelineEvent;
+
+export interface MergeDiarizationOptions {
+  /** Merge same-speaker neighbours only when the gap between them is at most this. Default: any gap. */
+  maxGapSec?: number;
+  /** Check each record's shape (default true). */
+  validate?: boolean;
+  /** Keep closed segments for the `timeline` event (default true; false for endless streams). */
+  keepTimeline?: boolean;
+}
+
+/**
+ * Pure core. A live segment may lack `end_time` (the interface shows only `start_time` and the
+ * speaker): its end is then the start of the segment after it. A merged turn is emitted when a
+ * later closed segment of another speaker (or beyond `maxGapSec`) shows it cannot grow.
+ */
+export class DiarizationMerger {
+  readonly #maxGap: number;
+  readonly #keep: boolean;
+  /** The current closed turn, still open to merging; its end may be unknown. */
+  #open: { start: number; end: number | undefined; speaker: string } | undefined;
+  #active: SpeakerSegment[] = [];
+  #closed: SpeakerSegment[] = [];
+  #final = false;
+
+  constructor(options: { maxGapSec?: number; keepTimeline?: boolean } = {}) {
+    this.#maxGap = options.maxGapSec ?? Number.POSITIVE_INFINITY;
+    this.#keep = options.keepTimeline ?? true;
+  }
+
+  get finished(): boolean {
+    return this.#final;
+  }
+
+  push(record: DiarizationRecord): DiarizationEvent[] {
+    if (this.#final)
+      throw new ProtocolError('ERR_INVALID_RECORD', 'diarization record after the final record');
+    const events: DiarizationEvent[] = [];
+    const closed = [...record.final_segments].sort((a, b) => a.start_time - b.start_time);
+    for (const seg of closed) this.#close(seg, events);
+    const activeRaw = [...record.active_segments].sort((a, b) => a.start_time - b.start_time);
+    // The open turn's unknown end is bounded by whatever starts after it.
+    if (this.#open && this.#open.end === undefined && activeRaw.length > 0) {
+      this.#open.end = Math.max(this.#open.start, activeRaw[0]!.start_time);
+    }
+    this.#active = activeRaw.map((s, i) => ({
+      start_time: s.start_time,
+      end_time: endOf(s, activeRaw[i + 1]),
+      speaker: s.speaker,
+    }));
+    if (record.is_final) {
+      this.#final = true;
+      const provisional = this.#active;
+      if (this.#open) events.push(this.#emitOpen(provisional[0]?.start_time));
+      events.push({ type: 'timeline', segments: this.#closed, provisional });
+    } else {
+      events.push({ type: 'active', segments: this.tail() });
+    }
+    return events;
+  }
+
+  /** The provisional tail now: the open turn (if any), then the active segments. */
+  tail(): SpeakerSegment[] {
+    const open = this.#open;
+    if (!open) return [...this.#active];
+    const end = open.end ?? this.#active[0]?.start_time ?? open.start;
+    return [
+      { start_time: open.start, end_time: Math.max(open.start, end), speaker: open.speaker },
+      ...this.#active,
+    ];
+  }
+
+  end(): DiarizationEvent[] {
+    if (!this.#final) {
+      throw new IncompleteStreamError('diarization records ended without a final record (is_final: true)');
+    }
+    return [];
+  }
+
+  #close(seg: LiveDiarizationSegment, events: DiarizationEvent[]): void {
+    const open = this.#open;
+    if (open) {
+      if (open.end === undefined) open.end = Math.max(open.start, seg.start_time);
+      const gap = seg.start_time - open.end;
+      if (seg.speaker === open.speaker && gap <= this.#maxGap) {
+        open.end = seg.end_time === undefined ? undefined : Math.max(open.end, seg.end_time);
+        return;
+      }
+      events.push(this.#emitOpen(seg.start_time));
+    }
+    this.#open = { start: seg.start_time, end: seg.end_time, speaker: seg.speaker };
+  }
+
+  #emitOpen(nextStart: number | undefined): SegmentEvent {
+    const open = this.#open!;
+    this.#open = undefined;
+    const end = open.end ?? nextStart ?? open.start;
+    const segment = { start_time: open.start, end_time: Math.max(open.start, end), speaker: open.speaker };
+    if (this.#keep) this.#closed.push(segment);
+    return { type: 'segment', segment };
+  }
+}
+
+function endOf(seg: LiveDiarizationSegment, next: LiveDiarizationSegment | undefined): number {
+  if (seg.end_time !== undefined) return seg.end_time;
+  return Math.max(seg.start_time, next?.start_time ?? seg.start_time);
+}
+
+/** A Transform (object mode) from diarization records to `DiarizationEvent`s. */
+export function mergeDiarization(options: MergeDiarizationOptions = {}): Transform {
+  const merger = new DiarizationMerger(options);
+  const validate = options.validate ?? true;
+  return coreTransform<unknown, DiarizationEvent>(
+    {
+      push: (record) =>
+        merger.push(validate ? parseDiarizationRecord(record) : (record as DiarizationRecord)),
+      end: () => merger.end(),
+    },
+    { objectMode: true },
+  );
+}

@@ -1,0 +1,142 @@
+// alignSpeakers(): speakers for words by overlap, the V1 force-align rule for words outside every
+// segment, and the live stream form that waits for the diarization timeline.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { WordSegment } from '../src/protocol/records.ts';
+import {
+  alignSpeakers,
+  alignSpeakersStream,
+  SpeakerTimeline,
+  type SpeakerUtteranceEvent,
+  UNKNOWN_SPEAKER,
+} from '../src/transforms/align-speakers.ts';
+import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
+import type { SpeakerSegment } from '../src/transforms/merge-diarization.ts';
+
+const w = (word: string, start: number, end: number): WordSegment => ({
+  word,
+  start_time: start,
+  end_time: end,
+});
+const s = (speaker: string, start: number, end: number): SpeakerSegment => ({
+  speaker,
+  start_time: start,
+  end_time: end,
+});
+const speakers = (words: WordSegment[], segs: SpeakerSegment[], options = {}) =>
+  alignSpeakers(words, segs, options).map((x) => x.speaker);
+
+test('by overlap: the speaker covering most of the word', () => {
+  const segs = [s('A', 0, 1.0), s('B', 1.0, 2.0)];
+  assert.deepEqual(speakers([w('x', 0.2, 0.8), w('y', 0.9, 1.3), w('z', 0.7, 1.1)], segs), ['A', 'B', 'A']);
+  // Overlap adds up per speaker.
+  assert.deepEqual(speakers([w('q', 0, 3)], [s('A', 0, 0.8), s('B', 0.8, 1.5), s('A', 1.5, 2.4)]), ['A']);
+});
+
+test('V1 force-align: outside every segment, the nearest boundary from the midpoint; ties to the earlier', () => {
+  const segs = [s('A', 0, 1.0), s('B', 2.0, 3.0)];
+  // Midpoint 1.3: 0.3 from A's end, 0.7 from B's start.
+  assert.deepEqual(speakers([w('a', 1.2, 1.4)], segs), ['A']);
+  // Midpoint 1.8: nearer B.
+  assert.deepEqual(speakers([w('b', 1.7, 1.9)], segs), ['B']);
+  // Midpoint 1.5: a tie goes to the earlier segment.
+  assert.deepEqual(speakers([w('c', 1.4, 1.6)], segs), ['A']);
+  // After the last segment.
+  assert.deepEqual(speakers([w('d', 5, 6)], segs), ['B']);
+  // Off: UNKNOWN_SPEAKER; inside a segment the speaker stays.
+  assert.deepEqual(speakers([w('a', 1.2, 1.4), w('e', 0.1, 0.2)], segs, { forceAlign: false }), [
+    UNKNOWN_SPEAKER,
+    'A',
+  ]);
+});
+
+test('no real segments: speaker null (zero-length segments do not count)', () => {
+  assert.deepEqual(speakers([w('a', 0, 1)], []), [null]);
+  assert.deepEqual(speakers([w('a', 0, 1)], [s('A', 0.5, 0.5)]), [null]);
+});
+
+test("mode 'v1': the segment holding the word's start wins, overlap aside", () => {
+  const segs = [s('A', 0, 1.0), s('B', 1.0, 2.0)];
+  assert.deepEqual(speakers([w('y', 0.95, 1.9)], segs), ['B']);
+  assert.deepEqual(speakers([w('y', 0.95, 1.9)], segs, { mode: 'v1' }), ['A']);
+});
+
+const utterance = (index: number, words: WordSegment[]): UtteranceEvent => ({
+  type: 'utterance',
+  id: '5e1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f',
+  index,
+  text: words.map((x) => x.word).join(' '),
+  words,
+  start: words[0]!.start_time,
+  end: words.at(-1)!.end_time,
+});
+
+test('stream form: an utterance waits until the timeline has closed past it, then gets final speakers', async () => {
+  const timeline = new SpeakerTimeline();
+  const stream = alignSpeakersStream({ timeline, maxLagSec: 30 });
+  const out: SpeakerUtteranceEvent[] = [];
+  stream.on('data', (e: SpeakerUtteranceEvent) => out.push(e));
+  stream.write(utterance(0, [w('hello', 0.2, 0.6), w('there', 0.7, 1.2)]));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 0, 'no closed diarization yet');
+  timeline.update({ type: 'active', segments: [s('S1', 0, 2)] });
+  assert.equal(out.length, 0, 'provisional speakers are not used while within maxLag');
+  timeline.update({ type: 'segment', segment: s('S0', 0, 0.65) });
+  timeline.update({ type: 'segment', segment: s('S1', 0.65, 1.5) });
+  assert.deepEqual(
+    out[0]!.words.map((x) => x.speaker),
+    ['S0', 'S1'],
+  );
+  // The transcript ends; the rest waits for the timeline to end, then is labelled.
+  stream.end(utterance(1, [w('bye', 1.6, 2.0)]));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 1);
+  timeline.update({
+    type: 'timeline',
+    segments: [s('S0', 0, 0.65), s('S1', 0.65, 1.5), s('S0', 1.5, 2.1)],
+    provisional: [],
+  });
+  await new Promise((resolve) => stream.once('end', resolve));
+  assert.deepEqual(
+    out[1]!.words.map((x) => x.speaker),
+    ['S0'],
+  );
+});
+
+test('stream form: words running maxLagSec ahead of the timeline are labelled with the provisional tail', async () => {
+  const timeline = new SpeakerTimeline();
+  const stream = alignSpeakersStream({ timeline, maxLagSec: 5 });
+  const out: SpeakerUtteranceEvent[] = [];
+  stream.on('data', (e: SpeakerUtteranceEvent) => out.push(e));
+  timeline.update({ type: 'active', segments: [s('S2', 0, 20)] });
+  stream.write(utterance(0, [w('a', 1, 2)]));
+  stream.write(utterance(1, [w('b', 3, 4)]));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(out.length, 0);
+  stream.write(utterance(2, [w('c', 7, 8)]));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(
+    out.map((e) => e.words[0]!.word),
+    ['a'],
+    'a waited until the transcript was more than 5 s past it; b has not yet',
+  );
+  assert.equal(out[0]!.words[0]!.speaker, 'S2');
+  timeline.end();
+  stream.end();
+  await new Promise((resolve) => stream.once('end', resolve));
+  assert.equal(out.length, 3);
+});
+
+test('stream form: the timeline can be fed as a Writable of mergeDiarization events', async () => {
+  const timeline = new SpeakerTimeline();
+  const sink = timeline.writable();
+  sink.write({ type: 'segment', segment: s('A', 0, 4) });
+  sink.end();
+  await new Promise((resolve) => sink.once('finish', resolve));
+  assert.ok(timeline.ended);
+  assert.deepEqual(
+    timeline.segments().map((x) => x.speaker),
+    ['A'],
+  );
+});

@@ -9,6 +9,7 @@ export {
   type ResampleTask,
   runResampleTask,
 } from './audio/resampler.ts';
+export * from './client/index.ts';
 export * from './protocol/index.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
 export {
@@ -39,6 +40,12 @@ export {
   type RawInputFormat,
 } from './transforms/decode.ts';
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
+export {
+  diarizationStream,
+  type LiveStreamOptions,
+  type SessionChange,
+  sttStream,
+} from './transforms/live-stream.ts';
 export {
   type ActiveEvent,
   type DiarizationEvent,

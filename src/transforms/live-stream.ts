@@ -1,0 +1,336 @@
+// sttStream() and diarizationStream(): Duplex streams, live input frames in, records out.
+// A frame's write completes only when the service accepted it, so a slow service slows the
+// source. A session that expires, is retired or breaks is replaced by a fresh one (new UUID)
+// without replaying accepted audio; record times keep increasing from the pipeline's start;
+// a stalled source gets keepalive audio; a long session rotates at a speech boundary.
+
+import { Duplex } from 'node:stream';
+import type { SpeechClient } from '../client/client.ts';
+import type { LiveKind, LiveSession, LiveSessionOptions, LiveTransport } from '../client/live.ts';
+import {
+  IncompleteStreamError,
+  InvalidArgumentError,
+  SpeechServiceError,
+  TransportError,
+} from '../protocol/errors.ts';
+import { decodeFrame } from '../protocol/frame.ts';
+import type { Language } from '../protocol/languages.ts';
+import { DEFAULT_LIMITS } from '../protocol/limits.ts';
+import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
+
+const BYTES_PER_SECOND = 32_000; // PCM16 mono 16 kHz
+
+export interface LiveStreamOptions {
+  client: SpeechClient;
+  transport?: LiveTransport;
+  /** Language of the sessions (default: each frame's language byte). */
+  language?: Language;
+  /** Start a fresh session after 408, 409, a broken response or a lost connection. Default true. */
+  restart?: boolean;
+  /** Restarts allowed without a record in between, before the stream fails. Default 5. */
+  maxRestarts?: number;
+  /**
+   * Send keepalive audio (silence) when no frame arrived for this long, before the service's
+   * 60 s expiry. Default 45 s; 0 disables.
+   */
+  keepaliveMs?: number;
+  /** Rotate to a new session at the first speech boundary after this much audio. Default 14,100 s. */
+  rotateAfterSec?: number;
+  /** Rotate regardless of speech after this much audio. Default 14,370 s (limit 14,400). */
+  forceRotateAfterSec?: number;
+  /** Told to slow down when the service answers 429 SESSION_BYTE_RATE_EXCEEDED (see `pace`). */
+  pacer?: { penalize(retryAfterMs: number): void };
+  /** Passed to each session (acks, timeouts, validation). */
+  session?: Omit<LiveSessionOptions, 'transport' | 'language' | 'streamId' | 'signal'>;
+  signal?: AbortSignal;
+  /** Records buffered on the readable side before writes wait. Default 64. */
+  highWaterMark?: number;
+}
+
+/** Why a session ended early and a new one started. */
+export interface SessionChange {
+  reason: 'restart' | 'rotate';
+  previousId: string;
+  id: string;
+  /** Seconds of pipeline audio before the new session's first frame. */
+  offsetSec: number;
+  error?: unknown;
+}
+
+/** Session failures that a fresh session with a new UUID recovers from. */
+function restartable(err: unknown): boolean {
+  if (err instanceof IncompleteStreamError) return true;
+  if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
+  if (err instanceof SpeechServiceError) {
+    return err.status === 408 || err.status === 409 || (err.status >= 500 && err.retryable);
+  }
+  return false;
+}
+
+function shiftAsr(record: AsrRecord, offset: number): AsrRecord {
+  if (offset === 0) return record;
+  return {
+    ...record,
+    words: record.words.map((w) => ({
+      ...w,
+      start_time: w.start_time + offset,
+      end_time: w.end_time + offset,
+    })),
+  };
+}
+
+function shiftDiarization(record: DiarizationRecord, offset: number, session: number): DiarizationRecord {
+  if (offset === 0 && session === 0) return record;
+  // Speaker labels are relative to one stream; a later session's labels are other people.
+  const shift = (s: LiveDiarizationSegment): LiveDiarizationSegment => ({
+    ...s,
+    start_time: s.start_time + offset,
+    ...(typeof s.end_time === 'number' ? { end_time: s.end_time + offset } : {}),
+    speaker: session === 0 ? s.speaker : `${s.speaker}#${session}`,
+  });
+  return {
+    ...record,
+    final_segments: record.final_segments.map(shift),
+    active_segments: record.active_segments.map(shift),
+  };
+}
+
+class LiveStream<K extends LiveKind> extends Duplex {
+  readonly kind: K;
+  readonly #options: LiveStreamOptions;
+  #session: LiveSession<K> | undefined;
+  #sessionIndex = -1;
+  /** Seconds of audio accepted by earlier sessions (the current session's time origin). */
+  #offsetSec = 0;
+  /** Seconds of audio accepted by the current session. */
+  #sessionSec = 0;
+  #restartsWithoutRecord = 0;
+  #rotatePending = false;
+  #sawSpeechBoundary = false;
+  #lastFinalSent = false;
+  #keepalive: NodeJS.Timeout | undefined;
+  #writing: Promise<void> = Promise.resolve();
+  #readWaiter: (() => void) | undefined;
+  #ended = false;
+
+  constructor(kind: K, options: LiveStreamOptions) {
+    super({ objectMode: true, readableHighWaterMark: options.highWaterMark ?? 64, writableHighWaterMark: 4 });
+    if (!options?.client) throw new InvalidArgumentError(`${kind}Stream needs { client }`);
+    this.kind = kind;
+    this.#options = options;
+    if (options.signal) {
+      if (options.signal.aborted) this.destroy(options.signal.reason);
+      else
+        options.signal.addEventListener('abort', () => this.destroy(options.signal!.reason), { once: true });
+    }
+  }
+
+  /** The current session's UUID. */
+  get sessionId(): string | undefined {
+    return this.#session?.id;
+  }
+
+  override _write(
+    frame: Uint8Array,
+    _encoding: BufferEncoding,
+    callback: (error?: Error | null) => void,
+  ): void {
+    let decoded: ReturnType<typeof decodeFrame>;
+    try {
+      decoded = decodeFrame(frame);
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.#clearKeepalive();
+    // Chained: a keepalive send may still be in flight.
+    this.#writing = this.#writing
+      .then(() => this.#waitForReader())
+      .then(() => this.#send(decoded.pcm, decoded.isFinal, decoded.language));
+    this.#writing.then(
+      () => {
+        this.#armKeepalive(decoded.language);
+        callback();
+      },
+      (err: Error) => callback(err),
+    );
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.#clearKeepalive();
+    this.#writing
+      .then(async () => {
+        // The last real frame must carry is_final; if the source ended without marking one,
+        // close with 20 ms of silence (an empty terminator is invalid).
+        if (this.#session && !this.#lastFinalSent)
+          await this.#send(Buffer.alloc(640), true, this.#session.language);
+        this.#ended = true;
+        this.push(null);
+      })
+      .then(
+        () => callback(),
+        (err: Error) => callback(err),
+      );
+  }
+
+  override _read(): void {
+    const wake = this.#readWaiter;
+    this.#readWaiter = undefined;
+    wake?.();
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    this.#clearKeepalive();
+    this.#readWaiter?.();
+    this.#session?.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
+    callback(err);
+  }
+
+  /** Backpressure from the reader: do not send while unread records pile up. */
+  async #waitForReader(): Promise<void> {
+    while (this.readableLength >= this.readableHighWaterMark && !this.destroyed) {
+      await new Promise<void>((resolve) => (this.#readWaiter = resolve));
+    }
+  }
+
+  async #send(pcm: Buffer, final: boolean, language: Language): Promise<void> {
+    const rotating = this.#session;
+    if (
+      rotating &&
+      this.#rotatePending &&
+      (this.#sawSpeechBoundary || this.#sessionSec >= this.#forceRotateSec)
+    ) {
+      // This frame closes the old session; the next one opens a new session.
+      await this.#sendOn(rotating, pcm, true);
+      await rotating.done;
+      this.#rotatePending = false;
+      this.#endSession({ reason: 'rotate', previousId: rotating.id });
+      if (final) this.#lastFinalSent = true;
+      return;
+    }
+    for (;;) {
+      const session = this.#session ?? this.#startSession(language);
+      try {
+        await this.#sendOn(session, pcm, final);
+      } catch (err) {
+        // Not accepted by this session: send it on a fresh one (that is not a replay).
+        this.#recover(err);
+        continue;
+      }
+      this.#lastFinalSent = final;
+      // Completion only on is_final. The final audio was accepted, so a failure here is not
+      // recovered by resending it: the stream fails.
+      if (final) await session.done;
+      return;
+    }
+  }
+
+  async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean): Promise<void> {
+    await session.send(pcm, { final });
+    this.#sessionSec += pcm.length / BYTES_PER_SECOND;
+    const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
+    if (!final && this.#sessionSec >= rotateAfter) this.#rotatePending = true;
+  }
+
+  get #forceRotateSec(): number {
+    return this.#options.forceRotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 30;
+  }
+
+  /** A failed session: forget it (the next frame starts a new UUID), or fail the stream. */
+  #recover(err: unknown): void {
+    const failed = this.#session;
+    if (this.destroyed || this.#options.restart === false || !restartable(err)) throw err;
+    if (++this.#restartsWithoutRecord > (this.#options.maxRestarts ?? 5)) throw err;
+    this.emit('session-error', err);
+    this.#endSession({ reason: 'restart', previousId: failed?.id ?? '', error: err });
+  }
+
+  /** The current session is over; its accepted audio moves into the time offset. */
+  #endSession(change: Omit<SessionChange, 'id' | 'offsetSec'>): void {
+    this.#session = undefined;
+    this.#offsetSec += this.#sessionSec;
+    this.#sessionSec = 0;
+    this.#pendingChange = change;
+  }
+
+  #pendingChange: Omit<SessionChange, 'id' | 'offsetSec'> | undefined;
+
+  #startSession(language: Language): LiveSession<K> {
+    this.#sawSpeechBoundary = false;
+    this.#sessionIndex++;
+    const session = this.#options.client.live.open(this.kind, {
+      ...this.#options.session,
+      transport: this.#options.transport ?? 'http',
+      language: this.#options.language ?? language,
+    }) as LiveSession<K>;
+    const offset = this.#offsetSec;
+    const index = this.#sessionIndex;
+    session.on('record', (record: AsrRecord | DiarizationRecord) => {
+      this.#restartsWithoutRecord = 0;
+      if (this.kind === 'stt') {
+        const asr = record as AsrRecord;
+        if (asr.is_speech_final) this.#sawSpeechBoundary = true;
+        this.push(shiftAsr(asr, offset));
+      } else {
+        this.#sawSpeechBoundary = true;
+        this.push(shiftDiarization(record as DiarizationRecord, offset, index));
+      }
+    });
+    session.on('rate-limited', (err: SpeechServiceError) =>
+      this.#options.pacer?.penalize(err.retryAfterMs ?? 1000),
+    );
+    this.#session = session;
+    if (this.#pendingChange) {
+      const change: SessionChange = { ...this.#pendingChange, id: session.id, offsetSec: offset };
+      this.#pendingChange = undefined;
+      this.emit('session', change);
+    }
+    return session;
+  }
+
+  #armKeepalive(language: Language): void {
+    const ms = this.#options.keepaliveMs ?? 45_000;
+    if (ms <= 0 || this.#ended || this.#lastFinalSent) return;
+    this.#keepalive = setTimeout(() => {
+      this.#keepalive = undefined;
+      if (!this.#session || this.destroyed) return;
+      // 100 ms of silence keeps the session from expiring while the source stalls.
+      this.#writing = this.#writing
+        .then(() => this.#send(Buffer.alloc(3200), false, language))
+        .then(
+          () => {
+            this.emit('keepalive');
+            this.#armKeepalive(language);
+          },
+          (err: Error) => {
+            this.destroy(err);
+          },
+        );
+    }, ms);
+  }
+
+  #clearKeepalive(): void {
+    if (this.#keepalive) clearTimeout(this.#keepalive);
+    this.#keepalive = undefined;
+  }
+}
+
+/**
+ * Realtime ASR as a Duplex: encoded live frames in (from `toFrames`), ASR records out, with
+ * word times relative to the start of the pipeline. Events: `session` (a new session replaced
+ * one: `SessionChange`), `session-error`, `keepalive`.
+ */
+export function sttStream(options: LiveStreamOptions): Duplex & { readonly sessionId: string | undefined } {
+  return new LiveStream('stt', options);
+}
+
+/**
+ * Realtime diarization as a Duplex: encoded live frames in, diarization records out, segment
+ * times relative to the start of the pipeline. Speaker labels of a later session (after a
+ * restart or rotation) get a `#n` suffix: labels are relative to one service session.
+ */
+export function diarizationStream(
+  options: LiveStreamOptions,
+): Duplex & { readonly sessionId: string | undefined } {
+  return new LiveStream('diarization', options);
+}

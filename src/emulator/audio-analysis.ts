@@ -8,7 +8,7 @@ import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
 import { pcm16OutputArgs, runFfmpeg } from '../audio/ffmpeg.ts';
 import { bufferToInt16, downmixToMono } from '../audio/pcm.ts';
 import { WavReader } from '../audio/wav.ts';
-import { looksLikeWav, MAX_WAV_HEADER_BYTES } from '../protocol/riff.ts';
+import { looksLikeWav, MAX_WAV_HEADER_BYTES, parseWavHeader, type WavInfo } from '../protocol/riff.ts';
 import type { AnalyzedAudio } from './engine/recording.ts';
 import { SpeechRegionDetector } from './engine/regions.ts';
 import type { Lifecycle } from './lifecycle.ts';
@@ -41,6 +41,9 @@ export class UploadAnalyzer {
   /** Bytes seen before the WAV header parsed (to fall back to ffmpeg if it does not). */
   #head: Buffer[] = [];
   #headBytes = 0;
+  #info: WavInfo | undefined;
+  /** Sample bytes the data chunk still holds (undefined: until the end). */
+  #remaining: number | undefined;
   #wav: WavReader | undefined;
   #detector: SpeechRegionDetector | undefined;
   #samples = 0;
@@ -68,7 +71,6 @@ export class UploadAnalyzer {
       this.#head = [head];
       if (looksLikeWav(head)) {
         this.#mode = 'wav';
-        this.#wav = new WavReader();
         this.#head = [];
         this.#headBytes = 0;
         await this.#writeWav(head);
@@ -85,8 +87,8 @@ export class UploadAnalyzer {
     if (this.#bytes === 0) throw corrupt('no bytes');
     if (this.#mode === 'sniff') await this.#toFile();
     if (this.#mode === 'wav') {
-      if (!this.#wav!.info) throw corrupt('the WAV file ends before its data chunk');
-      return this.#result(this.#wav!.info.sampleRate);
+      if (!this.#info) throw corrupt('the WAV file ends before its data chunk');
+      return this.#result(this.#info.sampleRate);
     }
     const file = this.#file!;
     file.end();
@@ -100,34 +102,56 @@ export class UploadAnalyzer {
   }
 
   async #writeWav(chunk: Buffer): Promise<void> {
-    const reader = this.#wav!;
-    const before = reader.info;
-    if (before === null) {
+    let data = chunk;
+    if (this.#info === undefined) {
       this.#head.push(chunk);
       this.#headBytes += chunk.length;
-    }
-    let pcm: Buffer;
-    try {
-      pcm = reader.push(chunk);
-    } catch {
-      // Not a WAV we read natively (RF64, an unusual codec...): let ffmpeg decide.
-      if (before !== null) throw corrupt('malformed WAV data');
-      return this.#toFile();
-    }
-    const info = reader.info;
-    if (info === null) {
-      if (this.#headBytes > MAX_WAV_HEADER_BYTES) throw corrupt('no WAV data chunk');
-      return;
-    }
-    if (before === null) {
+      const head = this.#head.length === 1 ? chunk : Buffer.concat(this.#head, this.#headBytes);
+      let info: WavInfo | null;
+      try {
+        info = parseWavHeader(head);
+      } catch {
+        // Not a WAV we read natively (RF64, an unusual codec...): let ffmpeg decide.
+        return this.#toFile();
+      }
+      if (info === null) {
+        if (this.#headBytes > MAX_WAV_HEADER_BYTES) throw corrupt('no WAV data chunk');
+        this.#head = [head];
+        return;
+      }
+      this.#info = info;
+      this.#remaining = info.dataBytes;
       this.#head = [];
       this.#headBytes = 0;
       this.#detector = new SpeechRegionDetector(info.sampleRate);
+      // Mono PCM16 goes straight to the detector; other layouts through the WAV reader.
+      if (!(info.format === 'pcm' && info.bitsPerSample === 16 && info.channels === 1)) {
+        this.#wav = new WavReader();
+        data = head;
+      } else data = head.subarray(info.dataOffset);
     }
-    if (pcm.length === 0) return;
-    const mono = info.channels === 1 ? bufferToInt16(pcm) : downmixToMono(bufferToInt16(pcm), info.channels);
-    this.#samples += mono.length;
-    this.#detector!.pushSamples(mono);
+    const info = this.#info;
+    if (this.#wav) {
+      let pcm: Buffer;
+      try {
+        pcm = this.#wav.push(data);
+      } catch {
+        throw corrupt('malformed WAV data');
+      }
+      if (pcm.length === 0) return;
+      const mono =
+        info.channels === 1 ? bufferToInt16(pcm) : downmixToMono(bufferToInt16(pcm), info.channels);
+      this.#samples += mono.length;
+      this.#detector!.pushSamples(mono);
+    } else {
+      // Bytes after the data chunk (LIST, id3 ...) are not samples.
+      if (this.#remaining !== undefined) {
+        if (data.length > this.#remaining) data = data.subarray(0, this.#remaining);
+        this.#remaining -= data.length;
+      }
+      this.#detector!.push(data);
+      this.#samples = this.#detector!.samples;
+    }
     const seconds = this.#samples / info.sampleRate;
     if (seconds > this.#opts.maxDurationSec) {
       const declared = info.dataBytes === undefined ? 0 : info.dataBytes / info.blockAlign / info.sampleRate;

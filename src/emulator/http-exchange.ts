@@ -35,9 +35,11 @@ export class HttpExchange {
     this.url = url;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
-    this.signal = AbortSignal.any([this.#abort.signal, ctx.lifecycle.signal]);
+    this.signal = this.#abort.signal;
+    const onClose = ctx.lifecycle.onClose(() => this.#abort.abort(EMULATOR_CLOSED));
     res.once('close', () => {
-      if (!res.writableFinished) this.#abort.abort(new Error('the client went away'));
+      onClose();
+      if (!res.writableFinished) this.#abort.abort(CLIENT_GONE);
     });
     res.setHeader('x-request-id', this.requestId);
   }
@@ -107,7 +109,35 @@ export class HttpExchange {
   startStream(contentType: string): void {
     if (this.started || this.gone) return;
     this.res.writeHead(200, { 'content-type': contentType });
-    this.res.flushHeaders();
+  }
+
+  /**
+   * Answer with these NDJSON records and end. Without byte or record faults the records go in
+   * one write with the headers; with them, one record at a time. False once the connection is
+   * gone or a fault cut it.
+   */
+  async finishRecords(records: readonly unknown[]): Promise<boolean> {
+    const { plan } = this;
+    const perRecord =
+      plan.resetAfterRecords !== undefined ||
+      plan.resetAfterBytes !== undefined ||
+      plan.slowBytesPerSecond !== undefined;
+    if (this.started || perRecord) {
+      for (const record of records) if (!(await this.record(record))) return false;
+      this.startStream('application/x-ndjson');
+      this.end();
+      return !this.gone;
+    }
+    if (this.gone) return false;
+    let text = '';
+    for (const record of records) text += `${JSON.stringify(record)}\n`;
+    const body = Buffer.from(text);
+    this.#records += records.length;
+    this.#bodyBytes += body.length;
+    this.ctx.stats.bytesOut += body.length;
+    this.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'content-length': body.length });
+    this.res.end(body);
+    return true;
   }
 
   /** Write one NDJSON record; false once the connection is gone or a fault cut it. */
@@ -168,7 +198,6 @@ export class HttpExchange {
   cut(): void {
     if (this.#cut || this.res.destroyed) return;
     this.#cut = true;
-    if (!this.res.headersSent) this.res.flushHeaders();
     const socket = this.res.socket;
     if (socket) socket.destroySoon();
     else this.res.destroy();
@@ -209,6 +238,9 @@ export class HttpExchange {
     this.req.resume();
   }
 }
+
+const CLIENT_GONE = new Error('the client went away');
+const EMULATOR_CLOSED = new Error('the emulator closed');
 
 export function declaredLength(req: IncomingMessage): number | undefined {
   const raw = req.headers['content-length'];

@@ -79,23 +79,54 @@ export class Lifecycle {
 
   /**
    * `promise`'s value if it settles within `ms`, else `'timeout'`; `'stopped'` when `signal`
-   * or the emulator aborts first. A rejection of `promise` is passed on.
+   * or the emulator aborts first. A rejection of `promise` is passed on. (No AbortController:
+   * this runs for every live frame.)
    */
-  async within<T>(
+  within<T>(
     promise: Promise<T>,
     ms: number,
     signal?: AbortSignal,
   ): Promise<{ value: T } | 'timeout' | 'stopped'> {
-    const done = new AbortController();
-    const wait = this.sleep(ms, signal ? AbortSignal.any([signal, done.signal]) : done.signal).then(
-      () => 'timeout' as const,
-      () => 'stopped' as const,
-    );
-    try {
-      return await Promise.race([promise.then((value) => ({ value })), wait]);
-    } finally {
-      done.abort();
-    }
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted || this.closed) {
+        resolve('stopped');
+        return;
+      }
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settle = () => {
+        settled = true;
+        this.clear(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.signal.removeEventListener('abort', onAbort);
+      };
+      const onAbort = () => {
+        if (settled) return;
+        settle();
+        resolve('stopped');
+      };
+      if (Number.isFinite(ms)) {
+        timer = this.timeout(ms, () => {
+          if (settled) return;
+          settle();
+          resolve('timeout');
+        });
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.signal.addEventListener('abort', onAbort, { once: true });
+      promise.then(
+        (value) => {
+          if (settled) return;
+          settle();
+          resolve({ value });
+        },
+        (err: unknown) => {
+          if (settled) return;
+          settle();
+          reject(err);
+        },
+      );
+    });
   }
 
   /** Register a cleanup run on close (killing a child, removing a file); returns its remover. */

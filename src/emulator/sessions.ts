@@ -174,7 +174,8 @@ export class LiveSessions {
     session.audioSec += frameSec;
     session.lastAudioAt = now;
     session.lastActivityAt = now;
-    this.#scheduleExpiry(session);
+    // One timer per stream: when it fires it measures the quiet time and re-arms itself.
+    if (session.expiryTimer === undefined) this.#scheduleExpiry(session);
     this.#ctx.stats.framesAccepted++;
     return session;
   }

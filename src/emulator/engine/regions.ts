@@ -84,22 +84,22 @@ export class SpeechRegionDetector {
   /** Feed samples already converted. */
   pushSamples(samples: Int16Array): void {
     const w = this.#window;
-    let sum = this.#sumSq;
-    let inWindow = this.#inWindow;
-    for (let k = 0; k < samples.length; k++) {
-      const v = samples[k]!;
-      sum += v * v;
-      if (++inWindow === w) {
-        this.#sumSq = sum;
-        this.#inWindow = inWindow;
-        this.#finishWindow();
-        sum = 0;
-        inWindow = 0;
+    const n = samples.length;
+    let k = 0;
+    while (k < n) {
+      // A tight loop per window (or the part of one this call holds), then the window's verdict.
+      const end = Math.min(n, k + (w - this.#inWindow));
+      let sum = 0;
+      for (let j = k; j < end; j++) {
+        const v = samples[j]!;
+        sum += v * v;
       }
+      this.#sumSq += sum;
+      this.#inWindow += end - k;
+      k = end;
+      if (this.#inWindow === w) this.#finishWindow();
     }
-    this.#sumSq = sum;
-    this.#inWindow = inWindow;
-    this.#samples += samples.length;
+    this.#samples += n;
   }
 
   /** Regions closed since the last call. */

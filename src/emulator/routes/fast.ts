@@ -61,13 +61,9 @@ export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void
     await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(audio.durationSec), ex.signal);
     throwIfFailing(ex);
     if (await answeredAfterEffect(ex)) return;
-    const records = fastRecords(ctx, id, language, audio);
-    ex.startStream('application/x-ndjson');
-    for (const record of records) {
-      if (record.is_final && ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) break;
-      if (!(await ex.record(record))) return;
-    }
-    ex.end();
+    let records = fastRecords(ctx, id, language, audio);
+    if (ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) records = records.filter((r) => !r.is_final);
+    await ex.finishRecords(records);
   } finally {
     release();
   }

@@ -110,11 +110,7 @@ async function answerWithinWindow(
       (late) => session.pending.push(...late),
       () => {},
     );
-  for (const record of out) {
-    if (!(await ex.record(record))) return;
-  }
-  ex.startStream('application/x-ndjson');
-  ex.end();
+  await ex.finishRecords(out);
 }
 
 /** The final frame: every record up to the final one, then the stream is finished. */
@@ -131,21 +127,14 @@ async function answerFinal(
   if (typeof result !== 'object') {
     // The final answer timed out: the stream is cancelled and the answer ends without a final record.
     sessions.end(session, 'cancelled');
-    for (const record of session.pending.splice(0)) if (!(await ex.record(record))) return;
-    ex.startStream('application/x-ndjson');
-    ex.end();
+    await ex.finishRecords(session.pending.splice(0));
     return;
   }
-  const out = [...session.pending.splice(0), ...result.value];
-  for (const record of out) {
-    if (record.is_final && ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) {
-      // The answer ends without its final record: for the service the stream is lost.
-      sessions.end(session, 'cancelled');
-      break;
-    }
-    if (!(await ex.record(record))) return;
-    if (record.is_final) sessions.end(session, 'finished');
+  let out = [...session.pending.splice(0), ...result.value];
+  if (ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) {
+    // The answer ends without its final record: for the service the stream is lost.
+    out = out.filter((record) => !record.is_final);
+    sessions.end(session, 'cancelled');
   }
-  ex.startStream('application/x-ndjson');
-  ex.end();
+  if (await ex.finishRecords(out)) sessions.end(session, 'finished');
 }

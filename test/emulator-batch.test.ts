@@ -95,6 +95,41 @@ describe('batch submission', () => {
     assert.equal(emu.stats().jobsCreated - before, 1);
   });
 
+  test('admission: per-account batch concurrency counts submissions in flight', async () => {
+    const busy = await emulator({
+      limits: { accountConcurrency: { batch: 1 } },
+      latency: { perRequestMs: 60_000 },
+    });
+    const controller = new AbortController();
+    const pending = call(`${busy.url}/v1/transcribe/en`, {
+      key: busy.apiKey,
+      headers: { 'content-type': MULTIPART_TYPE },
+      body: multipart([filePart(speech)]),
+      dispatcher,
+      signal: controller.signal,
+    }).catch((e: Error) => e);
+    await until(() => busy.stats().concurrent.batch === 1, 'the first submission admitted');
+    const second = await submit(busy, 'en', multipart([filePart(speech)]));
+    const body = errorOf(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
+    assert.equal(second.headers['retry-after'], '1');
+    assert.deepEqual(body.data, {
+      limit: 1,
+      observed: 2,
+      unit: 'operations',
+      bound: 'account_concurrency_batch',
+    });
+    // Header-only checks come before admission: a malformed request is not a 429.
+    errorOf(
+      await submit(busy, 'en', Buffer.from('{}'), { 'content-type': 'application/json' }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+    controller.abort();
+    await pending;
+    await until(() => busy.stats().concurrent.batch === 0, 'released');
+    assert.equal(busy.stats().jobsCreated, 0);
+  });
+
   test('query rules: language, diarization, itn, redact, asr', async () => {
     const body = () => multipart([filePart(speech)]);
     errorOf(await submit(emu, 'fr', body()), 400, 'VALIDATION_INVALID_LANGUAGE');

@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import { findEspeak } from '../src/emulator/engine/tts.ts';
 import { type Emulator, type EmulatorKey, physicalVariantIds } from '../src/emulator/index.ts';
 import { IncompleteStreamError } from '../src/protocol/errors.ts';
+import { encodeWav } from '../src/protocol/riff.ts';
 import { TtsDemuxer } from '../src/protocol/tts-frames.ts';
 import {
   call,
@@ -119,6 +120,57 @@ describe('TTS over HTTP', () => {
     const big = expectError(await tts(emu, { id, text: 'x'.repeat(2001) }), 413, 'PAYLOAD_TOO_LARGE');
     assert.equal(big.data, undefined, 'the body limit carries no data');
     assert.equal(emu.stats().ttsSyntheses, 0);
+  });
+
+  test("voice references: checked in the interface's order, accepted when valid", async () => {
+    const emu = await emulator({
+      limits: { ttsVoiceReferenceBytes: 40_000, ttsVoiceReferenceDurationSec: 1 },
+    });
+    const wavB64 = (seconds: number) =>
+      encodeWav(Buffer.alloc(Math.round(seconds * 16_000) * 2), 16_000).toString('base64');
+    const ref = (audio: string, text = 'the reference transcript') => ({ audio, text });
+    assert.equal(
+      (await tts(emu, { id: uuid(), text: 'hi', voice_references: [ref(wavB64(0.5))] })).status,
+      200,
+    );
+    const count = expectError(
+      await tts(emu, { id: uuid(), text: 'hi', voice_references: [ref(wavB64(0.5)), ref(wavB64(0.5))] }),
+      422,
+      'VOICE_REFERENCE_COUNT_EXCEEDED',
+    );
+    assert.equal((count.data as { bound: string }).bound, 'tts_voice_reference_count');
+    const size = expectError(
+      await tts(emu, { id: uuid(), text: 'hi', voice_references: [ref(wavB64(1.5))] }),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
+    assert.equal((size.data as { bound: string }).bound, 'tts_voice_reference_bytes');
+    const long = expectError(
+      await tts(emu, { id: uuid(), text: 'hi', voice_references: [ref(wavB64(1.2))] }),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    assert.deepEqual(long.data, {
+      limit: 1,
+      observed: 2,
+      unit: 'seconds',
+      bound: 'tts_voice_reference_duration',
+    });
+    expectError(
+      await tts(emu, {
+        id: uuid(),
+        text: 'hi',
+        voice_references: [ref(Buffer.from('not a wav').toString('base64'))],
+      }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+    expectError(
+      await tts(emu, { id: uuid(), text: 'hi', voice_references: [ref(wavB64(0.5), '  ')] }),
+      400,
+      'VALIDATION_REQUIRED_FIELD',
+    );
+    assert.equal(emu.stats().ttsSyntheses, 1);
   });
 
   test('text limit by tier: at the limit accepted, one more 422 CHARACTER_COUNT_EXCEEDED', async () => {

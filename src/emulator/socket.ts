@@ -133,8 +133,9 @@ class SocketOps {
     this.#where = where;
   }
 
+  /** The socket's life: aborted on disconnect (and so when the emulator closes its sockets). */
   get #signal(): AbortSignal {
-    return AbortSignal.any([this.#state.abort.signal, this.#ctx.lifecycle.signal]);
+    return this.#state.abort.signal;
   }
 
   /**
@@ -217,7 +218,7 @@ class SocketOps {
           throw failureRejection(op);
         }
         const frameSec = frame.pcm.length / 32_000;
-        const ready = session.infer(Buffer.from(frame.pcm), frame.isFinal, (previous) =>
+        const ready = session.infer(frame.pcm, frame.isFinal, (previous) =>
           previous.then(() => ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(frameSec))),
         );
         ready.catch(() => {});

@@ -56,6 +56,18 @@ export function multipartBoundary(contentType: string | undefined): string {
   return boundary;
 }
 
+/**
+ * What the headers alone decide, before admission: a multipart body (400) within the byte
+ * limit by its declared Content-Length (413). Returns the boundary.
+ */
+export function checkUploadHeaders(ex: HttpExchange, rules: UploadRules): string {
+  const boundary = multipartBoundary(ex.req.headers['content-type']);
+  const declared = declaredLength(ex.req);
+  if (declared !== undefined && declared > rules.maxBytes)
+    throw tooLarge(rules.bytesBound, rules.maxBytes, declared, 'the request body');
+  return boundary;
+}
+
 /** Where the first part's data starts in the body, once its headers have arrived. */
 function firstPartDataOffset(head: Buffer, boundary: string): number | undefined {
   const delimiter = head.indexOf(`--${boundary}`);
@@ -71,10 +83,8 @@ const HEAD_SCAN_BYTES = 64 * 1024;
  * `Rejection` to answer. The request body may still be arriving when it rejects.
  */
 export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promise<AnalyzedAudio> {
-  const boundary = multipartBoundary(ex.req.headers['content-type']);
+  const boundary = checkUploadHeaders(ex, rules);
   const declared = declaredLength(ex.req);
-  if (declared !== undefined && declared > rules.maxBytes)
-    throw tooLarge(rules.bytesBound, rules.maxBytes, declared, 'the request body');
 
   const analyzer = new UploadAnalyzer({
     lifecycle: ex.ctx.lifecycle,

@@ -9,7 +9,7 @@ import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
 import { type JobStore, renderV1, renderV2 } from '../jobs.ts';
 import { reject } from '../rejection.ts';
 import type { EmulatorKey } from '../types.ts';
-import { receiveUpload, uploadRules } from '../upload.ts';
+import { checkUploadHeaders, receiveUpload, uploadRules } from '../upload.ts';
 
 const DIARIZATION: Record<string, DiarizationModel> = {
   '0': 'off',
@@ -61,9 +61,11 @@ export async function submitBatch(
   const redact = queryBoolean(q, 'redact', false);
   ctx.asrModel(lang, q.get('asr') ?? undefined);
 
+  const rules = uploadRules(ctx.limits, 'batch');
+  checkUploadHeaders(ex, rules);
   const release = ctx.concurrency.acquire(key.account, 'batch');
   try {
-    const audio = await receiveUpload(ex, uploadRules(ctx.limits, 'batch'));
+    const audio = await receiveUpload(ex, rules);
     await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
     const job = jobs.create(
       audio,

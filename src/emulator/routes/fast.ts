@@ -10,7 +10,7 @@ import type { HttpExchange } from '../http-exchange.ts';
 import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
 import { reject } from '../rejection.ts';
 import type { EmulatorKey } from '../types.ts';
-import { receiveUpload, uploadRules } from '../upload.ts';
+import { checkUploadHeaders, receiveUpload, uploadRules } from '../upload.ts';
 
 const nonEmpty = (v: string | null | undefined): string | undefined =>
   v === null || v === '' ? undefined : v;
@@ -55,9 +55,11 @@ export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void
     nonEmpty(q.get('language')) ?? nonEmpty(q.get('lang')),
   );
   ctx.asrModel(language, nonEmpty(q.get('asr')) ?? nonEmpty(q.get('model')));
+  const rules = uploadRules(ctx.limits, 'fast');
+  checkUploadHeaders(ex, rules);
   const release = ctx.concurrency.acquire(key.account, 'fast');
   try {
-    const audio = await receiveUpload(ex, uploadRules(ctx.limits, 'fast'));
+    const audio = await receiveUpload(ex, rules);
     await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(audio.durationSec), ex.signal);
     throwIfFailing(ex);
     if (await answeredAfterEffect(ex)) return;

@@ -24,7 +24,6 @@ import { listVoices } from './voices.ts';
 
 interface Route {
   op: OperationName;
-  method: 'GET' | 'POST';
   run: (ex: HttpExchange, key: EmulatorKey) => Promise<void>;
 }
 
@@ -44,12 +43,11 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     ) {
       const a = safeDecode(segments[2]!);
       if (segments.length === 3) {
-        if (method === 'POST')
-          return { op: 'batch.submit', method, run: (ex, key) => submitBatch(ex, key, a, jobs) };
-        if (method === 'GET') return { op: 'batch.get', method, run: (ex) => getJob(ex, a, false, jobs) };
+        if (method === 'POST') return { op: 'batch.submit', run: (ex, key) => submitBatch(ex, key, a, jobs) };
+        if (method === 'GET') return { op: 'batch.get', run: (ex) => getJob(ex, a, false, jobs) };
         return { allow: 'GET, POST' };
       }
-      if (method === 'GET') return { op: 'batch.getLegacy', method, run: (ex) => getJob(ex, a, true, jobs) };
+      if (method === 'GET') return { op: 'batch.getLegacy', run: (ex) => getJob(ex, a, true, jobs) };
       return { allow: 'GET' };
     }
     for (const prefix of REALTIME_HTTP_PREFIXES) {
@@ -57,15 +55,14 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       const name = path.slice(prefix.length + 1);
       let found: Route | undefined;
       if (name === 'stt-stream' || name === 'realtime-asr')
-        found = { op: 'stt.http', method: 'POST', run: (ex, key) => liveHttp(ex, key, 'asr', sessions) };
+        found = { op: 'stt.http', run: (ex, key) => liveHttp(ex, key, 'asr', sessions) };
       else if (name === 'diarization-stream')
         found = {
           op: 'diarization.http',
-          method: 'POST',
           run: (ex, key) => liveHttp(ex, key, 'diarization', sessions),
         };
-      else if (name === 'stt') found = { op: 'fast.http', method: 'POST', run: fastHttp };
-      else if (name === 'tts') found = { op: 'tts.http', method: 'POST', run: ttsHttp };
+      else if (name === 'stt') found = { op: 'fast.http', run: fastHttp };
+      else if (name === 'tts') found = { op: 'tts.http', run: ttsHttp };
       if (found) return method === 'POST' ? found : { allow: 'POST' };
     }
     return undefined;

@@ -79,7 +79,7 @@ export class HttpExchange {
   async reject(rejection: Rejection): Promise<void> {
     this.ctx.stats.rejection(rejection.code);
     if (this.started || this.gone) {
-      this.destroy();
+      this.cut(); // a failure after output began ends the answer, with no error appended
       return;
     }
     const raw = rejection.init.rawBody;
@@ -90,7 +90,6 @@ export class HttpExchange {
       'content-length': body.length,
       ...rejection.headers(),
     };
-    if (rejection.status === 405) headers.allow = rejection.init.headers?.allow ?? '';
     this.#releaseRequest();
     this.res.writeHead(rejection.status, headers);
     await this.write(body);

@@ -90,14 +90,10 @@ export class LiveSession {
    * Run the engine on accepted PCM now (so results do not depend on timing) and release the
    * records after the latency model's delay, in order behind earlier frames.
    */
-  infer(
-    pcm: Buffer,
-    final: boolean,
-    delay: (previous: Promise<void>) => Promise<void>,
-  ): Promise<LiveRecord[]> {
+  infer(pcm: Buffer, final: boolean, wait: () => Promise<void>): Promise<LiveRecord[]> {
     const records: LiveRecord[] = [...this.engine.push(pcm)];
     if (final) records.push(...this.engine.finish());
-    const ready = delay(this.#inference).then(() => {
+    const ready = this.#inference.then(wait).then(() => {
       this.lastActivityAt = performance.now();
       return records;
     });
@@ -248,6 +244,15 @@ export class LiveSessions {
     this.#live.set(mapKey, session);
     this.#ctx.stats.sessionOpened();
     return session;
+  }
+
+  /** Records of an accepted frame, released after the latency model's processing time. */
+  infer(session: LiveSession, frame: LiveFrame): Promise<LiveRecord[]> {
+    const ctx = this.#ctx;
+    const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / BYTES_PER_SECOND);
+    const ready = session.infer(frame.pcm, frame.isFinal, () => ctx.lifecycle.sleep(delayMs));
+    ready.catch(() => {}); // rejected only when the emulator closes
+    return ready;
   }
 
   /** End a live session: release what it holds and remember how it ended. */

@@ -217,11 +217,7 @@ class SocketOps {
           this.#sessions.end(session, 'failed');
           throw failureRejection(op);
         }
-        const frameSec = frame.pcm.length / 32_000;
-        const ready = session.infer(frame.pcm, frame.isFinal, (previous) =>
-          previous.then(() => ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(frameSec))),
-        );
-        ready.catch(() => {});
+        const ready = this.#sessions.infer(session, frame);
         if (plan.resetAfterEffect || plan.statusAfterEffect) {
           if (frame.isFinal)
             void ready.then(

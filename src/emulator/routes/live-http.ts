@@ -57,8 +57,12 @@ async function answerFrame(
   sessions: LiveSessions,
   frame: ReturnType<typeof decodeFrame>,
 ): Promise<void> {
-  const { ctx } = ex;
-  if (ex.gone) return;
+  if (ex.gone) {
+    // The client gave up while its POST waited for its turn: that aborted POST cancels the stream.
+    const waiting = sessions.find(kind, frame.streamId, HTTP_SCOPE);
+    if (waiting) sessions.end(waiting, 'cancelled');
+    return;
+  }
   const session = sessions.accept(frame, kind, HTTP_SCOPE, key);
   session.inFlight++;
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
@@ -69,11 +73,7 @@ async function answerFrame(
       sessions.end(session, 'failed');
       throwIfFailing(ex);
     }
-    const frameSec = frame.pcm.length / 32_000;
-    const ready = session.infer(frame.pcm, frame.isFinal, (previous) =>
-      previous.then(() => ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(frameSec))),
-    );
-    ready.catch(() => {});
+    const ready = sessions.infer(session, frame);
     if (ex.plan.resetAfterEffect || ex.plan.statusAfterEffect) {
       // The frame was accepted; its records are lost with this answer.
       if (frame.isFinal)

@@ -9,6 +9,7 @@ import {
   concatInt16,
   ResamplePlanner,
   Resampler,
+  resamplerChain,
   resamplerKernel,
   runResampleTask,
 } from '../src/audio/resampler.ts';
@@ -143,6 +144,22 @@ test('the kernel designs what it promises (80 dB by default, exact tables for co
   assert.ok(k.exact);
   assert.ok(resamplerKernel(44100, 16000).exact);
   assert.ok(!resamplerKernel(44100, 15999).exact);
+  // Above twice the output rate a halving stage runs first; it changes the arithmetic, not the result.
+  assert.ok(resamplerChain(48000, 16000).pre);
+  assert.equal(resamplerChain(48000, 16000, { cascade: false }).pre, null);
+  assert.equal(resamplerChain(32000, 16000).pre, null);
+  const input = sine(48000, 3000, 0.5, 20000);
+  const single = new Resampler(
+    { sampleRate: 48000, channels: 1 },
+    { sampleRate: 16000, channels: 1 },
+    { cascade: false },
+  );
+  const cascaded = convert(input, 48000, 16000);
+  const direct = concatInt16([single.push(input), single.end()]);
+  assert.equal(cascaded.length, direct.length);
+  let worst = 0;
+  for (let i = 0; i < direct.length; i++) worst = Math.max(worst, Math.abs(cascaded[i]! - direct[i]!));
+  assert.ok(worst <= 3, `cascade and single stage differ by ${worst}`);
   // Every phase sums to one: a constant stays exactly that constant.
   const out = convert(new Int16Array(44100).fill(12345), 44100, 16000);
   for (const v of middle(out)) assert.equal(v, 12345);

@@ -404,8 +404,11 @@ test('destroy reaps a child that ignores SIGTERM (SIGKILL after the grace period
   const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const stubborn = join(dir, 'ffmpeg');
-  // `exec`: one process, which keeps ignoring SIGTERM.
-  writeFileSync(stubborn, "#!/bin/sh\ntrap '' TERM\nexec sleep 60\n");
+  // Answers the build-configuration question, then is one process that ignores SIGTERM.
+  writeFileSync(
+    stubborn,
+    '#!/bin/sh\nfor a; do [ "$a" = -buildconf ] && exit 0; done\ntrap \'\' TERM\nexec sleep 60\n',
+  );
   chmodSync(stubborn, 0o755);
   const d = decode({ ffmpegPath: stubborn, killGraceMs: 100 });
   let pid = 0;
@@ -413,7 +416,7 @@ test('destroy reaps a child that ignores SIGTERM (SIGKILL after the grace period
     pid = p;
   });
   d.write(Buffer.from('not audio at all, so ffmpeg is used'));
-  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => d.once('spawn', resolve));
   d.destroy();
   await new Promise((resolve) => d.once('close', resolve));
   assert.ok(pid > 0);

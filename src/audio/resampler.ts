@@ -7,6 +7,9 @@
 // Output sample n sits at input time n * M / L (L/M the reduced rate ratio), tracked with exact
 // integer arithmetic; a ratio whose L exceeds `maxPhases` uses `maxPhases` tables and linear
 // interpolation between them. Output length is ceil(inputFrames * L / M): durations are kept.
+// Where the input rate is more than twice the output rate (48 or 44.1 kHz to 16 kHz), a short
+// halving filter runs first and the sharp one at half the rate: the same response for about
+// 60% of the arithmetic.
 
 export interface PcmFormat {
   sampleRate: number;
@@ -20,6 +23,8 @@ export interface ResamplerDesign {
   stopbandDb?: number;
   /** Most polyphase tables kept exactly; beyond, tables are interpolated. Default 1024. */
   maxPhases?: number;
+  /** Halve the rate first when the input is over twice the output rate. Default true. */
+  cascade?: boolean;
 }
 
 function gcd(a: number, b: number): number {
@@ -68,30 +73,45 @@ export interface ResamplerKernel {
 
 const kernelCache = new Map<string, ResamplerKernel>();
 
-/** Build (or reuse) the kernel converting `inRate` to `outRate`. */
+function checkRates(inRate: number, outRate: number): void {
+  if (!Number.isInteger(inRate) || !Number.isInteger(outRate) || inRate < 1 || outRate < 1) {
+    throw new RangeError(`sample rates must be positive integers, got ${inRate} and ${outRate}`);
+  }
+}
+
+/** Build (or reuse) the single-stage kernel converting `inRate` to `outRate`. */
 export function resamplerKernel(
   inRate: number,
   outRate: number,
   design: ResamplerDesign = {},
 ): ResamplerKernel {
-  if (!Number.isInteger(inRate) || !Number.isInteger(outRate) || inRate < 1 || outRate < 1) {
-    throw new RangeError(`sample rates must be positive integers, got ${inRate} and ${outRate}`);
-  }
+  checkRates(inRate, outRate);
   const passband = design.passband ?? 0.9;
+  if (!(passband > 0 && passband < 1)) throw new RangeError('passband must be within (0, 1)');
+  const nyquist = Math.min(inRate, outRate) / 2;
+  return designKernel(inRate, outRate, passband * nyquist, nyquist, design);
+}
+
+/** A lowpass kernel from `inRate` to `outRate`: flat to `passHz`, `stopbandDb` down from `stopHz`. */
+function designKernel(
+  inRate: number,
+  outRate: number,
+  passHz: number,
+  stopHz: number,
+  design: ResamplerDesign,
+): ResamplerKernel {
   const stopbandDb = design.stopbandDb ?? 80;
   const maxPhases = design.maxPhases ?? 1024;
-  if (!(passband > 0 && passband < 1)) throw new RangeError('passband must be within (0, 1)');
-  const key = `${inRate}:${outRate}:${passband}:${stopbandDb}:${maxPhases}`;
+  const key = `${inRate}:${outRate}:${passHz}:${stopHz}:${stopbandDb}:${maxPhases}`;
   const cached = kernelCache.get(key);
   if (cached) return cached;
 
   const g = gcd(inRate, outRate);
   const up = outRate / g;
   const down = inRate / g;
-  const nyquist = Math.min(inRate, outRate) / 2;
   // In cycles per input sample.
-  const pass = (passband * nyquist) / inRate;
-  const stop = nyquist / inRate;
+  const pass = passHz / inRate;
+  const stop = stopHz / inRate;
   const cutoff = (pass + stop) / 2;
   const length = (stopbandDb - 7.95) / (2.285 * 2 * Math.PI * (stop - pass));
   const half = Math.max(2, Math.ceil(length / 2));
@@ -120,6 +140,55 @@ export function resamplerKernel(
   const kernel: ResamplerKernel = { inRate, outRate, up, down, phases, exact, half, coeffs };
   kernelCache.set(key, kernel);
   return kernel;
+}
+
+/**
+ * The stages of one conversion: `main` (null when the rates are equal), preceded by `pre`, a
+ * halving filter, when the input rate is more than twice the output rate. Output positions are
+ * `main` positions (in samples of its input rate).
+ */
+export interface ResamplerChain {
+  pre: ResamplerKernel | null;
+  main: ResamplerKernel | null;
+}
+
+export function resamplerChain(
+  inRate: number,
+  outRate: number,
+  design: ResamplerDesign = {},
+): ResamplerChain {
+  checkRates(inRate, outRate);
+  if (inRate === outRate) return { pre: null, main: null };
+  if (design.cascade === false || inRate % 2 !== 0 || inRate / 2 <= outRate) {
+    return { pre: null, main: resamplerKernel(inRate, outRate, design) };
+  }
+  const mid = inRate / 2;
+  const nyquist = outRate / 2;
+  // What folds into 0 .. nyquist when halving must be gone; the rest the main stage removes.
+  const pre = designKernel(inRate, mid, (design.passband ?? 0.9) * nyquist, mid - nyquist, design);
+  return { pre, main: resamplerKernel(mid, outRate, design) };
+}
+
+/** First and last input index the output at main position `pos` reads. */
+function firstInput(chain: ResamplerChain, pos: number): number {
+  const { pre, main } = chain;
+  if (!main) return pos;
+  const first = pos - main.half + 1;
+  return pre ? 2 * first - pre.half + 1 : first;
+}
+
+function lastInput(chain: ResamplerChain, pos: number): number {
+  const { pre, main } = chain;
+  if (!main) return pos;
+  const last = pos + main.half;
+  return pre ? 2 * last + pre.half : last;
+}
+
+/** The largest main position whose output reads no input past `lastIndex`. */
+function lastReadyPos(chain: ResamplerChain, lastIndex: number): number {
+  const { pre, main } = chain;
+  if (!main) return lastIndex;
+  return pre ? Math.floor((lastIndex - pre.half) / 2) - main.half : lastIndex - main.half;
 }
 
 /** Where the next output sample lies: input index `pos` plus `frac / up` of a sample. */
@@ -282,17 +351,27 @@ export interface ResampleTask {
 
 /** Run one task: interleaved PCM16 output in the `to` format (`count` frames). */
 export function runResampleTask(task: ResampleTask): Int16Array {
-  const { from, to, count } = task;
+  const { from, to, count, start } = task;
   const work = Math.min(from.channels, to.channels);
   const mixed = deinterleaveMix(task.window, from.channels, channelMixPlan(from.channels, work));
+  const { pre, main } = resamplerChain(from.sampleRate, to.sampleRate, task.design);
   let channels: Float32Array[];
-  if (from.sampleRate === to.sampleRate) {
-    channels = mixed.map((ch) => ch.subarray(task.start.pos - task.base, task.start.pos - task.base + count));
+  if (!main) {
+    channels = mixed.map((ch) => ch.subarray(start.pos - task.base, start.pos - task.base + count));
   } else {
-    const kernel = resamplerKernel(from.sampleRate, to.sampleRate, task.design);
     channels = mixed.map((ch) => {
+      let input = ch;
+      let base = task.base;
+      if (pre) {
+        // The half-rate samples the main stage reads, from the halving filter.
+        const end = advancePosition(main, start, count - 1);
+        base = start.pos - main.half + 1;
+        const midCount = end.pos + main.half - base + 1;
+        input = new Float32Array(midCount);
+        resampleChannel(pre, ch, task.base, { pos: 2 * base, frac: 0 }, midCount, input);
+      }
       const out = new Float32Array(count);
-      resampleChannel(kernel, ch, task.base, task.start, count, out);
+      resampleChannel(main, input, base, start, count, out);
       return out;
     });
   }
@@ -321,7 +400,10 @@ export class ResamplePlanner {
   readonly from: PcmFormat;
   readonly to: PcmFormat;
   readonly design: ResamplerDesign;
-  readonly kernel: ResamplerKernel | null;
+  readonly chain: ResamplerChain;
+  /** Reduced overall ratio: `#up` output frames per `#down` input frames. */
+  readonly #up: number;
+  readonly #down: number;
   readonly #minTask: number;
   readonly #maxTask: number;
   /** Input frames kept, interleaved; frame 0 of it is absolute frame `#base`. */
@@ -347,12 +429,14 @@ export class ResamplePlanner {
     this.from = { sampleRate: from.sampleRate, channels: from.channels };
     this.to = { sampleRate: to.sampleRate, channels: to.channels };
     this.design = { ...options.design };
-    this.kernel =
-      from.sampleRate === to.sampleRate ? null : resamplerKernel(from.sampleRate, to.sampleRate, this.design);
+    this.chain = resamplerChain(from.sampleRate, to.sampleRate, this.design);
+    const g = gcd(from.sampleRate, to.sampleRate);
+    this.#up = to.sampleRate / g;
+    this.#down = from.sampleRate / g;
     this.#minTask = Math.max(1, options.minTaskFrames ?? 1);
     this.#maxTask = Math.max(this.#minTask, options.maxTaskFrames ?? Number.POSITIVE_INFINITY);
-    // Zeros before the first frame: the filter is centred, so output 0 aligns with input 0.
-    const lead = this.kernel ? this.kernel.half - 1 : 0;
+    // Zeros before the first frame: the filters are centred, so output 0 aligns with input 0.
+    const lead = -firstInput(this.chain, 0);
     this.#hist = new Int16Array(Math.max(4096, lead * 4) * from.channels);
     this.#base = -lead;
     this.#len = lead;
@@ -370,8 +454,7 @@ export class ResamplePlanner {
 
   /** Output frames the whole input makes, once ended: ceil(inputFrames * outRate / inRate). */
   totalOutputFrames(): number {
-    const k = this.kernel;
-    return k ? Math.ceil((this.#inputFrames * k.up) / k.down) : this.#inputFrames;
+    return Math.ceil((this.#inputFrames * this.#up) / this.#down);
   }
 
   /** Feed whole interleaved frames; returns the tasks now ready (possibly none). */
@@ -392,19 +475,20 @@ export class ResamplePlanner {
     this.#ended = true;
     const remaining = this.totalOutputFrames() - this.#plannedFrames;
     if (remaining <= 0) return [];
-    if (this.kernel) this.#append(new Int16Array((this.kernel.half + 1) * this.from.channels));
+    // Zeros after the last frame, as far as the last output reads.
+    this.#append(new Int16Array((lastInput(this.chain, 0) + 2) * this.from.channels));
     return this.#plan(remaining, true);
   }
 
   /** Outputs whose whole filter window lies inside the input received so far. */
   #ready(): number {
-    const lastIndex = this.#base + this.#len - 1;
-    const k = this.kernel;
-    if (!k) return lastIndex + 1 - this.#at.pos;
-    // Count n with pos(n) + half <= lastIndex, pos(n) = pos + floor((frac + n * down) / up).
-    const room = lastIndex - k.half - this.#at.pos;
+    const lastPos = lastReadyPos(this.chain, this.#base + this.#len - 1);
+    const main = this.chain.main;
+    if (!main) return Math.max(0, lastPos + 1 - this.#at.pos);
+    // Count n with pos(n) <= lastPos, pos(n) = pos + floor((frac + n * down) / up).
+    const room = lastPos - this.#at.pos;
     if (room < 0) return 0;
-    return Math.floor(((room + 1) * k.up - this.#at.frac - 1) / k.down) + 1;
+    return Math.floor(((room + 1) * main.up - this.#at.frac - 1) / main.down) + 1;
   }
 
   #plan(ready: number, last: boolean): ResampleTask[] {
@@ -416,20 +500,19 @@ export class ResamplePlanner {
       left -= count;
     }
     // Keep only what the next output can still read.
-    const keepFrom = this.kernel ? this.#at.pos - this.kernel.half + 1 : this.#at.pos;
-    this.#discardBefore(keepFrom);
+    this.#discardBefore(firstInput(this.chain, this.#at.pos));
     return tasks;
   }
 
   #task(count: number): ResampleTask {
-    const k = this.kernel;
+    const main = this.chain.main;
     const ch = this.from.channels;
     const start = this.#at;
-    const end = k ? advancePosition(k, start, count - 1) : { pos: start.pos + count - 1, frac: 0 };
-    const first = k ? start.pos - k.half + 1 : start.pos;
-    const last = k ? end.pos + k.half : end.pos;
+    const advance = (n: number) => (main ? advancePosition(main, start, n) : { pos: start.pos + n, frac: 0 });
+    const first = firstInput(this.chain, start.pos);
+    const last = lastInput(this.chain, advance(count - 1).pos);
     const window = this.#hist.slice((first - this.#base) * ch, (last + 1 - this.#base) * ch);
-    this.#at = k ? advancePosition(k, start, count) : { pos: start.pos + count, frac: 0 };
+    this.#at = advance(count);
     this.#plannedFrames += count;
     return { from: this.from, to: this.to, design: this.design, window, base: first, start, count };
   }

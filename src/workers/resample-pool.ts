@@ -10,7 +10,10 @@ import type { ResampleTask } from '../audio/resampler.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 
 export interface ResamplePoolOptions {
-  /** Worker threads. Default: available parallelism minus one (the main thread), at least 1. */
+  /**
+   * Worker threads. Default: the available parallelism (the main thread mostly waits while the
+   * workers run; with one thread the pool is slower than inline, see the workers benchmark).
+   */
   threads?: number;
   /** Tasks admitted beyond one per thread before `run` waits. Default: 2 per thread. */
   maxQueue?: number;
@@ -43,7 +46,7 @@ export class ResamplePool {
   #closing: Promise<void> | undefined;
 
   constructor(options: ResamplePoolOptions = {}) {
-    this.threads = Math.max(1, options.threads ?? Math.max(1, availableParallelism() - 1));
+    this.threads = Math.max(1, options.threads ?? availableParallelism());
     this.capacity = this.threads + Math.max(0, options.maxQueue ?? 2 * this.threads);
     this.#piscina = new Piscina({
       filename: TASK_FILE,

@@ -4,8 +4,11 @@
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import type { Emulator } from '../src/emulator/index.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
@@ -506,5 +509,47 @@ describe('jobs and lookups', () => {
       'done',
       'a failed lookup clears nothing',
     );
+  });
+});
+
+describe('real recordings (optional media)', () => {
+  const media = process.env.SPEECHPIPE_MEDIA ?? fileURLToPath(new URL('../../shared/media', import.meta.url));
+  /** File, duration, and the least number of speech regions it has. */
+  const files: [string, number, number][] = [
+    ['en/jfk.wav', 11, 4],
+    ['en/ms-whatstheweatherlike.alaw', 2.03, 1], // an A-law WAV, read natively
+    ['diar/pyannote-sample.wav', 30, 3],
+    ['compressed/jfk.flac', 11, 4],
+    ['compressed/jfk.m4a', 11, 4],
+    ['compressed/jfk.mp3', 11.09, 4],
+    ['compressed/prism-speech_orig.ogg', 10.81, 4],
+    ['compressed/prism-speech_orig.webm', 10.81, 4],
+    ['compressed/silero-test.opus', 8.07, 2],
+  ];
+
+  test('every container decodes, with its duration and speech regions from the audio', async (t) => {
+    if (!existsSync(media)) {
+      t.skip(`no media at ${media}`);
+      return;
+    }
+    const emu = await emulator();
+    for (const [name, seconds, regions] of files) {
+      const path = join(media, name);
+      if (!existsSync(path)) {
+        t.diagnostic(`missing ${path}`);
+        continue;
+      }
+      const reply = await submit(emu, 'en?diarization=1', multipart([filePart(readFileSync(path), name)]));
+      assert.equal(reply.status, 200, `${name}: ${reply.text}`);
+      const { jobId } = reply.json() as { jobId: string };
+      await waitForStatus(emu, jobId, 'done');
+      const { data } = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+      assert.ok(
+        Math.abs((data.audio_duration as number) - seconds) < 0.1,
+        `${name}: ${data.audio_duration} s`,
+      );
+      const found = (data.diarization_segments as unknown[]).length;
+      assert.ok(found >= regions, `${name}: ${found} speech regions, at least ${regions} expected`);
+    }
   });
 });

@@ -1,6 +1,6 @@
-// Speech regions from the audio itself: short-window energy with hysteresis over an adaptive
-// noise floor. Fed PCM16LE mono in any chunking, it finds the same regions (windows are cut at
-// fixed sample positions), so record timing follows the real audio.
+// Speech regions from the audio itself: short-window energy with hysteresis over a noise floor
+// (the quietest recent window). Fed PCM16LE mono in any chunking, it finds the same regions
+// (windows are cut at fixed sample positions), so record timing follows the real audio.
 
 import { bufferToInt16 } from '../../audio/pcm.ts';
 
@@ -15,13 +15,22 @@ const WINDOW_SEC = 0.02;
 const ONSET_WINDOWS = 2;
 /** Windows below the end threshold needed to close a region (a pause). */
 const HANGOVER_WINDOWS = 15;
-/** Absolute thresholds, dBFS; the adaptive floor can only raise them. */
+/** Absolute thresholds, dBFS; the noise floor can only raise them. */
 const ABS_ON_DB = -42;
 const ABS_OFF_DB = -48;
-const FLOOR_ON_MARGIN_DB = 12;
-const FLOOR_OFF_MARGIN_DB = 8;
-/** How fast the noise floor follows rising energy, dB per window (0.5 dB/s at 20 ms). */
-const FLOOR_RISE_DB = 0.01;
+const FLOOR_ON_MARGIN_DB = 14;
+const FLOOR_OFF_MARGIN_DB = 10;
+/**
+ * The noise floor is the quietest window of the last 3 s: speech has gaps within 3 s, steady
+ * noise (hiss, hum, a crowd) does not, so noise is learnt and not taken for speech. Near
+ * digital silence counts (as -70 dB) only in runs of 200 ms or more, so that a few zero
+ * samples at the start of a noisy recording do not hide its noise; and the floor is never
+ * above -40 dB, so audio that starts with speech is not taken for noise.
+ */
+const FLOOR_WINDOWS = 150;
+const FLOOR_SILENCE_DB = -70;
+const FLOOR_SILENCE_RUN = 10;
+const FLOOR_MAX_DB = -40;
 const SILENCE_DB = -120;
 const FULL_SCALE_SQ = 32768 * 32768;
 
@@ -32,7 +41,11 @@ export class SpeechRegionDetector {
   #inWindow = 0;
   #windows = 0;
   #carry: number | undefined;
-  #floor = ABS_OFF_DB - FLOOR_OFF_MARGIN_DB;
+  /** The last FLOOR_WINDOWS window energies that count for the floor (a ring). */
+  readonly #recent = new Float64Array(FLOOR_WINDOWS);
+  #recentCount = 0;
+  #recentNext = 0;
+  #silentRun = 0;
   #above = 0;
   #below = 0;
   /** Start window of the open region, or -1. */
@@ -132,11 +145,9 @@ export class SpeechRegionDetector {
     this.#inWindow = 0;
     const db = meanSq > 0 ? 10 * Math.log10(meanSq / FULL_SCALE_SQ) : SILENCE_DB;
     const index = this.#windows++;
-    // The floor drops at once to quieter windows and rises slowly, so steady noise is learnt
-    // but speech (which comes and goes) is not.
-    this.#floor = db < this.#floor ? db : this.#floor + FLOOR_RISE_DB;
-    const on = Math.max(ABS_ON_DB, this.#floor + FLOOR_ON_MARGIN_DB);
-    const off = Math.max(ABS_OFF_DB, this.#floor + FLOOR_OFF_MARGIN_DB);
+    const floor = this.#noteFloor(db);
+    const on = Math.max(ABS_ON_DB, floor + FLOOR_ON_MARGIN_DB);
+    const off = Math.max(ABS_OFF_DB, floor + FLOOR_OFF_MARGIN_DB);
     if (this.#openAt < 0) {
       this.#above = db > on ? this.#above + 1 : 0;
       if (this.#above >= ONSET_WINDOWS) {
@@ -160,6 +171,23 @@ export class SpeechRegionDetector {
       this.#below = 0;
       this.#quietFrom = -1;
     }
+  }
+
+  /** Record a window's energy and return the noise floor. */
+  #noteFloor(db: number): number {
+    let counted: number | undefined = db;
+    if (db < FLOOR_SILENCE_DB) {
+      this.#silentRun++;
+      counted = this.#silentRun >= FLOOR_SILENCE_RUN ? FLOOR_SILENCE_DB : undefined;
+    } else this.#silentRun = 0;
+    if (counted !== undefined) {
+      this.#recent[this.#recentNext] = counted;
+      this.#recentNext = (this.#recentNext + 1) % FLOOR_WINDOWS;
+      if (this.#recentCount < FLOOR_WINDOWS) this.#recentCount++;
+    }
+    let floor = FLOOR_MAX_DB;
+    for (let i = 0; i < this.#recentCount; i++) if (this.#recent[i]! < floor) floor = this.#recent[i]!;
+    return floor;
   }
 }
 

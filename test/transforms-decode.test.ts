@@ -242,6 +242,38 @@ test('property: the Ogg and WebM demuxers give the same packets however the byte
   }
 });
 
+test('property: decode() output does not depend on how the input is split (WAV, raw, Ogg Opus)', async () => {
+  const inputs: Array<[Buffer, DecodeOptions]> = [
+    [await sineFile({ seconds: 0.3, rate: 44100, channels: 2, codec: 'pcm_s24le' }), {}],
+    [await sineFile({ seconds: 0.3, rate: 8000, channels: 1, codec: 'pcm_mulaw' }), {}],
+    [
+      await ffmpeg(['-f', 'lavfi', '-i', 'sine=sample_rate=22050:duration=0.3', '-f', 'f32le', 'pipe:1']),
+      { input: { encoding: 'f32le', sampleRate: 22050, channels: 1 } },
+    ],
+    [await opusFile('ogg', [], 0.4), {}],
+  ];
+  for (const [file, options] of inputs) {
+    const whole = (await run(file, options, file.length)).pcm;
+    await fc.assert(
+      fc.asyncProperty(cutsFor(file.length), async (cuts) => {
+        const parts: Buffer[] = [];
+        await pipeline(
+          Readable.from(splitAt(file, cuts)),
+          decode(options),
+          new Writable({
+            write(c: Buffer, _e, cb) {
+              parts.push(c);
+              cb();
+            },
+          }),
+        );
+        assert.ok(Buffer.concat(parts).equals(whole));
+      }),
+      { numRuns: 25 },
+    );
+  }
+});
+
 test('cut or corrupt Opus input fails with MediaError', async () => {
   const ogg = await opusFile('ogg');
   await assert.rejects(

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { Pacer, pace } from '../src/transforms/pace.ts';
 
@@ -136,4 +137,27 @@ test('destroy clears the pending timer (no handle left open)', async () => {
   stream.destroy();
   await new Promise((resolve) => stream.once('close', resolve));
   // test/setup.ts fails this file if the Timeout were still active.
+});
+
+test('property: whatever the chunk sizes, bytes let through by time t never exceed burst + rate * t', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 1, max: 40_000 }), { minLength: 1, maxLength: 200 }),
+      fc.integer({ min: 0, max: 100_000 }),
+      (sizes, burstBytes) => {
+        const c = clock();
+        const pacer = new Pacer({ now: c.now, burstBytes });
+        let sent = 0;
+        for (const size of sizes) {
+          c.advance(pacer.delayFor(size));
+          pacer.take(size);
+          sent += size;
+          // A chunk larger than the bucket may go once the bucket is full (it then owes).
+          const allowance = Math.max(burstBytes, size) + pacer.rate * c.now();
+          assert.ok(sent <= allowance + sizes.length, `${sent} bytes by ${c.now()} ms`);
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
 });

@@ -142,3 +142,18 @@ test('the pool loads its task file from dist/ (.js) as well as from source (.ts)
   const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
   assert.equal(stdout.trim(), '2000 1000');
 });
+
+test('an idle pool does not keep the process alive', async () => {
+  // A process that runs a task and never closes its pool must still exit by itself.
+  const pool = new URL('../src/workers/resample-pool.ts', import.meta.url).href;
+  const script = `
+    const { ResamplePool } = await import(${JSON.stringify(pool)});
+    const p = new ResamplePool({ threads: 2, idleTimeoutMs: 60000 });
+    const out = await p.run({ from: { sampleRate: 16000, channels: 1 }, to: { sampleRate: 8000, channels: 1 },
+      design: {}, window: new Int16Array(4000), base: -200, start: { pos: 0, frac: 0 }, count: 1000 });
+    console.log(out.length);`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    timeout: 30_000,
+  });
+  assert.equal(stdout.trim(), '1000');
+});

@@ -22,10 +22,10 @@ export interface ResampleOptions {
   /** Filter design (passband 0.9, 80 dB stopband by default). */
   design?: ResamplerDesign;
   /**
-   * Where the arithmetic runs. Default `false`: inline. The workers benchmark shows the pool
-   * losing with 20 ms or 100 ms chunks (live audio) or one thread, and winning about 1.6x on two
-   * cores with 1 s tasks fed 1 s reads, or with several streams at once: for bulk work, pass a
-   * `ResamplePool`, or `'shared'` for the process-wide one; tasks then hold `taskSeconds` of output.
+   * Where the arithmetic runs. Default `false`: inline. The workers benchmark (two cores) shows
+   * the pool losing with 20 ms tasks (live frames) or one thread, and winning 1.6-1.8x with 1 s
+   * tasks on two threads when the cores are otherwise idle: for bulk work, pass a `ResamplePool`,
+   * or `'shared'` for the process-wide one; tasks then hold `taskSeconds` of output (latency).
    */
   pool?: ResamplePool | 'shared' | false;
   /** Seconds of output per worker task. Default 1. Ignored inline. */

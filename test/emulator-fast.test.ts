@@ -64,7 +64,12 @@ describe('fast transcription over HTTP', () => {
     expectError(await fast(emu, 'language=en', body()), 400, 'VALIDATION_REQUIRED_FIELD');
     expectError(await fast(emu, 'id=12', body()), 400, 'VALIDATION_INVALID_UUID');
     const id = uuid();
-    expectError(await fast(emu, `id=${id}&language=xx&lang=en`, body()), 400, 'VALIDATION_INVALID_LANGUAGE');
+    const language = expectError(
+      await fast(emu, `id=${id}&language=xx&lang=en`, body()),
+      400,
+      'VALIDATION_INVALID_LANGUAGE',
+    );
+    assert.equal(language.job_id, id, 'the client-supplied id');
     assert.equal(
       (await fast(emu, `id=${id}&language=&lang=ar`, body())).status,
       200,

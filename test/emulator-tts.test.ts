@@ -181,11 +181,13 @@ describe('TTS over HTTP', () => {
       limits: { ttsInputCharacters: { free: 10, standard: 20 } },
     });
     assert.equal((await tts(emu, { id: uuid(), text: 'a'.repeat(10) }, { key: 'free' })).status, 200);
+    const requestId = uuid();
     const over = expectError(
-      await tts(emu, { id: uuid(), text: 'a'.repeat(11) }, { key: 'free' }),
+      await tts(emu, { id: requestId, text: 'a'.repeat(11) }, { key: 'free' }),
       422,
       'CHARACTER_COUNT_EXCEEDED',
     );
+    assert.equal(over.job_id, requestId, 'the client-supplied id');
     assert.deepEqual(over.data, {
       limit: 10,
       observed: 11,

@@ -17,6 +17,8 @@ export class HttpExchange {
   readonly op: OperationName;
   readonly url: URL;
   readonly requestId = newRequestId();
+  /** The request's own id (fast `id`, TTS `id`), once known: `job_id` of its error bodies. */
+  clientId: string | undefined;
   /** The raw key header (fault rules select on it). */
   readonly keyHeader: string | undefined;
   plan: FaultPlan = NO_FAULTS;
@@ -83,7 +85,7 @@ export class HttpExchange {
       return;
     }
     const raw = rejection.init.rawBody;
-    const body = Buffer.from(raw ?? JSON.stringify(rejection.body(this.requestId)));
+    const body = Buffer.from(raw ?? JSON.stringify(rejection.body(this.requestId, this.clientId)));
     const headers: Record<string, string | number> = {
       'content-type':
         rejection.init.contentType ?? (raw === undefined ? 'application/json' : 'text/html; charset=utf-8'),

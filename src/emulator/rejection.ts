@@ -43,8 +43,8 @@ export class Rejection extends Error {
     return this.status === 429 || this.status >= 500;
   }
 
-  /** The error body; `requestId` fills `request_id`. */
-  body(requestId: string): ErrorBody {
+  /** The error body; `requestId` fills `request_id`, `clientId` a `job_id` the rejection lacks. */
+  body(requestId: string, clientId?: string): ErrorBody {
     const body: ErrorBody = {
       error: legacyError(this.status),
       code: this.code,
@@ -53,7 +53,8 @@ export class Rejection extends Error {
       timestamp: new Date().toISOString(),
     };
     if (this.init.message !== undefined) body.message = this.init.message;
-    if (this.init.jobId !== undefined) body.job_id = this.init.jobId;
+    const jobId = this.init.jobId ?? clientId;
+    if (jobId !== undefined) body.job_id = jobId;
     if (!this.init.omitRequestId) body.request_id = requestId;
     if (this.init.data !== undefined) body.data = this.init.data;
     return body;

@@ -50,10 +50,9 @@ export function fastRecords(
 export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void> {
   const { ctx } = ex;
   const q = ex.url.searchParams;
-  const { id, language } = checkFastRequest(
-    q.get('id'),
-    nonEmpty(q.get('language')) ?? nonEmpty(q.get('lang')),
-  );
+  const rawId = q.get('id');
+  if (isUuid(rawId)) ex.clientId = rawId;
+  const { id, language } = checkFastRequest(rawId, nonEmpty(q.get('language')) ?? nonEmpty(q.get('lang')));
   ctx.asrModel(language, nonEmpty(q.get('asr')) ?? nonEmpty(q.get('model')));
   const rules = uploadRules(ctx.limits, 'fast');
   checkUploadHeaders(ex, rules);

@@ -4,16 +4,29 @@
 import { HTTP_TTS_SAMPLE_RATE } from '../../protocol/socket-events.ts';
 import { encodeTtsFrame } from '../../protocol/tts-frames.ts';
 import { checkTtsRequestBytes, countCodePoints } from '../../protocol/tts-request.ts';
+import { isUuid } from '../../protocol/uuid.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
 import { Rejection } from '../rejection.ts';
 import { admitTts, PieceCutter, startSynthesis } from '../tts-service.ts';
 import type { EmulatorKey } from '../types.ts';
 
+/** The body's `id` when it is a UUID (for `job_id` on the error body of a refused request). */
+function requestIdOf(raw: Buffer): string | undefined {
+  try {
+    const id: unknown = (JSON.parse(raw.toString('utf8')) as { id?: unknown } | null)?.id;
+    return isUuid(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function ttsHttp(ex: HttpExchange, key: EmulatorKey): Promise<void> {
   const { ctx } = ex;
   const raw = await ex.readBody(ctx.limits.ttsRequestBytes, undefined, 'the request body');
-  const admitted = admitTts(ctx, checkTtsRequestBytes(raw, { tier: key.tier, limits: ctx.limits }), key);
+  const check = checkTtsRequestBytes(raw, { tier: key.tier, limits: ctx.limits });
+  ex.clientId = check.ok ? check.body.id : requestIdOf(raw);
+  const admitted = admitTts(ctx, check, key);
   try {
     throwIfFailing(ex);
     const { body, voice } = admitted;

@@ -141,5 +141,7 @@ test('a 300 MiB upload streams from disk: client memory stays flat', async () =>
   }
   assert.ok(received > 300 * 1024 * 1024, 'the whole file was sent');
   const growthMiB = (peak - baseline) / 1024 / 1024;
-  assert.ok(growthMiB < 64, `RSS grew ${growthMiB.toFixed(1)} MiB while uploading 300 MiB`);
+  // Buffering the file would add at least 300 MiB; RSS also holds freed-but-unreturned pages,
+  // so the bound leaves room for that noise while still proving the upload streams.
+  assert.ok(growthMiB < 128, `RSS grew ${growthMiB.toFixed(1)} MiB while uploading 300 MiB`);
 });

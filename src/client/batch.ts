@@ -29,7 +29,7 @@ import { type Admission, isAdmissionRejection } from './admission.ts';
 import { type HttpResponse, type HttpTransport, readText } from './http.ts';
 import { type UploadInput, uploadSource } from './input.ts';
 import { multipartBody } from './multipart.ts';
-import { backoffDelay, DEFAULT_RETRY, type RetryOptions, sleep } from './retry.ts';
+import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 
 export type AmbiguousSubmitPolicy = 'fail' | 'resubmit';
 
@@ -210,10 +210,7 @@ export class BatchApi {
           if (policy === 'fail') throw err;
           ambiguousAttempts++;
         }
-        const retryable =
-          (err instanceof TransportError && err.retryable && err.code !== 'ERR_CLIENT_CLOSED') ||
-          (err instanceof SpeechServiceError && err.retryable && err.status !== 429);
-        if (!retryable || retry + 1 >= maxAttempts || !source.reopenable) throw err;
+        if (!isRetryableFailure(err) || retry + 1 >= maxAttempts || !source.reopenable) throw err;
         await sleep(
           backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           options.signal,
@@ -314,10 +311,7 @@ export class BatchApi {
         )) as T;
       } catch (err) {
         if (signal?.aborted) throw err;
-        const retryable =
-          (err instanceof TransportError && err.code !== 'ERR_CLIENT_CLOSED') ||
-          (err instanceof SpeechServiceError && err.retryable);
-        if (!retryable || attempt + 1 >= maxAttempts) throw err;
+        if (!isRetryableFailure(err, { include429: true }) || attempt + 1 >= maxAttempts) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           signal,

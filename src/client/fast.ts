@@ -7,7 +7,7 @@ import {
   IncompleteStreamError,
   localServiceError,
   ProtocolError,
-  SpeechServiceError,
+  type SpeechServiceError,
   TransportError,
 } from '../protocol/errors.ts';
 import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
@@ -20,7 +20,7 @@ import { type Admission, isAdmissionRejection } from './admission.ts';
 import { type HttpTransport, transportError } from './http.ts';
 import { type UploadInput, type UploadSource, uploadSource } from './input.ts';
 import { multipartBody } from './multipart.ts';
-import { backoffDelay, DEFAULT_RETRY, type RetryOptions, sleep } from './retry.ts';
+import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 export interface FastOptions {
@@ -43,12 +43,6 @@ export interface FastDeps {
   limits: Limits;
   retry: RetryOptions;
   realtimePrefix: string;
-}
-
-/** Whether a failure before any output may be retried with a fresh id. */
-function retryableBeforeOutput(err: unknown): boolean {
-  if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
-  return err instanceof SpeechServiceError && err.retryable && err.status !== 429;
 }
 
 export class FastApi {
@@ -94,7 +88,7 @@ export class FastApi {
         if (
           delivered > 0 ||
           options.signal?.aborted ||
-          !retryableBeforeOutput(err) ||
+          !isRetryableFailure(err) ||
           attempt + 1 >= maxAttempts
         )
           throw err;

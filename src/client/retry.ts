@@ -1,4 +1,6 @@
-// Backoff with full jitter and an abortable sleep: the timing half of every retry policy.
+// Backoff with full jitter, an abortable sleep, and which failures may be retried at all.
+
+import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
 
 export interface BackoffOptions {
   /** First delay. Default 250 ms. */
@@ -63,4 +65,15 @@ export function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal 
   if (present.length === 0) return undefined;
   if (present.length === 1) return present[0];
   return AbortSignal.any(present);
+}
+
+/**
+ * Whether a failure may be retried (the caller decides whether it is *safe*: nothing
+ * delivered yet, an idempotent read). 429 is left to admission control unless `include429`
+ * (reads are not admission-queued, so they wait out their own 429s).
+ */
+export function isRetryableFailure(err: unknown, options: { include429?: boolean } = {}): boolean {
+  if (err instanceof TransportError) return err.retryable && err.code !== 'ERR_CLIENT_CLOSED';
+  if (!(err instanceof SpeechServiceError) || !err.retryable) return false;
+  return err.status !== 429 || options.include429 === true;
 }

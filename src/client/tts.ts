@@ -8,8 +8,7 @@ import {
   IncompleteStreamError,
   localServiceError,
   ProtocolError,
-  SpeechServiceError,
-  TransportError,
+  type SpeechServiceError,
 } from '../protocol/errors.ts';
 import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
 import type { Limits, Tier } from '../protocol/limits.ts';
@@ -24,7 +23,7 @@ import { isUuid, randomUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { type HttpTransport, transportError } from './http.ts';
-import { backoffDelay, DEFAULT_RETRY, type RetryOptions, sleep } from './retry.ts';
+import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 export interface VoiceReferenceInput {
@@ -63,11 +62,6 @@ export interface TtsDeps {
   tier: Tier | undefined;
   retry: RetryOptions;
   realtimePrefix: string;
-}
-
-function retryableBeforeOutput(err: unknown): boolean {
-  if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
-  return err instanceof SpeechServiceError && err.retryable && err.status !== 429;
 }
 
 export class TtsApi {
@@ -131,7 +125,7 @@ export class TtsApi {
           slot.rejected(err, attempt);
           continue;
         }
-        if (options.signal?.aborted || !retryableBeforeOutput(err) || attempt + 1 >= maxAttempts) throw err;
+        if (options.signal?.aborted || !isRetryableFailure(err) || attempt + 1 >= maxAttempts) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           options.signal,

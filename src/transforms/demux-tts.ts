@@ -1,7 +1,8 @@
 // demuxTts(): a TTS 200 body (undelimited service frames) in, `{ final, pcm }` chunks out.
 
-import { Transform, type TransformCallback } from 'node:stream';
-import { type TtsChunk, TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
+import type { Transform } from 'node:stream';
+import { TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
+import { coreTransform } from './core-transform.ts';
 
 export interface DemuxTtsOptions extends TtsDemuxerOptions {
   /** The UUID sent as `id` in the TTS request. */
@@ -15,27 +16,8 @@ export interface DemuxTtsOptions extends TtsDemuxerOptions {
  */
 export function demuxTts(options: DemuxTtsOptions): Transform {
   const demuxer = new TtsDemuxer(options.requestId, options);
-  // A fresh array per call: truncating a reused one costs more than allocating.
-  const pushAll = (stream: Transform, chunks: TtsChunk[]) => {
-    for (let i = 0; i < chunks.length; i++) stream.push(chunks[i]);
-  };
-  return new Transform({
-    readableObjectMode: true,
-    transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
-      try {
-        pushAll(this, demuxer.push(chunk));
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
-    },
-    flush(this: Transform, callback: TransformCallback) {
-      try {
-        pushAll(this, demuxer.end());
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
-    },
-  });
+  return coreTransform(
+    { push: (chunk: Buffer) => demuxer.push(chunk), end: () => demuxer.end() },
+    { readableObjectMode: true },
+  );
 }

@@ -1,8 +1,9 @@
 // parseNdjson(): bytes in, one parsed value per complete NDJSON line out (object mode).
 
-import { Transform, type TransformCallback } from 'node:stream';
+import type { Transform } from 'node:stream';
 import { ProtocolError } from '../protocol/errors.ts';
 import { NdjsonDecoder, type NdjsonDecoderOptions } from '../protocol/ndjson.ts';
+import { coreTransform } from './core-transform.ts';
 
 export type ParseNdjsonOptions = NdjsonDecoderOptions;
 
@@ -13,33 +14,14 @@ export type ParseNdjsonOptions = NdjsonDecoderOptions;
  */
 export function parseNdjson(options: ParseNdjsonOptions = {}): Transform {
   const decoder = new NdjsonDecoder(options);
-  // A fresh array per call: truncating a reused one costs more than allocating.
-  const pushAll = (stream: Transform, values: unknown[]) => {
-    for (let i = 0; i < values.length; i++) {
-      const value = values[i];
-      if (value === null) {
-        throw new ProtocolError('ERR_NDJSON_NULL', `line ${decoder.lines - values.length + i + 1} is null`);
-      }
-      stream.push(value);
-    }
+  const noNulls = (values: unknown[]) => {
+    const at = values.indexOf(null);
+    if (at !== -1)
+      throw new ProtocolError('ERR_NDJSON_NULL', `line ${decoder.lines - values.length + at + 1} is null`);
+    return values;
   };
-  return new Transform({
-    readableObjectMode: true,
-    transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
-      try {
-        pushAll(this, decoder.push(chunk));
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
-    },
-    flush(this: Transform, callback: TransformCallback) {
-      try {
-        pushAll(this, decoder.end());
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
-    },
-  });
+  return coreTransform(
+    { push: (chunk: Buffer) => noNulls(decoder.push(chunk)), end: () => noNulls(decoder.end()) },
+    { readableObjectMode: true },
+  );
 }

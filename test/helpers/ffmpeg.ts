@@ -40,10 +40,15 @@ export function sineFile(options: {
 }
 
 /**
- * ffmpeg's own decode of `input` to PCM16LE at its native rate and channels. `inputArgs` go
- * before `-i` (to declare a raw input format).
+ * ffmpeg's own decode of `input` to PCM16LE (native rate and channels unless `outputArgs` say
+ * otherwise, e.g. `['-ar', '16000', '-ac', '1']`). `inputArgs` go before `-i` (to declare a raw
+ * input format).
  */
-export function ffmpegPcm16(input: Buffer, inputArgs: string[] = []): Promise<Buffer> {
+export function ffmpegPcm16(
+  input: Buffer,
+  inputArgs: string[] = [],
+  outputArgs: string[] = [],
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       'ffmpeg',
@@ -54,6 +59,7 @@ export function ffmpegPcm16(input: Buffer, inputArgs: string[] = []): Promise<Bu
         ...inputArgs,
         '-i',
         'pipe:0',
+        ...outputArgs,
         '-f',
         's16le',
         '-c:a',

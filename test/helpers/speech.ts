@@ -4,34 +4,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { encodeWav } from '../../src/index.ts';
+import { ffmpegPcm16 } from './ffmpeg.ts';
 
 const run = promisify(execFile);
 const cache = new Map<string, Promise<Buffer>>();
-
-function toPcm16k(wav: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      'ffmpeg',
-      [
-        '-hide_banner',
-        '-loglevel',
-        'error',
-        '-i',
-        'pipe:0',
-        '-ar',
-        '16000',
-        '-ac',
-        '1',
-        '-f',
-        's16le',
-        'pipe:1',
-      ],
-      { encoding: 'buffer', maxBuffer: 1 << 28 },
-      (err, stdout) => (err ? reject(err) : resolve(stdout)),
-    );
-    child.stdin!.end(wav);
-  });
-}
 
 /** PCM16LE 16 kHz mono of `text` spoken by espeak-ng, followed by `pauseMs` of silence. */
 export function speechPcm(text: string, options: { voice?: string; pauseMs?: number } = {}): Promise<Buffer> {
@@ -43,7 +19,7 @@ export function speechPcm(text: string, options: { voice?: string; pauseMs?: num
         encoding: 'buffer',
         maxBuffer: 1 << 28,
       });
-      const pcm = await toPcm16k(stdout);
+      const pcm = await ffmpegPcm16(stdout, [], ['-ar', '16000', '-ac', '1']);
       const pause = Buffer.alloc(Math.round(((options.pauseMs ?? 0) / 1000) * 16000) * 2);
       return Buffer.concat([pcm, pause]);
     })();

@@ -12,7 +12,14 @@ export interface Comparison {
   ratio: number;
   /** Minimum acceptable ratio, when the issue sets one. */
   target?: number;
+  /** Minimum acceptable absolute value of `ours`, when the issue sets one. */
+  minimum?: number;
   note?: string;
+}
+
+/** Whether a result meets its ratio target and absolute minimum (true when it has neither). */
+export function meets(r: Comparison): boolean {
+  return (r.target === undefined || r.ratio >= r.target) && (r.minimum === undefined || r.ours >= r.minimum);
 }
 
 export interface CompareOptions {
@@ -81,8 +88,13 @@ export function formatTable(results: Comparison[]): string {
     `${r.ours.toFixed(1)} ${r.unit}`,
     `${r.baseline.toFixed(1)} ${r.unit}`,
     r.ratio.toFixed(2),
-    r.target === undefined ? '' : `>= ${r.target}`,
-    r.target === undefined ? '' : r.ratio >= r.target ? 'ok' : 'BELOW',
+    [
+      r.target === undefined ? '' : `ratio >= ${r.target}`,
+      r.minimum === undefined ? '' : `>= ${r.minimum} ${r.unit}`,
+    ]
+      .filter(Boolean)
+      .join(', '),
+    r.target === undefined && r.minimum === undefined ? '' : meets(r) ? 'ok' : 'BELOW',
     r.note ?? '',
   ]);
   const head = ['benchmark', 'speechpipe', 'baseline', 'ratio', 'target', '', 'note'];

@@ -1,0 +1,89 @@
+// One measured run of the end-to-end pipeline (or its baseline), in a fresh process so that
+// its peak RSS is its own: prints {audioSeconds, wallSeconds, maxRssMiB, words} as JSON.
+//   node bench/pipeline-run.ts pipeline <file> <url> <key>
+//   node bench/pipeline-run.ts baseline <file> <url> <key>
+
+import { createReadStream } from 'node:fs';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { request } from 'undici';
+import {
+  assembleTranscript,
+  createClient,
+  decode,
+  encodeFrame,
+  randomUuid,
+  sttStream,
+  type TranscriptEvent,
+  toFrames,
+} from '../src/index.ts';
+
+const [mode, file, url, key] = process.argv.slice(2) as [string, string, string, string];
+const started = performance.now();
+let audioBytes = 0;
+let words = 0;
+
+if (mode === 'pipeline') {
+  const client = createClient({ apiUrl: url, apiKey: key, env: {} });
+  const frames = toFrames({ transport: 'http', language: 'en' });
+  frames.on('data', () => {});
+  await pipeline(
+    createReadStream(file),
+    decode(),
+    new (await import('node:stream')).Transform({
+      transform(chunk: Buffer, _e, cb) {
+        audioBytes += chunk.length;
+        cb(null, chunk);
+      },
+    }),
+    toFrames({ transport: 'http', language: 'en' }),
+    sttStream({ client, keepaliveMs: 0 }),
+    assembleTranscript({ keepWords: false }),
+    new Writable({
+      objectMode: true,
+      write(event: TranscriptEvent, _e, cb) {
+        if (event.type === 'utterance') words += event.words.length;
+        cb();
+      },
+    }),
+  );
+  frames.destroy();
+  await client.close();
+} else {
+  // Baseline: the same frames POSTed one after another with bare undici, bodies read as text.
+  const pcmChunks: Buffer[] = [];
+  await pipeline(createReadStream(file), decode(), async (source) => {
+    for await (const chunk of source) pcmChunks.push(chunk as Buffer);
+  });
+  const pcm = Buffer.concat(pcmChunks);
+  audioBytes = pcm.length;
+  const id = randomUuid();
+  const step = 32000;
+  for (let at = 0; at < pcm.length; at += step) {
+    const end = Math.min(pcm.length, at + step) & ~1;
+    const frame = encodeFrame({
+      streamId: id,
+      isStart: at === 0,
+      isFinal: end >= (pcm.length & ~1),
+      language: 'en',
+      pcm: pcm.subarray(at, end),
+    });
+    const res = await request(`${url}/http/stt-stream`, {
+      method: 'POST',
+      headers: { 'x-api-key': key },
+      body: frame,
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new Error(`baseline POST ${res.statusCode}: ${text}`);
+    for (const line of text.split('\n')) if (line.includes('"is_speech_final":true')) words++;
+  }
+}
+
+process.stdout.write(
+  `${JSON.stringify({
+    audioSeconds: audioBytes / 32000,
+    wallSeconds: (performance.now() - started) / 1000,
+    maxRssMiB: process.resourceUsage().maxRSS / 1024,
+    words,
+  })}\n`,
+);

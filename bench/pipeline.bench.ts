@@ -1,0 +1,78 @@
+// End to end: an MP3 → decode → toFrames → sttStream (emulator in its own process, instant
+// engine, session rate limit lifted) → assembleTranscript. Throughput against the same frames
+// POSTed by bare undici (no streams, no records parsed), and peak RSS of a 1-hour input
+// against a 10-minute one (flat memory: the ratio stays near 1). Each run is a fresh process.
+
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Comparison } from './harness.ts';
+import { startEmulatorProcess } from './helpers/emulator-process.ts';
+import { speechArchive } from './helpers/speech-archive.ts';
+
+const exec = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+interface RunResult {
+  audioSeconds: number;
+  wallSeconds: number;
+  maxRssMiB: number;
+  words: number;
+}
+
+async function measure(
+  mode: 'pipeline' | 'baseline',
+  file: string,
+  url: string,
+  key: string,
+): Promise<RunResult> {
+  const { stdout } = await exec(process.execPath, ['bench/pipeline-run.ts', mode, file, url, key], {
+    cwd: ROOT,
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout) as RunResult;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+export async function run(): Promise<Comparison[]> {
+  const tenMinutes = await speechArchive(600);
+  const oneHour = await speechArchive(3600);
+  const emulator = await startEmulatorProcess({
+    latency: 'instant',
+    limits: { sessionAudioRateRealtime: 1e6, sessionAudioRateBurstBytes: 1e12 },
+  });
+  try {
+    const ours: number[] = [];
+    const base: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const p = await measure('pipeline', tenMinutes, emulator.url, emulator.apiKey);
+      const b = await measure('baseline', tenMinutes, emulator.url, emulator.apiKey);
+      if (p.words === 0) throw new Error('the pipeline committed no words');
+      ours.push(p.audioSeconds / p.wallSeconds);
+      base.push(b.audioSeconds / b.wallSeconds);
+    }
+    const throughput: Comparison = {
+      name: 'file→decode→toFrames→sttStream→assembleTranscript vs bare POST loop (10 min MP3)',
+      unit: 'audio s/s',
+      ours: median(ours),
+      baseline: median(base),
+      ratio: median(ours) / median(base),
+      minimum: 200,
+    };
+    const short = await measure('pipeline', tenMinutes, emulator.url, emulator.apiKey);
+    const long = await measure('pipeline', oneHour, emulator.url, emulator.apiKey);
+    const memory: Comparison = {
+      name: 'pipeline peak RSS: 10 min input / 1 h input (1.0 = flat)',
+      unit: 'MiB',
+      ours: long.maxRssMiB,
+      baseline: short.maxRssMiB,
+      ratio: short.maxRssMiB / long.maxRssMiB,
+      target: 0.8,
+      note: `1 h input: ${(long.audioSeconds / long.wallSeconds).toFixed(0)} audio s/s, ${long.words} words`,
+    };
+    return [throughput, memory];
+  } finally {
+    await emulator.stop();
+  }
+}

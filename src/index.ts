@@ -21,7 +21,6 @@ export {
   SpeakerTimeline,
   type SpeakerUtteranceEvent,
   type SpeakerWord,
-  UNKNOWN_SPEAKER,
 } from './transforms/align-speakers.ts';
 export {
   type AssembleTranscriptOptions,

@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { WordSegment } from '../src/protocol/records.ts';
+import { UNKNOWN_SPEAKER } from '../src/protocol/speaker-rule.ts';
 import {
   alignSpeakers,
   alignSpeakersStream,
   SpeakerTimeline,
   type SpeakerUtteranceEvent,
-  UNKNOWN_SPEAKER,
 } from '../src/transforms/align-speakers.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import type { SpeakerSegment } from '../src/transforms/merge-diarization.ts';

@@ -12,6 +12,7 @@ import type {
   LegacyWordOffset,
 } from '../protocol/jobs.ts';
 import type { WordSegment } from '../protocol/records.ts';
+import { realSegments, v1Speaker } from '../protocol/speaker-rule.ts';
 import type { EmulatorContext } from './context.ts';
 import { type AnalyzedAudio, type BatchOptions, type BatchResult, batchResult } from './engine/recording.ts';
 
@@ -133,41 +134,19 @@ export function renderV1(job: Job, forceAlign: boolean): JobV1 {
   return out;
 }
 
-/**
- * `results.offsets[].speaker`: the segment holding the word's start; outside every real segment,
- * with force-align the speaker of the segment boundary nearest the word's midpoint (ties to the
- * earlier segment), without it `UNKNOWN_SPEAKER`; with no real segment, null. A real segment is
- * one with `end_time > start_time`; a start on a shared boundary belongs to the earlier segment.
- */
+/** `results.offsets` with the V1 speaker rule (`src/protocol/speaker-rule.ts`). */
 export function alignSpeakers(
   words: readonly WordSegment[],
   segments: readonly DiarizationSegment[],
   forceAlign: boolean,
 ): LegacyWordOffset[] {
-  const real = segments
-    .filter((s) => s.end_time > s.start_time)
-    .map((s, i) => ({ s, i }))
-    .sort((a, b) => a.s.start_time - b.s.start_time || a.i - b.i)
-    .map((x) => x.s);
-  return words.map((w) => {
-    const offset = { word: w.word, startTime: w.start_time, endTime: w.end_time };
-    if (real.length === 0) return { ...offset, speaker: null };
-    const holder = real.find((s) => s.start_time <= w.start_time && w.start_time <= s.end_time);
-    if (holder) return { ...offset, speaker: holder.speaker };
-    if (!forceAlign) return { ...offset, speaker: 'UNKNOWN_SPEAKER' };
-    const mid = (w.start_time + w.end_time) / 2;
-    let best = real[0]!;
-    let bestDistance = Number.POSITIVE_INFINITY;
-    for (const s of real) {
-      // Microsecond rounding, so a tie in seconds is a tie despite binary fractions.
-      const d = Math.round(Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time)) * 1e6);
-      if (d < bestDistance) {
-        best = s;
-        bestDistance = d;
-      }
-    }
-    return { ...offset, speaker: best.speaker };
-  });
+  const real = realSegments(segments);
+  return words.map((w) => ({
+    word: w.word,
+    startTime: w.start_time,
+    endTime: w.end_time,
+    speaker: v1Speaker(w, real, forceAlign),
+  }));
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;

@@ -13,6 +13,7 @@ export * from './operations.ts';
 export * from './records.ts';
 export * from './riff.ts';
 export * from './socket-events.ts';
+export * from './speaker-rule.ts';
 export * from './tts-frames.ts';
 export * from './tts-request.ts';
 export * from './uuid.ts';

@@ -1,15 +1,18 @@
 // alignSpeakers(): words plus speaker segments to speaker-labelled words, by overlap, with the
-// interface's V1 force-align rule for words outside every segment; and a live stream form that
+// interface's V1 force-align rule (src/protocol/speaker-rule.ts) for words outside every segment; and a live stream form that
 // labels committed words once the diarization timeline has closed past them.
 
 import { EventEmitter } from 'node:events';
 import { Transform, type TransformCallback, Writable } from 'node:stream';
 import type { WordSegment } from '../protocol/records.ts';
+import {
+  nearestBoundarySpeaker,
+  realSegments,
+  UNKNOWN_SPEAKER,
+  v1Speaker,
+} from '../protocol/speaker-rule.ts';
 import type { FinalEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
 import type { DiarizationEvent, SpeakerSegment } from './merge-diarization.ts';
-
-/** The V1 label of a word outside every segment when force-align is off. */
-export const UNKNOWN_SPEAKER = 'UNKNOWN_SPEAKER';
 
 /** A word with its speaker: null when there were no segments at all. */
 export interface SpeakerWord extends WordSegment {
@@ -30,16 +33,9 @@ export interface AlignSpeakersOptions {
   forceAlign?: boolean;
 }
 
-/** Segments that count: positive duration (V1's "real" segments). */
-function realSegments(segments: readonly SpeakerSegment[]): SpeakerSegment[] {
-  return segments.filter((s) => s.end_time > s.start_time).sort((a, b) => a.start_time - b.start_time);
-}
-
 function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: AlignSpeakersOptions): string {
-  if ((options.mode ?? 'overlap') === 'v1') {
-    const containing = segs.find((s) => word.start_time >= s.start_time && word.start_time <= s.end_time);
-    if (containing) return containing.speaker;
-  } else {
+  if ((options.mode ?? 'overlap') === 'v1') return v1Speaker(word, segs, options.forceAlign !== false)!;
+  {
     const bySpeaker = new Map<string, number>();
     let best: string | undefined;
     let bestOverlap = 0;
@@ -61,19 +57,7 @@ function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: A
     }
     if (best !== undefined) return best;
   }
-  if (options.forceAlign === false) return UNKNOWN_SPEAKER;
-  // Nearest boundary (start or end of any segment) to the word's midpoint; ties to the earlier.
-  const mid = (word.start_time + word.end_time) / 2;
-  let speaker = segs[0]!.speaker;
-  let distance = Number.POSITIVE_INFINITY;
-  for (const s of segs) {
-    const d = Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time));
-    if (d < distance) {
-      distance = d;
-      speaker = s.speaker;
-    }
-  }
-  return speaker;
+  return options.forceAlign === false ? UNKNOWN_SPEAKER : nearestBoundarySpeaker(word, segs);
 }
 
 /** Label each word with a speaker from `segments` (see `AlignSpeakersOptions`). */

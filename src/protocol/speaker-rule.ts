@@ -1,0 +1,54 @@
+// The V1 lookup's speaker rule (interface, GET /v1/transcribe/{job_id}/{lang}): a word takes
+// the speaker of the segment holding its start; outside every real segment, with force-align
+// it takes the speaker of the segment boundary nearest its midpoint (ties to the earlier
+// segment), without it `UNKNOWN_SPEAKER`; with no real segment the speaker stays null.
+// Shared by the emulator (which answers V1 lookups) and alignSpeakers() (which offers it live).
+
+export const UNKNOWN_SPEAKER = 'UNKNOWN_SPEAKER';
+
+interface Timed {
+  start_time: number;
+  end_time: number;
+}
+
+interface Segment extends Timed {
+  speaker: string;
+}
+
+/** Segments with positive duration, ordered by start (stable for equal starts). */
+export function realSegments<S extends Segment>(segments: readonly S[]): S[] {
+  return segments
+    .map((s, i) => ({ s, i }))
+    .filter(({ s }) => s.end_time > s.start_time)
+    .sort((a, b) => a.s.start_time - b.s.start_time || a.i - b.i)
+    .map(({ s }) => s);
+}
+
+/** The first (earliest) real segment holding `time`, boundaries included. */
+export function segmentHolding<S extends Segment>(time: number, real: readonly S[]): S | undefined {
+  return real.find((s) => s.start_time <= time && time <= s.end_time);
+}
+
+/** The speaker of the segment boundary nearest the word's midpoint; ties to the earlier segment. */
+export function nearestBoundarySpeaker(word: Timed, real: readonly Segment[]): string {
+  const mid = (word.start_time + word.end_time) / 2;
+  let speaker = real[0]!.speaker;
+  let best = Number.POSITIVE_INFINITY;
+  for (const s of real) {
+    // Whole microseconds, so equal distances in seconds tie despite binary fractions.
+    const d = Math.round(Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time)) * 1e6);
+    if (d < best) {
+      best = d;
+      speaker = s.speaker;
+    }
+  }
+  return speaker;
+}
+
+/** The V1 speaker of one word; `real` must come from `realSegments`. */
+export function v1Speaker(word: Timed, real: readonly Segment[], forceAlign: boolean): string | null {
+  if (real.length === 0) return null;
+  const holder = segmentHolding(word.start_time, real);
+  if (holder) return holder.speaker;
+  return forceAlign ? nearestBoundarySpeaker(word, real) : UNKNOWN_SPEAKER;
+}

@@ -39,33 +39,52 @@ export function bytesPerSample(format: WavSampleFormat, bitsPerSample: number): 
   return format === 'alaw' || format === 'mulaw' ? 1 : bitsPerSample / 8;
 }
 
+/** A copy of the first `bytes` bytes in a fresh (so aligned) buffer, for typed-array views. */
+function aligned(src: Uint8Array, bytes: number): ArrayBuffer {
+  const copy = new Uint8Array(bytes);
+  copy.set(src.subarray(0, bytes));
+  return copy.buffer;
+}
+
 /**
  * Convert whole samples of `format`/`bits` to PCM16 (interleaved, channels untouched).
- * `src.length` must be a multiple of the sample size.
+ * `src.length` must be a multiple of the sample size. Typed-array views throughout: unaligned
+ * input (a chunk starting at an odd offset) costs one copy, not a DataView call per sample.
  */
 export function toPcm16(src: Uint8Array, format: WavSampleFormat, bitsPerSample: number): Int16Array {
   const size = bytesPerSample(format, bitsPerSample);
   const n = Math.floor(src.length / size);
-  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+  const bytes = n * size;
   if (format === 'pcm' && bitsPerSample === 16) {
     if (src.byteOffset % 2 === 0) return new Int16Array(src.buffer, src.byteOffset, n).slice();
-    const out = new Int16Array(n);
-    for (let i = 0; i < n; i++) out[i] = view.getInt16(i * 2, true);
-    return out;
+    return new Int16Array(aligned(src, bytes), 0, n);
   }
   const out = new Int16Array(n);
   if (format === 'alaw') for (let i = 0; i < n; i++) out[i] = ALAW_TO_PCM16[src[i]!]!;
   else if (format === 'mulaw') for (let i = 0; i < n; i++) out[i] = MULAW_TO_PCM16[src[i]!]!;
   else if (format === 'pcm' && bitsPerSample === 8) for (let i = 0; i < n; i++) out[i] = (src[i]! - 128) << 8;
-  else if (format === 'pcm' && bitsPerSample === 24)
-    for (let i = 0; i < n; i++) out[i] = view.getInt16(i * 3 + 1, true);
-  else if (format === 'pcm' && bitsPerSample === 32)
-    for (let i = 0; i < n; i++) out[i] = view.getInt32(i * 4, true) >> 16;
-  else if (format === 'float' && bitsPerSample === 32)
-    for (let i = 0; i < n; i++) out[i] = floatToInt16(view.getFloat32(i * 4, true));
-  else if (format === 'float' && bitsPerSample === 64)
-    for (let i = 0; i < n; i++) out[i] = floatToInt16(view.getFloat64(i * 8, true));
-  else throw new RangeError(`unsupported sample format ${format}/${bitsPerSample}`);
+  else if (format === 'pcm' && bitsPerSample === 24) {
+    // The top two bytes of each little-endian 24-bit sample are its PCM16 value.
+    for (let i = 0, j = 1; i < n; i++, j += 3) out[i] = ((src[j]! | (src[j + 1]! << 8)) << 16) >> 16;
+  } else if (format === 'pcm' && bitsPerSample === 32) {
+    const ints =
+      src.byteOffset % 4 === 0
+        ? new Int32Array(src.buffer, src.byteOffset, n)
+        : new Int32Array(aligned(src, bytes), 0, n);
+    for (let i = 0; i < n; i++) out[i] = ints[i]! >> 16;
+  } else if (format === 'float' && bitsPerSample === 32) {
+    const floats =
+      src.byteOffset % 4 === 0
+        ? new Float32Array(src.buffer, src.byteOffset, n)
+        : new Float32Array(aligned(src, bytes), 0, n);
+    for (let i = 0; i < n; i++) out[i] = floatToInt16(floats[i]!);
+  } else if (format === 'float' && bitsPerSample === 64) {
+    const floats =
+      src.byteOffset % 8 === 0
+        ? new Float64Array(src.buffer, src.byteOffset, n)
+        : new Float64Array(aligned(src, bytes), 0, n);
+    for (let i = 0; i < n; i++) out[i] = floatToInt16(floats[i]!);
+  } else throw new RangeError(`unsupported sample format ${format}/${bitsPerSample}`);
   return out;
 }
 

@@ -8,7 +8,6 @@ import { LiveAsrEngine, LiveDiarizationEngine } from '../src/emulator/engine/liv
 import { detectRegions, SpeechRegionDetector } from '../src/emulator/engine/regions.ts';
 import { SpeakerTurns } from '../src/emulator/engine/speakers.ts';
 import { inverseNormalize, redact } from '../src/emulator/engine/text.ts';
-import { LinearResampler } from '../src/emulator/engine/tts.ts';
 import { recordingWords, regionWords } from '../src/emulator/engine/words.ts';
 import { alignSpeakers } from '../src/emulator/jobs.ts';
 import { PieceCutter } from '../src/emulator/tts-service.ts';
@@ -234,22 +233,6 @@ describe('live engines', () => {
 });
 
 describe('TTS helpers', () => {
-  test('the resampler keeps duration and continuity across chunks', () => {
-    const input = new Int16Array(22_050).map((_, i) =>
-      Math.round(10_000 * Math.sin((2 * Math.PI * 200 * i) / 22_050)),
-    );
-    const whole = new LinearResampler(22_050, 16_000).push(input);
-    const r = new LinearResampler(22_050, 16_000);
-    const pieces = [
-      r.push(input.subarray(0, 1000)),
-      r.push(input.subarray(1000, 1001)),
-      r.push(input.subarray(1001)),
-    ];
-    const joined = Int16Array.from(pieces.flatMap((p) => [...p]));
-    assert.ok(Math.abs(whole.length - 16_000) <= 1);
-    assert.deepEqual([...joined], [...whole]);
-  });
-
   test('PCM is cut into pieces of varying size, nothing lost', () => {
     const cutter = new PieceCutter(16_000);
     const pieces = [...cutter.push(Buffer.alloc(10_000)), ...cutter.push(Buffer.alloc(7_000))];

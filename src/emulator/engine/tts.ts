@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { bufferToInt16, int16ToBuffer } from '../../audio/pcm.ts';
+import { Resampler } from '../../audio/resampler.ts';
 import { WavReader } from '../../audio/wav.ts';
 import type { Lifecycle } from '../lifecycle.ts';
 import type { VoiceProfile } from '../voices.ts';
@@ -99,13 +100,22 @@ async function* espeakSpeech(path: string, request: SynthesisRequest): AsyncGene
   child.stdin.on('error', () => {});
   child.stdin.end(text);
   const reader = new WavReader();
-  const resampler = new LinearResampler(22_050, request.sampleRate);
+  let resampler: Resampler | undefined;
   try {
     for await (const chunk of child.stdout as AsyncIterable<Buffer>) {
       const pcm = reader.push(chunk);
-      if (reader.info && reader.info.sampleRate !== 22_050) resampler.setInputRate(reader.info.sampleRate);
-      if (pcm.length > 0) yield int16ToBuffer(resampler.push(bufferToInt16(pcm)));
+      if (pcm.length === 0) continue;
+      const info = reader.info!;
+      // espeak-ng speaks at 22.05 kHz; the service answers at 16 kHz (HTTP) or 24 kHz (Socket.IO).
+      resampler ??= new Resampler(
+        { sampleRate: info.sampleRate, channels: info.channels },
+        { sampleRate: request.sampleRate, channels: 1 },
+      );
+      const out = resampler.push(bufferToInt16(pcm));
+      if (out.length > 0) yield int16ToBuffer(out);
     }
+    const tail = resampler?.end();
+    if (tail && tail.length > 0) yield int16ToBuffer(tail);
     const code = await exit;
     if (request.signal.aborted) throw request.signal.reason;
     if (code !== 0) throw new SynthesisError(`espeak-ng exited with code ${code}`);
@@ -114,47 +124,6 @@ async function* espeakSpeech(path: string, request: SynthesisRequest): AsyncGene
     stop();
     request.signal.removeEventListener('abort', stop);
     removeCleanup();
-  }
-}
-
-/**
- * Streaming linear-interpolation resampler (good enough for an emulator's voice). Positions are
- * kept as exact integers in units of 1/outRate input samples, so chunking never changes output.
- */
-export class LinearResampler {
-  #inRate: number;
-  readonly #outRate: number;
-  /** Position of the next output, in 1/outRate input samples, relative to `#prev`'s index. */
-  #pos = 0;
-  #prev: number | undefined;
-
-  constructor(inRate: number, outRate: number) {
-    this.#inRate = Math.round(inRate);
-    this.#outRate = Math.round(outRate);
-  }
-
-  setInputRate(inRate: number): void {
-    this.#inRate = Math.round(inRate);
-  }
-
-  push(input: Int16Array): Int16Array {
-    if (input.length === 0) return new Int16Array(0);
-    const offset = this.#prev === undefined ? 0 : 1;
-    const at = (i: number) => (i < offset ? this.#prev! : input[i - offset]!);
-    const length = input.length + offset;
-    const span = (length - 1) * this.#outRate;
-    const out = new Int16Array(Math.max(0, Math.ceil((span - this.#pos) / this.#inRate)));
-    let n = 0;
-    let pos = this.#pos;
-    while (pos < span) {
-      const i = Math.floor(pos / this.#outRate);
-      const f = (pos - i * this.#outRate) / this.#outRate;
-      out[n++] = Math.round(at(i) * (1 - f) + at(i + 1) * f);
-      pos += this.#inRate;
-    }
-    this.#prev = input[input.length - 1];
-    this.#pos = pos - span;
-    return out.subarray(0, n);
   }
 }
 

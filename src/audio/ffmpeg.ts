@@ -118,7 +118,7 @@ export interface FfmpegRun {
   readonly stdout: Readable;
   /** Resolves when ffmpeg exits 0; rejects with `FfmpegError`, or the abort reason. */
   readonly done: Promise<void>;
-  /** Stop the run: SIGTERM, then SIGKILL after the grace period. Idempotent. */
+  /** Stop the run: SIGTERM, then SIGKILL after the grace period; stdin and stdout are closed. Idempotent. */
   stop(): void;
   /** The stderr tail so far. */
   stderrTail(): string;
@@ -154,6 +154,8 @@ export function runFfmpeg(args: readonly string[], options: RunFfmpegOptions = {
     if (stopped || exited) return;
     stopped = true;
     child.stdin.destroy();
+    // A paused stdout with data in it would hold the child's 'close' (and `done`) forever.
+    child.stdout.destroy();
     child.kill('SIGTERM');
     killTimer = setTimeout(() => {
       if (!exited) child.kill('SIGKILL');

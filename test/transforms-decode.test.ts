@@ -2,7 +2,7 @@
 // fixtures, so it needs no media; error paths leave no child process behind.
 
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -500,4 +500,41 @@ test('backpressure both ways on the ffmpeg path: a reader that stops stops the w
   d.end();
   await finished(d);
   assert.ok(Math.abs(ms(out) - 30_000) < 50, `decoded ${ms(out)} ms`);
+});
+
+/** Resolves with the outcome of `promise`, or 'hung' after `ms` (the timer is cleared either way). */
+async function settleWithin<T>(promise: Promise<T>, ms: number): Promise<T | Error | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<'hung'>((resolve) => {
+    timer = setTimeout(resolve, ms, 'hung');
+  });
+  try {
+    return await Promise.race([promise.catch((err: Error) => err), hung]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test('a reader that stalls, then fails, fails the pipeline and leaves no ffmpeg (file source)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'noise.flac');
+  await ffmpeg(['-f', 'lavfi', '-i', 'anoisesrc=duration=30:sample_rate=48000', '-c:a', 'flac', '-y', path]);
+  const d = decode();
+  let pid = 0;
+  d.on('spawn', (p: number) => {
+    pid = p;
+  });
+  const failure = new Error('the sink gave up');
+  // Takes the first chunk and never acknowledges it; 1.5 s later it fails.
+  const stalled = new Writable({
+    write(_chunk: Buffer, _encoding, callback) {
+      setTimeout(() => callback(failure), 1500);
+    },
+  });
+  const outcome = await settleWithin(pipeline(createReadStream(path), d, stalled), 20_000);
+  assert.notEqual(outcome, 'hung', 'the pipeline never settled');
+  assert.equal(outcome, failure);
+  assert.ok(pid > 0);
+  assert.equal(alive(pid), false, 'ffmpeg was reaped');
 });

@@ -538,3 +538,21 @@ test('a reader that stalls, then fails, fails the pipeline and leaves no ffmpeg 
   assert.ok(pid > 0);
   assert.equal(alive(pid), false, 'ffmpeg was reaped');
 });
+
+test('ffmpeg that exits 0 before reading all the input ends the stream (the rest is not waited for)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const early = join(dir, 'ffmpeg');
+  // Answers the build-configuration question; otherwise reads 1000 bytes and exits 0.
+  writeFileSync(
+    early,
+    '#!/bin/sh\nfor a; do [ "$a" = -buildconf ] && exit 0; done\nhead -c 1000 >/dev/null\nexit 0\n',
+  );
+  chmodSync(early, 0o755);
+  const input = Buffer.alloc(4 * 1024 * 1024, 0x5a); // not audio: ffmpeg's path, more than a pipe holds
+  const outcome = await settleWithin(run(input, { ffmpegPath: early }, 64 * 1024), 20_000);
+  assert.notEqual(outcome, 'hung', 'decode() waited for a drain that could not come');
+  assert.ok(!(outcome instanceof Error), `failed: ${outcome}`);
+  assert.equal((outcome as Decoded).pcm.length, 0);
+  assert.equal((outcome as Decoded).pids.length, 1);
+});

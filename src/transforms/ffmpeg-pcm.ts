@@ -111,6 +111,12 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
 
   const writeTo = (r: FfmpegRun, chunk: Buffer, callback: (err?: Error | null) => void) => {
     const stdin = r.stdin;
+    // ffmpeg may stop reading before the input ends (it read all it wanted, or it failed): its
+    // stdin is then gone and would never drain. The rest is dropped; the exit status says why.
+    if (stdin.destroyed || stdin.writableEnded) {
+      callback();
+      return;
+    }
     if (stdin.write(chunk)) callback();
     else {
       // 'close' too: a child that exits early never drains; its exit status says why.

@@ -2,7 +2,7 @@
 // fixtures, so it needs no media; error paths leave no child process behind.
 
 import assert from 'node:assert/strict';
-import { chmodSync, createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -555,4 +555,32 @@ test('ffmpeg that exits 0 before reading all the input ends the stream (the rest
   assert.ok(!(outcome instanceof Error), `failed: ${outcome}`);
   assert.equal((outcome as Decoded).pcm.length, 0);
   assert.equal((outcome as Decoded).pids.length, 1);
+});
+
+test('MP3 gapless trimming cuts only the end padding: concatenated MP3s decode whole', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const one = join(dir, 'one.mp3');
+  // Written to a file, so it has its LAME tag: 3 s exactly, padding after.
+  await ffmpeg(
+    ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100:duration=3', '-ac', '2'].concat([
+      '-c:a',
+      'libmp3lame',
+      '-y',
+      one,
+    ]),
+  );
+  const single = readFileSync(one);
+  const two = join(dir, 'two.mp3');
+  writeFileSync(two, Buffer.concat([single, single])); // `cat one.mp3 one.mp3`
+  // One file: the gapless length to the sample (ffmpeg from a pipe keeps the padding).
+  assert.equal((await run(single)).pcm.length, 3 * 16000 * 2);
+  // Two: everything ffmpeg decodes from the file (6.03 s), not the first file's length.
+  const out = await run(readFileSync(two));
+  const ref = await ffmpeg(['-i', two, '-f', 's16le', '-ar', '16000', '-ac', '1', 'pipe:1']);
+  assert.ok(ms(ref.length) > 6000, `ffmpeg decodes ${ms(ref.length)} ms`);
+  assert.ok(
+    Math.abs(ms(out.pcm.length) - ms(ref.length)) <= 1,
+    `${ms(out.pcm.length)} ms vs ${ms(ref.length)} ms`,
+  );
 });

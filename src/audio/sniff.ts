@@ -14,6 +14,8 @@ export interface Mp3Gapless {
   sampleRate: number;
   /** Samples of real audio per channel: frames * samples per frame - encoder delay - padding. */
   samples: number;
+  /** The encoder's padding after the real audio (samples per channel), which a pipe keeps. */
+  endPadding: number;
 }
 
 export type SniffResult =
@@ -25,7 +27,7 @@ export type SniffResult =
       kind: 'ffmpeg';
       /** An MP4 whose `moov` follows `mdat`: ffmpeg must be able to seek, so give it a file. */
       needsFile?: boolean;
-      /** An MP3 whose LAME tag gives its length: trim ffmpeg's output to it (a pipe cannot). */
+      /** An MP3 whose LAME tag gives its length: trim ffmpeg's padding to it (a pipe cannot). */
       mp3?: Mp3Gapless;
     };
 
@@ -164,5 +166,5 @@ export function mp3GaplessInfo(b: Buffer, at: number): Mp3Gapless | undefined {
   const startPad = delays >> 12;
   const endPad = delays & 0xfff;
   const samples = frames * samplesPerFrame - startPad - endPad;
-  return samples > 0 ? { sampleRate, samples } : undefined;
+  return samples > 0 ? { sampleRate, samples, endPadding: endPad } : undefined;
 }

@@ -189,8 +189,12 @@ export function decode(options: DecodeOptions = {}): Duplex {
       ...target,
       inputArgs: raw ? ['-f', raw.encoding, '-ar', String(raw.sampleRate), '-ac', String(raw.channels)] : [],
       spoolToFile: sniffed?.kind === 'ffmpeg' && sniffed.needsFile === true,
-      maxOutputBytes: mp3
-        ? Math.round((mp3.samples * target.sampleRate) / mp3.sampleRate) * target.channels * 2
+      gaplessEnd: mp3
+        ? {
+            bytes: Math.round((mp3.samples * target.sampleRate) / mp3.sampleRate) * target.channels * 2,
+            paddingBytes:
+              (Math.ceil((mp3.endPadding * target.sampleRate) / mp3.sampleRate) + 1) * target.channels * 2,
+          }
         : undefined,
       ffmpegPath: options.ffmpegPath,
       killGraceMs: options.killGraceMs,

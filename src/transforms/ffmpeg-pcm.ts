@@ -29,8 +29,12 @@ export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
   spoolToFile?: boolean;
   /** Pass each decoded packet on at once (live input) instead of in 32 KiB blocks. Default false. */
   lowLatency?: boolean;
-  /** Output bytes kept; ffmpeg's output past this is read and discarded. */
-  maxOutputBytes?: number;
+  /**
+   * Where the real audio ends when ffmpeg cannot know it (an MP3's end padding, from a pipe):
+   * output past `bytes` is dropped if the output ends within `paddingBytes` after it. A longer
+   * output (MP3s concatenated, a tag that lies) is passed whole: only padding is ever cut.
+   */
+  gaplessEnd?: { bytes: number; paddingBytes: number };
   /** Called with the child's pid once it runs. */
   onSpawn?: (pid: number | undefined) => void;
 }
@@ -65,7 +69,7 @@ export function ffmpegHasSoxr(path: string): Promise<boolean> {
 
 /** A Duplex over one ffmpeg run. */
 export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
-  const cap = options.maxOutputBytes ?? Number.POSITIVE_INFINITY;
+  const trim = options.gaplessEnd;
   // Resolved now, so a missing ffmpeg fails the caller at once (FfmpegNotFoundError).
   const ffmpegPath = resolveFfmpeg(options).path;
   const filter = ffmpegHasSoxr(ffmpegPath).then((soxr) => (soxr ? SOXR_FILTER : SWR_FILTER));
@@ -73,6 +77,9 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
   let starting: Promise<FfmpegRun> | undefined;
   let spool: { dir: string; path: string; file: WriteStream } | undefined;
   let spooling: Promise<void> | undefined;
+  // Output past `trim.bytes`, held until it is known to be padding (the output ends) or not.
+  let held: Buffer[] | undefined = trim ? [] : undefined;
+  let heldBytes = 0;
   let outBytes = 0;
 
   const start = (input: string): Promise<FfmpegRun> => {
@@ -93,11 +100,26 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
       const r = runFfmpeg(args, { ...options, ffmpegPath });
       run = r;
       options.onSpawn?.(r.child.pid);
+      const pass = (chunk: Buffer) => {
+        outBytes += chunk.length;
+        if (!duplex.push(chunk)) r.stdout.pause();
+      };
       r.stdout.on('data', (chunk: Buffer) => {
-        if (outBytes >= cap) return; // past the real end (an MP3's padding): read, not kept
-        const keep = outBytes + chunk.length > cap ? chunk.subarray(0, cap - outBytes) : chunk;
-        outBytes += keep.length;
-        if (!duplex.push(keep)) r.stdout.pause();
+        if (!held || !trim) {
+          pass(chunk);
+          return;
+        }
+        const room = Math.max(0, trim.bytes - outBytes);
+        if (room > 0) pass(room < chunk.length ? chunk.subarray(0, room) : chunk);
+        if (room >= chunk.length) return;
+        held.push(chunk.subarray(room));
+        heldBytes += chunk.length - room;
+        if (heldBytes > trim.paddingBytes) {
+          // More than padding follows: not the end of the audio; pass everything on.
+          const all = Buffer.concat(held);
+          held = undefined;
+          pass(all);
+        }
       });
       const ended = new Promise<void>((resolve) => r.stdout.once('end', resolve));
       Promise.all([ended, r.done]).then(

@@ -584,3 +584,51 @@ test('MP3 gapless trimming cuts only the end padding: concatenated MP3s decode w
     `${ms(out.pcm.length)} ms vs ${ms(ref.length)} ms`,
   );
 });
+
+test('inputs of 0 to 11 bytes fail with a typed error, never a RangeError', async () => {
+  const prefixes = [
+    Buffer.alloc(12),
+    Buffer.from('RIFF\x24\x00\x00\x00WAVE', 'latin1'),
+    Buffer.from('OggS\x00\x02\x00\x00\x00\x00\x00\x00', 'latin1'),
+    Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01, 0x42, 0xf7, 0x81]),
+    Buffer.from('ID3\x04\x00\x00\x00\x00\x00\x00\x00\x00', 'latin1'),
+    Buffer.from([0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0, 0, 0, 0, 0]),
+  ];
+  for (const prefix of prefixes) {
+    for (let n = 0; n <= 11; n++) {
+      const input = prefix.subarray(0, n);
+      for (const mode of ['fallback', 'never'] as const) {
+        const what = `${n} bytes of ${prefix.subarray(0, 4).toString('hex')} (ffmpeg: ${mode})`;
+        await assert.rejects(
+          run(input, { ffmpeg: mode }),
+          (err: Error & { code?: string }) => {
+            assert.ok(err instanceof MediaError || err instanceof FfmpegError, `${what}: ${err}`);
+            if (mode === 'never' || n === 0) assert.equal(err.code, 'ERR_MEDIA_FORMAT', what);
+            return true;
+          },
+          what,
+        );
+      }
+    }
+  }
+});
+
+test('property: sniffAudio decides or asks for more on any bytes, and never throws', () => {
+  const magic = fc.constantFrom(
+    '',
+    'RIFF',
+    'OggS',
+    '\x1a\x45\xdf\xa3',
+    'ID3',
+    '\xff\xfb',
+    '\x00\x00\x00\x18ftyp',
+  );
+  fc.assert(
+    fc.property(magic, fc.uint8Array({ maxLength: 400 }), fc.boolean(), (m, rest, ended) => {
+      const head = Buffer.concat([Buffer.from(m, 'latin1'), rest]);
+      const result = sniffAudio(head, ended);
+      if (ended) assert.notEqual(result.kind, 'more');
+    }),
+    { numRuns: 2000 },
+  );
+});

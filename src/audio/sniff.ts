@@ -40,7 +40,7 @@ export function sniffAudio(head: Buffer, ended: boolean): SniffResult {
   if (head.length < 12 && more) return { kind: 'more' };
   if (looksLikeWav(head)) return sniffWav(head, more);
   if (startsWith(head, 'OggS')) return sniffOgg(head, more);
-  if (head.readUInt32BE(0) === 0x1a45dfa3) return sniffWebm(head, more);
+  if (head.length >= 4 && head.readUInt32BE(0) === 0x1a45dfa3) return sniffWebm(head, more);
   if (startsWith(head, 'ftyp', 4)) return sniffMp4(head, more);
   if (startsWith(head, 'ID3') || isMp3Frame(head, 0)) return sniffMp3(head, more);
   return { kind: 'ffmpeg' };

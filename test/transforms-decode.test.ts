@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { FfmpegError, FfmpegNotFoundError } from '../src/audio/ffmpeg.ts';
 import { MediaError } from '../src/audio/media-error.ts';
-import { OggOpusDemuxer } from '../src/audio/ogg-opus.ts';
+import { OggOpusDemuxer, oggCrc } from '../src/audio/ogg-opus.ts';
 import { sniffAudio } from '../src/audio/sniff.ts';
 import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
 import { ProtocolError } from '../src/protocol/errors.ts';
@@ -631,4 +631,73 @@ test('property: sniffAudio decides or asks for more on any bytes, and never thro
     }),
     { numRuns: 2000 },
   );
+});
+
+/** One Ogg page of `serial` holding `segments` (lacing values) over `body`, with its checksum. */
+function oggPage(flags: number, serial: number, sequence: number, lacing: number[], body: Buffer): Buffer {
+  const page = Buffer.alloc(27 + lacing.length + body.length);
+  page.write('OggS', 0, 'latin1');
+  page[5] = flags;
+  page.writeBigInt64LE(-1n, 6);
+  page.writeUInt32LE(serial, 14);
+  page.writeUInt32LE(sequence, 18);
+  page[26] = lacing.length;
+  Buffer.from(lacing).copy(page, 27);
+  body.copy(page, 27 + lacing.length);
+  page.writeUInt32LE(oggCrc(page), 22);
+  return page;
+}
+
+test('Ogg: a packet continued over page after page fails at the packet limit instead of growing', () => {
+  const head = Buffer.from('OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00', 'latin1');
+  const tags = Buffer.from('OpusTags\x00\x00\x00\x00\x00\x00\x00\x00', 'latin1');
+  const full = Buffer.alloc(255 * 255); // 255 segments of 255 bytes: the packet goes on
+  const demuxer = new OggOpusDemuxer({ maxPacketBytes: 200_000 });
+  demuxer.push(oggPage(2, 7, 0, [head.length], head));
+  demuxer.push(oggPage(0, 7, 1, [tags.length], tags));
+  demuxer.push(oggPage(0, 7, 2, new Array(255).fill(255), full));
+  demuxer.push(oggPage(1, 7, 3, new Array(255).fill(255), full));
+  demuxer.push(oggPage(1, 7, 4, new Array(255).fill(255), full));
+  assert.throws(
+    () => demuxer.push(oggPage(1, 7, 5, new Array(255).fill(255), full)),
+    (e: MediaError) => e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && /packet/.test(e.message),
+  );
+});
+
+test('sniffing is linear in the head: byte-sized writes do not copy or re-parse it again and again', async (t) => {
+  // A WebM head that never reaches its Tracks: EBML, a Segment of unknown size, then 2-byte
+  // Void elements. decode() keeps asking for more (up to the 1 MiB sniff limit).
+  const head = Buffer.concat([
+    Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x80, 0x18, 0x53, 0x80, 0x67, 0xff]),
+    Buffer.alloc(64 * 1024, Buffer.from([0xec, 0x80])),
+  ]);
+  const concat = t.mock.method(Buffer, 'concat');
+  const parse = t.mock.method(WebmOpusDemuxer.prototype, 'push');
+  const d = decode();
+  for (const chunk of chunksOf(head, 64)) d.write(chunk);
+  await new Promise((resolve) => setImmediate(resolve));
+  const copied = concat.mock.calls.reduce((n, c) => n + (c.result as Buffer).length, 0);
+  const parsed = parse.mock.calls.reduce((n, c) => n + (c.arguments[0] as Uint8Array).length, 0);
+  d.destroy();
+  await new Promise((resolve) => d.once('close', resolve));
+  assert.ok(copied <= 4 * head.length, `copied ${copied} bytes for a ${head.length}-byte head`);
+  assert.ok(parsed <= 4 * head.length, `parsed ${parsed} bytes for a ${head.length}-byte head`);
+});
+
+test('the Ogg and WebM demuxers copy their input a bounded number of times however small the chunks', async (t) => {
+  for (const [format, make] of [
+    ['ogg', () => new OggOpusDemuxer()],
+    ['webm', () => new WebmOpusDemuxer()],
+  ] as const) {
+    const file = await opusFile(format, ['-b:a', '128k'], 2);
+    const concat = t.mock.method(Buffer, 'concat');
+    const demuxer = make();
+    let packets = 0;
+    for (const chunk of chunksOf(file, 16)) packets += demuxer.push(chunk).length;
+    demuxer.end();
+    const copied = concat.mock.calls.reduce((n, c) => n + (c.result as Buffer).length, 0);
+    concat.mock.restore();
+    assert.ok(packets > 50, format);
+    assert.ok(copied <= 3 * file.length, `${format}: ${copied} bytes copied for ${file.length}`);
+  }
 });

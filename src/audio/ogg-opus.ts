@@ -74,16 +74,34 @@ const FLAG_CONTINUED = 1;
 const FLAG_BOS = 2;
 const FLAG_EOS = 4;
 
+/** Default bound of one packet (a continued packet may span any number of pages). */
+export const MAX_OGG_PACKET_BYTES = 64 * 1024 * 1024;
+
+export interface OggOpusDemuxerOptions {
+  /** Largest packet assembled; a longer one is `ERR_MEDIA_FORMAT`. Default 64 MiB. */
+  maxPacketBytes?: number;
+}
+
 export class OggOpusDemuxer {
-  #buf: Buffer = Buffer.alloc(0);
-  /** Bytes consumed before `#buf`. */
+  readonly #maxPacket: number;
+  /** Input not parsed yet, and its length: joined only once a page can be complete. */
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  /** Bytes the next page needs before parsing can go on. */
+  #need = HEADER_BYTES;
+  /** Bytes consumed before `#chunks`. */
   #offset = 0;
   /** Serial of the Opus stream being read, or undefined between streams. */
   #serial: number | undefined;
   /** Packets of the current stream seen (0: OpusHead next, 1: OpusTags next). */
   #packetIndex = 0;
   #partial: Buffer[] = [];
+  #partialBytes = 0;
   #streams = 0;
+
+  constructor(options: OggOpusDemuxerOptions = {}) {
+    this.#maxPacket = options.maxPacketBytes ?? MAX_OGG_PACKET_BYTES;
+  }
 
   /** Opus streams started so far. */
   get streams(): number {
@@ -91,11 +109,15 @@ export class OggOpusDemuxer {
   }
 
   push(chunk: Uint8Array): OpusDemuxItem[] {
-    const data = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    this.#buf = this.#buf.length === 0 ? data : Buffer.concat([this.#buf, data]);
+    if (chunk.length === 0) return [];
+    this.#chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.#bytes += chunk.length;
+    // Joining the input on every push would copy a page over and over when it comes in small chunks.
+    if (this.#bytes < this.#need) return [];
+    const buf = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
     const items: OpusDemuxItem[] = [];
     let at = 0;
-    const buf = this.#buf;
+    this.#need = HEADER_BYTES;
     while (buf.length - at >= HEADER_BYTES) {
       if (buf.readUInt32BE(at) !== 0x4f676753) {
         throw new MediaError('ERR_MEDIA_FORMAT', 'Ogg capture pattern "OggS" not found where a page starts', {
@@ -105,11 +127,17 @@ export class OggOpusDemuxer {
       if (buf[at + 4] !== 0)
         throw new MediaError('ERR_MEDIA_FORMAT', `unsupported Ogg version ${buf[at + 4]}`);
       const segments = buf[at + 26]!;
-      if (buf.length - at < HEADER_BYTES + segments) break;
+      if (buf.length - at < HEADER_BYTES + segments) {
+        this.#need = HEADER_BYTES + segments;
+        break;
+      }
       let bodyBytes = 0;
       for (let i = 0; i < segments; i++) bodyBytes += buf[at + HEADER_BYTES + i]!;
       const pageBytes = HEADER_BYTES + segments + bodyBytes;
-      if (buf.length - at < pageBytes) break;
+      if (buf.length - at < pageBytes) {
+        this.#need = pageBytes;
+        break;
+      }
       const page = buf.subarray(at, at + pageBytes);
       if (oggCrc(page) !== page.readUInt32LE(22)) {
         throw new MediaError('ERR_MEDIA_FORMAT', 'Ogg page checksum mismatch (corrupt input)', {
@@ -120,16 +148,18 @@ export class OggOpusDemuxer {
       at += pageBytes;
     }
     this.#offset += at;
-    this.#buf = at === buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(at));
+    // A copy, so the pages already parsed can be collected.
+    this.#chunks = at === buf.length ? [] : [Buffer.from(buf.subarray(at))];
+    this.#bytes = buf.length - at;
     return items;
   }
 
   /** End of input: fails if it stopped inside a page or packet, or held no Opus stream. */
   end(): void {
-    if (this.#buf.length > 0) {
+    if (this.#bytes > 0) {
       throw new MediaError(
         'ERR_MEDIA_TRUNCATED',
-        `Ogg input ends inside a page (${this.#buf.length} bytes left)`,
+        `Ogg input ends inside a page (${this.#bytes} bytes left)`,
         {
           offset: this.#offset,
         },
@@ -156,6 +186,7 @@ export class OggOpusDemuxer {
         this.#serial = serial;
         this.#packetIndex = 0;
         this.#partial = [];
+        this.#partialBytes = 0;
       }
     }
     if (serial !== this.#serial) return; // another logical stream (video, a second track)
@@ -169,10 +200,11 @@ export class OggOpusDemuxer {
       const lace = page[HEADER_BYTES + i]!;
       pos += lace;
       if (lace === 255) continue;
-      this.#partial.push(page.subarray(start, pos));
+      this.#gather(page.subarray(start, pos));
       const packet =
         this.#partial.length === 1 ? Buffer.from(this.#partial[0]!) : Buffer.concat(this.#partial);
       this.#partial = [];
+      this.#partialBytes = 0;
       start = pos;
       const item = this.#packet(packet);
       if (item) {
@@ -181,13 +213,24 @@ export class OggOpusDemuxer {
       }
     }
     // A packet whose last lacing value is 255 continues on the next page.
-    if (start < pos) this.#partial.push(page.subarray(start, pos));
+    if (start < pos) this.#gather(page.subarray(start, pos));
     if (lastPacket && granule >= 0) lastPacket.endGranule = granule;
     if (flags & FLAG_EOS) {
       if (this.#partial.length > 0)
         throw new MediaError('ERR_MEDIA_TRUNCATED', 'Ogg stream ends inside a packet');
       this.#serial = undefined;
     }
+  }
+
+  /** Add a piece of the packet being assembled; bounded, as a packet may go on for any number of pages. */
+  #gather(piece: Buffer): void {
+    this.#partialBytes += piece.length;
+    if (this.#partialBytes > this.#maxPacket) {
+      throw new MediaError('ERR_MEDIA_FORMAT', `Ogg packet over ${this.#maxPacket} bytes`, {
+        offset: this.#offset,
+      });
+    }
+    this.#partial.push(piece);
   }
 
   #packet(packet: Buffer): OpusDemuxItem | undefined {

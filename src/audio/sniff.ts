@@ -46,6 +46,51 @@ export function sniffAudio(head: Buffer, ended: boolean): SniffResult {
   return { kind: 'ffmpeg' };
 }
 
+/**
+ * The head of an input as it arrives, and the decision `sniffAudio` makes on it. The head is
+ * joined and looked at again only when it has doubled since the last look, so however small the
+ * chunks, sniffing costs time linear in the head (up to `MAX_SNIFF_BYTES`).
+ */
+export class HeadSniffer {
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  #next = 12;
+
+  /** Bytes seen so far. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Add the next chunk: the decision, or `more`. */
+  push(chunk: Buffer): SniffResult {
+    if (chunk.length > 0) {
+      this.#chunks.push(chunk);
+      this.#bytes += chunk.length;
+    }
+    if (this.#bytes < this.#next) return { kind: 'more' };
+    const result = sniffAudio(this.#head(), false);
+    if (result.kind === 'more') this.#next = Math.min(MAX_SNIFF_BYTES, 2 * this.#bytes);
+    return result;
+  }
+
+  /** The input ended: decide on what there is. */
+  end(): SniffResult {
+    return sniffAudio(this.#head(), true);
+  }
+
+  /** Every byte seen so far, as one Buffer, handed over: the sniffer forgets them. */
+  take(): Buffer {
+    const head = this.#head();
+    this.#chunks = [];
+    return head;
+  }
+
+  #head(): Buffer {
+    if (this.#chunks.length > 1) this.#chunks = [Buffer.concat(this.#chunks)];
+    return this.#chunks[0] ?? Buffer.alloc(0);
+  }
+}
+
 function sniffWav(head: Buffer, more: boolean): SniffResult {
   try {
     const info = parseWavHeader(head);

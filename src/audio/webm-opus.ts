@@ -76,7 +76,11 @@ function readInt(b: Buffer): number {
 }
 
 export class WebmOpusDemuxer {
-  #buf: Buffer = Buffer.alloc(0);
+  /** Input not parsed yet, and its length: joined only once the next element can be complete. */
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  /** Bytes the next element needs before parsing can go on. */
+  #need = 1;
   /** Absolute input offset of the next byte to parse. */
   #offset = 0;
   /** Bytes of a skipped element still to come. */
@@ -112,20 +116,31 @@ export class WebmOpusDemuxer {
       data = data.subarray(n);
       this.#closeEnded(items);
     }
-    this.#buf = this.#buf.length === 0 ? data : Buffer.concat([this.#buf, data]);
+    if (data.length === 0) return items;
+    this.#chunks.push(data);
+    this.#bytes += data.length;
+    // Joining the input on every push would copy an element over and over when it comes in small chunks.
+    if (this.#bytes < this.#need) return items;
+    const buf = this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks);
     let at = 0;
-    const buf = this.#buf;
+    this.#need = 1;
     while (at < buf.length) {
       const idLen = vintLength(buf[at]!);
       if (idLen === 0 || idLen > 4) {
         throw new MediaError('ERR_MEDIA_FORMAT', 'invalid EBML element ID', { offset: this.#offset });
       }
-      if (buf.length - at < idLen + 1) break;
+      if (buf.length - at < idLen + 1) {
+        this.#need = idLen + 1;
+        break;
+      }
       const sizeLen = vintLength(buf[at + idLen]!);
       if (sizeLen === 0)
         throw new MediaError('ERR_MEDIA_FORMAT', 'invalid EBML size', { offset: this.#offset });
       const headLen = idLen + sizeLen;
-      if (buf.length - at < headLen) break;
+      if (buf.length - at < headLen) {
+        this.#need = headLen;
+        break;
+      }
       const id = buf.readUIntBE(at, idLen);
       if (!this.#sawEbml) {
         if (id !== ID.EBML) throw new MediaError('ERR_MEDIA_FORMAT', 'not an EBML (WebM/Matroska) file');
@@ -158,7 +173,10 @@ export class WebmOpusDemuxer {
       if (LEAVES.has(id)) {
         if (size > MAX_LEAF_BYTES)
           throw new MediaError('ERR_MEDIA_FORMAT', `element of ${size} bytes`, { offset: start });
-        if (buf.length - at < headLen + size) break;
+        if (buf.length - at < headLen + size) {
+          this.#need = headLen + size;
+          break;
+        }
         this.#leaf(id, buf.subarray(at + headLen, at + headLen + size), items);
         at += headLen + size;
         this.#advance(headLen + size, items);
@@ -171,14 +189,16 @@ export class WebmOpusDemuxer {
       this.#advance(headLen + have, items);
       if (this.#skip > 0) break;
     }
-    this.#buf = at >= buf.length ? Buffer.alloc(0) : Buffer.from(buf.subarray(at));
+    // A copy, so the elements already parsed can be collected.
+    this.#chunks = at >= buf.length ? [] : [Buffer.from(buf.subarray(at))];
+    this.#bytes = Math.max(0, buf.length - at);
     return items;
   }
 
   /** End of input: fails if it stopped inside an element, or held no Opus track. */
   end(): OpusDemuxItem[] {
     const items: OpusDemuxItem[] = [];
-    if (this.#buf.length > 0 || this.#skip > 0) {
+    if (this.#bytes > 0 || this.#skip > 0) {
       throw new MediaError('ERR_MEDIA_TRUNCATED', 'WebM input ends inside an element', {
         offset: this.#offset,
       });

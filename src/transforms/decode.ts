@@ -9,7 +9,7 @@ import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
 import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
 import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
 import type { PcmFormat, ResamplerDesign } from '../audio/resampler.ts';
-import { type SniffResult, sniffAudio } from '../audio/sniff.ts';
+import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
@@ -167,8 +167,7 @@ export function decode(options: DecodeOptions = {}): Duplex {
   }
 
   let inner: Duplex | undefined;
-  let head: Buffer[] = [];
-  let headBytes = 0;
+  const sniffer = new HeadSniffer();
 
   const nativeChain = (core: PcmCore, source: PcmFormat): Duplex => {
     const first = pcmTransform(core);
@@ -203,19 +202,23 @@ export function decode(options: DecodeOptions = {}): Duplex {
     });
   };
 
-  /** Pick the decoder once the head says enough; false: feed more. */
-  const choose = (ended: boolean): boolean => {
+  /**
+   * Attach the decoder once the head says which (`chunk` undefined: the input has ended).
+   * Returns the bytes held until then, for the decoder; undefined while more are needed.
+   */
+  const start = (chunk: Buffer | undefined): Buffer | undefined => {
     const raw = options.input;
     if (raw) {
       const source = { sampleRate: raw.sampleRate, channels: raw.channels };
       if (mode === 'always') attach(ffmpegChain(undefined), { decoder: 'ffmpeg' });
       else attach(nativeChain(rawCore(raw), source), { decoder: 'raw', source });
-      return true;
+      return chunk ?? Buffer.alloc(0);
     }
-    if (ended && headBytes === 0) throw new MediaError('ERR_MEDIA_FORMAT', 'empty input: no audio to decode');
-    if (head.length > 1) head = [Buffer.concat(head)];
-    const sniffed = sniffAudio(head[0] ?? Buffer.alloc(0), ended);
-    if (sniffed.kind === 'more') return false;
+    if (!chunk && sniffer.bytes === 0) {
+      throw new MediaError('ERR_MEDIA_FORMAT', 'empty input: no audio to decode');
+    }
+    const sniffed = chunk ? sniffer.push(chunk) : sniffer.end();
+    if (sniffed.kind === 'more') return undefined;
     if (mode === 'always' || sniffed.kind === 'ffmpeg') {
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
     } else if (sniffed.kind === 'wav') {
@@ -226,7 +229,7 @@ export function decode(options: DecodeOptions = {}): Duplex {
       const demuxer = sniffed.kind === 'ogg-opus' ? new OggOpusDemuxer() : new WebmOpusDemuxer();
       attach(nativeChain(opusCore(demuxer), source), { decoder: sniffed.kind, source });
     }
-    return true;
+    return sniffer.take();
   };
 
   const attach = (chain: Duplex, format: DecodeFormatEvent) => {
@@ -250,20 +253,15 @@ export function decode(options: DecodeOptions = {}): Duplex {
         forward(chunk, callback);
         return;
       }
-      head.push(chunk);
-      headBytes += chunk.length;
+      let head: Buffer | undefined;
       try {
-        if (!choose(false)) {
-          callback();
-          return;
-        }
+        head = start(chunk);
       } catch (err) {
         callback(err as Error);
         return;
       }
-      const buffered = Buffer.concat(head);
-      head = [];
-      forward(buffered, callback);
+      if (head) forward(head, callback);
+      else callback();
     },
     final(callback) {
       const finish = () => {
@@ -271,15 +269,14 @@ export function decode(options: DecodeOptions = {}): Duplex {
         callback();
       };
       if (inner) return finish();
+      let head: Buffer | undefined;
       try {
-        choose(true);
+        head = start(undefined);
       } catch (err) {
         callback(err as Error);
         return;
       }
-      const buffered = Buffer.concat(head);
-      head = [];
-      if (buffered.length > 0) forward(buffered, finish);
+      if (head && head.length > 0) forward(head, finish);
       else finish();
     },
     read() {

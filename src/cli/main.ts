@@ -7,6 +7,11 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
+  transcribe: {
+    summary:
+      'transcribe files or directories to captions and JSON: speechpipe transcribe <path>... --out DIR',
+    load: () => import('./transcribe-command.ts'),
+  },
   emulator: {
     summary: 'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K]',
     load: () => import('./emulator-command.ts'),

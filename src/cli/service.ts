@@ -1,0 +1,33 @@
+// The service a command talks to: the deployment named by API_URL and API_KEY, or, when no
+// API_URL is set, the built-in emulator started in this process.
+
+import { createClient, type SpeechClient } from '../client/index.ts';
+import { startEmulator } from '../emulator/index.ts';
+
+export interface Service {
+  client: SpeechClient;
+  /** `emulator` when the built-in one is running. */
+  kind: 'deployment' | 'emulator';
+  close(): Promise<void>;
+}
+
+export async function openService(
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = () => {},
+): Promise<Service> {
+  if (env.API_URL) {
+    const client = createClient({ env });
+    return { client, kind: 'deployment', close: () => client.close() };
+  }
+  const emulator = await startEmulator();
+  log(`no API_URL set: using the built-in emulator at ${emulator.url}`);
+  const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
+  return {
+    client,
+    kind: 'emulator',
+    async close() {
+      await client.close();
+      await emulator.close();
+    },
+  };
+}

@@ -7,12 +7,18 @@ import fc from 'fast-check';
 import {
   channelMixPlan,
   concatInt16,
+  type PcmFormat,
   ResamplePlanner,
   Resampler,
+  type ResamplerDesign,
   resamplerChain,
   resamplerKernel,
   runResampleTask,
 } from '../src/audio/resampler.ts';
+import { InvalidArgumentError } from '../src/protocol/errors.ts';
+import { decode, type RawInputFormat } from '../src/transforms/decode.ts';
+import { resample } from '../src/transforms/resample.ts';
+import { toWav } from '../src/transforms/to-wav.ts';
 
 /** Amplitude of frequency `f` in `x` (sample rate `fs`): one DFT bin under a Blackman-Harris window. */
 function amplitudeAt(x: ArrayLike<number>, f: number, fs: number): number {
@@ -261,4 +267,55 @@ test('the planner refuses partial frames and pushes after the end', () => {
   assert.throws(
     () => new ResamplePlanner({ sampleRate: 0, channels: 1 }, { sampleRate: 16000, channels: 1 }),
   );
+});
+
+test('bad formats, filter designs and task sizes are InvalidArgumentError through every public entry', async () => {
+  const ok = { sampleRate: 48000, channels: 2 };
+  const to = { sampleRate: 16000, channels: 1 };
+  const formats: unknown[] = [
+    undefined,
+    { sampleRate: 0, channels: 1 },
+    { sampleRate: 16000.5, channels: 1 },
+    { sampleRate: Number.NaN, channels: 1 },
+    { sampleRate: 16000, channels: 0 },
+    { sampleRate: 16000, channels: 70_000 },
+    { sampleRate: '16000', channels: 1 },
+  ];
+  for (const bad of formats) {
+    const f = bad as PcmFormat;
+    const what = JSON.stringify(bad);
+    assert.throws(() => new ResamplePlanner(f, to), InvalidArgumentError, `planner from ${what}`);
+    assert.throws(() => new ResamplePlanner(ok, f), InvalidArgumentError, `planner to ${what}`);
+    assert.throws(() => new Resampler(f, to), InvalidArgumentError, `Resampler ${what}`);
+    assert.throws(() => resample({ from: f, to }), InvalidArgumentError, `resample from ${what}`);
+    assert.throws(() => resample({ from: ok, to: f }), InvalidArgumentError, `resample to ${what}`);
+    if (bad) {
+      assert.throws(() => toWav(f), InvalidArgumentError, `toWav ${what}`);
+      assert.throws(() => decode(f), InvalidArgumentError, `decode ${what}`);
+      const input = { encoding: 's16le', ...f } as RawInputFormat;
+      assert.throws(() => decode({ input }), InvalidArgumentError, `decode input ${what}`);
+    }
+  }
+  const designs: ResamplerDesign[] = [
+    { passband: 0 },
+    { passband: 1 },
+    { passband: Number.NaN },
+    { stopbandDb: 0 },
+    { stopbandDb: Number.POSITIVE_INFINITY },
+    { maxPhases: 0 },
+    { maxPhases: 2.5 },
+  ];
+  for (const design of designs) {
+    const what = JSON.stringify(design, (_k, v) =>
+      typeof v === 'number' && !Number.isFinite(v) ? String(v) : v,
+    );
+    assert.throws(() => new ResamplePlanner(ok, to, { design }), InvalidArgumentError, `planner ${what}`);
+    assert.throws(() => new Resampler(ok, to, design), InvalidArgumentError, `Resampler ${what}`);
+    assert.throws(() => resample({ from: ok, to, design }), InvalidArgumentError, `resample ${what}`);
+    assert.throws(() => decode({ design }), InvalidArgumentError, `decode ${what}`);
+  }
+  for (const size of [0, -1, 2.5, Number.NaN]) {
+    assert.throws(() => new ResamplePlanner(ok, to, { minTaskFrames: size }), InvalidArgumentError);
+    assert.throws(() => new ResamplePlanner(ok, to, { maxTaskFrames: size }), InvalidArgumentError);
+  }
 });

@@ -11,20 +11,67 @@
 // halving filter runs first and the sharp one at half the rate: the same response for about
 // 60% of the arithmetic.
 
+import { InvalidArgumentError } from '../protocol/errors.ts';
+
 export interface PcmFormat {
   sampleRate: number;
   channels: number;
 }
 
+const isWhole = (value: unknown, min: number, max: number): value is number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
+
+/**
+ * The one check of a PCM format given to speechpipe: a whole sample rate and channel count, as
+ * a WAV header can hold them (channels at most 65535). Otherwise `InvalidArgumentError` naming
+ * `what`. Returns a copy with only those two fields.
+ */
+export function checkPcmFormat(what: string, format: unknown): PcmFormat {
+  const f = (typeof format === 'object' && format !== null ? format : {}) as Partial<PcmFormat>;
+  if (!isWhole(f.sampleRate, 1, 0xffffffff) || !isWhole(f.channels, 1, 65535)) {
+    const got =
+      typeof format === 'object' && format !== null
+        ? { sampleRate: f.sampleRate, channels: f.channels }
+        : format;
+    throw new InvalidArgumentError(
+      `${what} must be { sampleRate, channels } with whole positive numbers (channels at most 65535), got ${String(JSON.stringify(got))}`,
+    );
+  }
+  return { sampleRate: f.sampleRate, channels: f.channels };
+}
+
 export interface ResamplerDesign {
-  /** Passband edge as a fraction of the lower Nyquist frequency. Default 0.9. */
+  /** Passband edge as a fraction of the lower Nyquist frequency, in (0, 1). Default 0.9. */
   passband?: number;
-  /** Designed stopband attenuation in dB. Default 80. */
+  /** Designed stopband attenuation in dB, 20 to 180. Default 80. */
   stopbandDb?: number;
-  /** Most polyphase tables kept exactly; beyond, tables are interpolated. Default 1024. */
+  /** Most polyphase tables kept exactly (1 to 65536); beyond, tables are interpolated. Default 1024. */
   maxPhases?: number;
   /** Halve the rate first when the input is over twice the output rate. Default true. */
   cascade?: boolean;
+}
+
+/** A filter design's fields checked (`InvalidArgumentError` when out of range); a copy. */
+export function checkDesign(design: ResamplerDesign = {}): ResamplerDesign {
+  const { passband, stopbandDb, maxPhases, cascade } = design;
+  const fail = (what: string) => {
+    throw new InvalidArgumentError(`resampler design: ${what}`);
+  };
+  if (passband !== undefined && !(typeof passband === 'number' && passband > 0 && passband < 1)) {
+    fail(`passband must be within (0, 1), got ${passband}`);
+  }
+  if (
+    stopbandDb !== undefined &&
+    !(typeof stopbandDb === 'number' && stopbandDb >= 20 && stopbandDb <= 180)
+  ) {
+    fail(`stopbandDb must be 20 to 180, got ${stopbandDb}`);
+  }
+  if (maxPhases !== undefined && !isWhole(maxPhases, 1, 65536)) {
+    fail(`maxPhases must be a whole number 1 to 65536, got ${maxPhases}`);
+  }
+  if (cascade !== undefined && typeof cascade !== 'boolean')
+    fail(`cascade must be a boolean, got ${cascade}`);
+  return { ...design };
 }
 
 function gcd(a: number, b: number): number {
@@ -74,9 +121,8 @@ export interface ResamplerKernel {
 const kernelCache = new Map<string, ResamplerKernel>();
 
 function checkRates(inRate: number, outRate: number): void {
-  if (!Number.isInteger(inRate) || !Number.isInteger(outRate) || inRate < 1 || outRate < 1) {
-    throw new RangeError(`sample rates must be positive integers, got ${inRate} and ${outRate}`);
-  }
+  checkPcmFormat('the resampler input', { sampleRate: inRate, channels: 1 });
+  checkPcmFormat('the resampler output', { sampleRate: outRate, channels: 1 });
 }
 
 /** Build (or reuse) the single-stage kernel converting `inRate` to `outRate`. */
@@ -86,8 +132,7 @@ export function resamplerKernel(
   design: ResamplerDesign = {},
 ): ResamplerKernel {
   checkRates(inRate, outRate);
-  const passband = design.passband ?? 0.9;
-  if (!(passband > 0 && passband < 1)) throw new RangeError('passband must be within (0, 1)');
+  const passband = checkDesign(design).passband ?? 0.9;
   const nyquist = Math.min(inRate, outRate) / 2;
   return designKernel(inRate, outRate, passband * nyquist, nyquist, design);
 }
@@ -158,6 +203,7 @@ export function resamplerChain(
   design: ResamplerDesign = {},
 ): ResamplerChain {
   checkRates(inRate, outRate);
+  checkDesign(design);
   if (inRate === outRate) return { pre: null, main: null };
   if (design.cascade === false || inRate % 2 !== 0 || inRate / 2 <= outRate) {
     return { pre: null, main: resamplerKernel(inRate, outRate, design) };
@@ -351,7 +397,9 @@ export interface ResampleTask {
 
 /** Run one task: interleaved PCM16 output in the `to` format (`count` frames). */
 export function runResampleTask(task: ResampleTask): Int16Array {
-  const { from, to, count, start } = task;
+  const { count, start } = task;
+  const from = checkPcmFormat('task.from', task.from);
+  const to = checkPcmFormat('task.to', task.to);
   const work = Math.min(from.channels, to.channels);
   const mixed = deinterleaveMix(task.window, from.channels, channelMixPlan(from.channels, work));
   const { pre, main } = resamplerChain(from.sampleRate, to.sampleRate, task.design);
@@ -384,9 +432,9 @@ export function runResampleTask(task: ResampleTask): Int16Array {
 
 export interface ResamplePlannerOptions {
   design?: ResamplerDesign;
-  /** Output frames per task, at least (except the last). Default 1: everything ready. */
+  /** Output frames per task, at least (except the last), a whole number. Default 1: everything ready. */
   minTaskFrames?: number;
-  /** Output frames per task, at most. Default unbounded. */
+  /** Output frames per task, at most: a whole number, or Infinity (the default). */
   maxTaskFrames?: number;
 }
 
@@ -416,25 +464,22 @@ export class ResamplePlanner {
   #ended = false;
 
   constructor(from: PcmFormat, to: PcmFormat, options: ResamplePlannerOptions = {}) {
-    for (const f of [from, to]) {
-      if (
-        !Number.isInteger(f.sampleRate) ||
-        f.sampleRate < 1 ||
-        !Number.isInteger(f.channels) ||
-        f.channels < 1
-      ) {
-        throw new RangeError(`invalid PCM format ${JSON.stringify(f)}`);
-      }
+    this.from = checkPcmFormat('the resampler input', from);
+    this.to = checkPcmFormat('the resampler output', to);
+    this.design = checkDesign(options.design);
+    const { minTaskFrames = 1, maxTaskFrames = Number.POSITIVE_INFINITY } = options;
+    if (!isWhole(minTaskFrames, 1, Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError(`minTaskFrames must be a whole number of frames, got ${minTaskFrames}`);
     }
-    this.from = { sampleRate: from.sampleRate, channels: from.channels };
-    this.to = { sampleRate: to.sampleRate, channels: to.channels };
-    this.design = { ...options.design };
+    if (maxTaskFrames !== Number.POSITIVE_INFINITY && !isWhole(maxTaskFrames, 1, Number.MAX_SAFE_INTEGER)) {
+      throw new InvalidArgumentError(`maxTaskFrames must be a whole number of frames, got ${maxTaskFrames}`);
+    }
     this.chain = resamplerChain(from.sampleRate, to.sampleRate, this.design);
     const g = gcd(from.sampleRate, to.sampleRate);
     this.#up = to.sampleRate / g;
     this.#down = from.sampleRate / g;
-    this.#minTask = Math.max(1, options.minTaskFrames ?? 1);
-    this.#maxTask = Math.max(this.#minTask, options.maxTaskFrames ?? Number.POSITIVE_INFINITY);
+    this.#minTask = minTaskFrames;
+    this.#maxTask = Math.max(minTaskFrames, maxTaskFrames);
     // Zeros before the first frame: the filters are centred, so output 0 aligns with input 0.
     const lead = -firstInput(this.chain, 0);
     this.#hist = new Int16Array(Math.max(4096, lead * 4) * from.channels);

@@ -8,7 +8,7 @@ import { MediaError } from '../audio/media-error.ts';
 import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
 import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
 import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
-import type { PcmFormat, ResamplerDesign } from '../audio/resampler.ts';
+import { checkDesign, checkPcmFormat, type PcmFormat, type ResamplerDesign } from '../audio/resampler.ts';
 import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
@@ -135,13 +135,6 @@ function pcmTransform(core: PcmCore): Transform {
   });
 }
 
-function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new InvalidArgumentError(`decode: ${name} must be a positive integer, got ${value}`);
-  }
-  return value;
-}
-
 /**
  * A Duplex from audio bytes (any container ffmpeg reads) to PCM16LE at `sampleRate` with
  * `channels`. Emits `'format'` (`DecodeFormatEvent`) once it knows how it decodes, and `'spawn'`
@@ -151,10 +144,10 @@ function positiveInteger(name: string, value: number): number {
  * child has exited.
  */
 export function decode(options: DecodeOptions = {}): Duplex {
-  const target: PcmFormat = {
-    sampleRate: positiveInteger('sampleRate', options.sampleRate ?? LIVE_SAMPLE_RATE),
-    channels: positiveInteger('channels', options.channels ?? 1),
-  };
+  const target = checkPcmFormat('decode: the output', {
+    sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
+    channels: options.channels ?? 1,
+  });
   const mode = options.ffmpeg ?? 'fallback';
   if (options.input) {
     if (!Object.hasOwn(RAW_SAMPLE, options.input.encoding)) {
@@ -162,8 +155,13 @@ export function decode(options: DecodeOptions = {}): Duplex {
         `decode: unknown raw encoding ${JSON.stringify(options.input.encoding)}`,
       );
     }
-    positiveInteger('input.sampleRate', options.input.sampleRate);
-    positiveInteger('input.channels', options.input.channels);
+    checkPcmFormat('decode: input', options.input);
+  }
+  // Checked now, not when the first bytes pick a decoder that resamples.
+  checkDesign(options.design);
+  const graceMs = options.killGraceMs;
+  if (graceMs !== undefined && !(graceMs >= 0 && Number.isFinite(graceMs))) {
+    throw new InvalidArgumentError(`decode: killGraceMs must be a finite number of ms >= 0, got ${graceMs}`);
   }
 
   let inner: Duplex | undefined;

@@ -6,13 +6,13 @@ import { ByteAligner } from '../audio/byte-aligner.ts';
 import { MediaError } from '../audio/media-error.ts';
 import { bufferToInt16, int16ToBuffer } from '../audio/pcm.ts';
 import {
+  checkPcmFormat,
   type PcmFormat,
   ResamplePlanner,
   type ResamplerDesign,
   type ResampleTask,
   runResampleTask,
 } from '../audio/resampler.ts';
-import { InvalidArgumentError } from '../protocol/errors.ts';
 import { type ResamplePool, sharedResamplePool } from '../workers/resample-pool.ts';
 import { coreTransform } from './core-transform.ts';
 
@@ -33,21 +33,6 @@ export interface ResampleOptions {
   /** Worker tasks in flight per stream before writes wait. Default: the pool's thread count + 1. */
   maxInFlight?: number;
   signal?: AbortSignal;
-}
-
-function checkFormat(name: string, f: PcmFormat | undefined): PcmFormat {
-  if (
-    !f ||
-    !Number.isInteger(f.sampleRate) ||
-    f.sampleRate < 1 ||
-    !Number.isInteger(f.channels) ||
-    f.channels < 1
-  ) {
-    throw new InvalidArgumentError(
-      `resample: ${name} must be { sampleRate, channels } with positive integers`,
-    );
-  }
-  return f;
 }
 
 /** Whole sample frames of a PCM16 byte stream; a partial frame at the end is an error. */
@@ -76,8 +61,8 @@ export class Pcm16Framer {
  * Input that ends inside a sample frame fails with `MediaError` (`ERR_MEDIA_TRUNCATED`).
  */
 export function resample(options: ResampleOptions): Transform {
-  const from = checkFormat('from', options.from);
-  const to = checkFormat('to', options.to);
+  const from = checkPcmFormat('resample: from', options.from);
+  const to = checkPcmFormat('resample: to', options.to);
   const pool = options.pool === 'shared' ? sharedResamplePool() : options.pool || undefined;
   const framer = new Pcm16Framer(from.channels);
   const taskFrames = Math.max(1, Math.round((options.taskSeconds ?? 1) * to.sampleRate));

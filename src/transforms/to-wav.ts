@@ -4,7 +4,7 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
 import { MediaError } from '../audio/media-error.ts';
-import { InvalidArgumentError } from '../protocol/errors.ts';
+import { checkPcmFormat, type PcmFormat } from '../audio/resampler.ts';
 import { writeWavHeader } from '../protocol/riff.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 
@@ -15,22 +15,11 @@ export interface WavFormatOptions {
   channels?: number;
 }
 
-export function checkWavFormat(
-  name: string,
-  options: WavFormatOptions,
-): { sampleRate: number; channels: number } {
-  const sampleRate = options.sampleRate ?? LIVE_SAMPLE_RATE;
-  const channels = options.channels ?? 1;
-  if (
-    !Number.isInteger(sampleRate) ||
-    sampleRate < 1 ||
-    !Number.isInteger(channels) ||
-    channels < 1 ||
-    channels > 65535
-  ) {
-    throw new InvalidArgumentError(`${name}: sampleRate and channels must be positive integers`);
-  }
-  return { sampleRate, channels };
+export function checkWavFormat(name: string, options: WavFormatOptions): PcmFormat {
+  return checkPcmFormat(name, {
+    sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
+    channels: options.channels ?? 1,
+  });
 }
 
 /** The error for PCM that ends inside a sample frame. */

@@ -45,7 +45,7 @@ export async function run(): Promise<Comparison[]> {
       ['1 s', 1],
     ] as const) {
       const reads = chunks(input, Math.round(chunkSeconds * 48000) * 4);
-      const stream = (pool: ResamplePool | false, taskSeconds: number) => () =>
+      const stream = (pool: ResamplePool | false, taskSeconds?: number) => () =>
         pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool, taskSeconds }), sink());
       // Tasks as big as the chunks, and tasks batching chunks up to 1 s.
       results.push(
@@ -56,7 +56,7 @@ export async function run(): Promise<Comparison[]> {
           scale: 1,
           rounds: 5,
           ours: stream(all, chunkSeconds),
-          baseline: stream(false, 0),
+          baseline: stream(false),
           note: chunkSeconds < 0.1 ? 'live frame sizes' : undefined,
         }),
       );
@@ -69,7 +69,7 @@ export async function run(): Promise<Comparison[]> {
             scale: 1,
             rounds: 5,
             ours: stream(all, 1),
-            baseline: stream(false, 0),
+            baseline: stream(false),
             note: 'adds up to 1 s of latency: for files, not live audio',
           }),
         );

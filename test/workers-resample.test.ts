@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { concatInt16, ResamplePlanner, type ResampleTask, runResampleTask } from '../src/audio/resampler.ts';
+import { InvalidArgumentError } from '../src/protocol/errors.ts';
 import { resample } from '../src/transforms/resample.ts';
 import { PoolClosedError, ResamplePool } from '../src/workers/resample-pool.ts';
 import { chunksOf } from './helpers/chunks.ts';
@@ -156,4 +157,44 @@ test('an idle pool does not keep the process alive', async () => {
     timeout: 30_000,
   });
   assert.equal(stdout.trim(), '1000');
+});
+
+test('bad numeric options are InvalidArgumentError, not a deadlock or lost output', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  for (const maxInFlight of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(
+      () => resample({ from: FROM, to: TO, pool, maxInFlight }),
+      InvalidArgumentError,
+      `${maxInFlight}`,
+    );
+  }
+  for (const taskSeconds of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(
+      () => resample({ from: FROM, to: TO, pool, taskSeconds }),
+      InvalidArgumentError,
+      `${taskSeconds}`,
+    );
+    assert.throws(
+      () => resample({ from: FROM, to: TO, taskSeconds }),
+      InvalidArgumentError,
+      `inline ${taskSeconds}`,
+    );
+  }
+  for (const options of [
+    { threads: 0 },
+    { threads: 1.5 },
+    { threads: Number.NaN },
+    { maxQueue: -1 },
+    { idleTimeoutMs: -5 },
+  ]) {
+    assert.throws(() => new ResamplePool(options), InvalidArgumentError, JSON.stringify(options));
+  }
+  // The smallest good values still work.
+  const out = await collect(
+    stereoNoise(4800),
+    1000,
+    resample({ from: FROM, to: TO, pool, maxInFlight: 1, taskSeconds: 0.001 }),
+  );
+  assert.equal(out.length, 1600 * 2);
 });

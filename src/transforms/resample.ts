@@ -13,6 +13,7 @@ import {
   type ResampleTask,
   runResampleTask,
 } from '../audio/resampler.ts';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 import { type ResamplePool, sharedResamplePool } from '../workers/resample-pool.ts';
 import { coreTransform } from './core-transform.ts';
 
@@ -28,9 +29,9 @@ export interface ResampleOptions {
    * or `'shared'` for the process-wide one; tasks then hold `taskSeconds` of output (latency).
    */
   pool?: ResamplePool | 'shared' | false;
-  /** Seconds of output per worker task. Default 1. Ignored inline. */
+  /** Seconds of output per worker task (more than 0). Default 1. Ignored inline. */
   taskSeconds?: number;
-  /** Worker tasks in flight per stream before writes wait. Default: the pool's thread count + 1. */
+  /** Worker tasks in flight per stream before writes wait (whole, at least 1). Default: the pool's thread count + 1. */
   maxInFlight?: number;
   signal?: AbortSignal;
 }
@@ -63,9 +64,20 @@ export class Pcm16Framer {
 export function resample(options: ResampleOptions): Transform {
   const from = checkPcmFormat('resample: from', options.from);
   const to = checkPcmFormat('resample: to', options.to);
+  const { taskSeconds = 1, maxInFlight } = options;
+  if (!(typeof taskSeconds === 'number' && taskSeconds > 0 && Number.isFinite(taskSeconds))) {
+    throw new InvalidArgumentError(
+      `resample: taskSeconds must be a finite number above 0, got ${taskSeconds}`,
+    );
+  }
+  if (maxInFlight !== undefined && !(Number.isSafeInteger(maxInFlight) && maxInFlight >= 1)) {
+    throw new InvalidArgumentError(
+      `resample: maxInFlight must be a whole number, at least 1, got ${maxInFlight}`,
+    );
+  }
   const pool = options.pool === 'shared' ? sharedResamplePool() : options.pool || undefined;
   const framer = new Pcm16Framer(from.channels);
-  const taskFrames = Math.max(1, Math.round((options.taskSeconds ?? 1) * to.sampleRate));
+  const taskFrames = Math.max(1, Math.round(taskSeconds * to.sampleRate));
   const planner = new ResamplePlanner(
     from,
     to,
@@ -74,7 +86,7 @@ export function resample(options: ResampleOptions): Transform {
       : { design: options.design },
   );
   const stream = pool
-    ? pooledTransform(planner, framer, pool, options.maxInFlight ?? pool.threads + 1)
+    ? pooledTransform(planner, framer, pool, maxInFlight ?? pool.threads + 1)
     : inlineTransform(planner, framer);
   if (options.signal) addAbort(stream, options.signal);
   return stream;

@@ -7,17 +7,17 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import type { ResampleTask } from '../audio/resampler.ts';
-import { SpeechpipeError } from '../protocol/errors.ts';
+import { InvalidArgumentError, SpeechpipeError } from '../protocol/errors.ts';
 
 export interface ResamplePoolOptions {
   /**
-   * Worker threads. Default: the available parallelism (the main thread mostly waits while the
-   * workers run; with one thread the pool is slower than inline, see the workers benchmark).
+   * Worker threads, at least 1. Default: the available parallelism (the main thread mostly waits
+   * while the workers run; with one thread the pool is slower than inline, see the workers benchmark).
    */
   threads?: number;
-  /** Tasks admitted beyond one per thread before `run` waits. Default: 2 per thread. */
+  /** Tasks admitted beyond one per thread before `run` waits (0 or more). Default: 2 per thread. */
   maxQueue?: number;
-  /** Milliseconds an idle worker lives. Default 2000. */
+  /** Milliseconds an idle worker lives (0 or more). Default 2000. */
   idleTimeoutMs?: number;
 }
 
@@ -46,13 +46,30 @@ export class ResamplePool {
   #closing: Promise<void> | undefined;
 
   constructor(options: ResamplePoolOptions = {}) {
-    this.threads = Math.max(1, options.threads ?? availableParallelism());
-    this.capacity = this.threads + Math.max(0, options.maxQueue ?? 2 * this.threads);
+    const { threads = availableParallelism(), idleTimeoutMs = 2000 } = options;
+    const maxQueue = options.maxQueue ?? 2 * threads;
+    if (!(Number.isSafeInteger(threads) && threads >= 1)) {
+      throw new InvalidArgumentError(
+        `ResamplePool: threads must be a whole number, at least 1, got ${threads}`,
+      );
+    }
+    if (!(Number.isSafeInteger(maxQueue) && maxQueue >= 0)) {
+      throw new InvalidArgumentError(
+        `ResamplePool: maxQueue must be a whole number, at least 0, got ${maxQueue}`,
+      );
+    }
+    if (!(idleTimeoutMs >= 0 && Number.isFinite(idleTimeoutMs))) {
+      throw new InvalidArgumentError(
+        `ResamplePool: idleTimeoutMs must be a finite number >= 0, got ${idleTimeoutMs}`,
+      );
+    }
+    this.threads = threads;
+    this.capacity = threads + maxQueue;
     this.#piscina = new Piscina({
       filename: TASK_FILE,
       minThreads: 0,
       maxThreads: this.threads,
-      idleTimeout: options.idleTimeoutMs ?? 2000,
+      idleTimeout: idleTimeoutMs,
       // Our own admission (below) bounds the queue; Piscina's never fills.
       maxQueue: this.capacity,
       // Blocking Atomics.wait in idle workers would keep them busy for nothing.

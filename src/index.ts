@@ -79,4 +79,5 @@ export {
   ResamplePool,
   type ResamplePoolOptions,
   sharedResamplePool,
+  WorkerFailedError,
 } from './workers/resample-pool.ts';

@@ -10,8 +10,9 @@ import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { concatInt16, ResamplePlanner, type ResampleTask, runResampleTask } from '../src/audio/resampler.ts';
 import { InvalidArgumentError } from '../src/protocol/errors.ts';
+import { decode } from '../src/transforms/decode.ts';
 import { resample } from '../src/transforms/resample.ts';
-import { PoolClosedError, ResamplePool } from '../src/workers/resample-pool.ts';
+import { PoolClosedError, ResamplePool, WorkerFailedError } from '../src/workers/resample-pool.ts';
 import { chunksOf } from './helpers/chunks.ts';
 import { collectBytes } from './helpers/collect.ts';
 
@@ -197,4 +198,56 @@ test('bad numeric options are InvalidArgumentError, not a deadlock or lost outpu
     resample({ from: FROM, to: TO, pool, maxInFlight: 1, taskSeconds: 0.001 }),
   );
   assert.equal(out.length, 1600 * 2);
+});
+
+test('a task that fails in a worker is a typed ERR_WORKER_FAILED, also downstream of resample()', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  const [task] = tasksFor(stereoNoise(4800), 100_000);
+  // Channels 0: the worker's runResampleTask throws; the error crosses the thread as a plain Error.
+  await assert.rejects(pool.run({ ...task!, to: { sampleRate: 16000, channels: 0 } }), (err: Error) => {
+    assert.ok(err instanceof WorkerFailedError, String(err));
+    assert.equal(err.code, 'ERR_WORKER_FAILED');
+    assert.match(String((err.cause as Error).message), /channels/);
+    return true;
+  });
+  // A pool whose worker fails every task: the resample() stream fails with the same typed error.
+  class FailingPool extends ResamplePool {
+    override run(task: ResampleTask, signal?: AbortSignal): Promise<Int16Array> {
+      return super.run({ ...task, count: -1 }, signal);
+    }
+  }
+  const failing = new FailingPool({ threads: 1 });
+  t.after(() => failing.close());
+  await assert.rejects(
+    collect(stereoNoise(48000), 4800, resample({ from: FROM, to: TO, pool: failing, taskSeconds: 0.1 })),
+    (err: Error & { code?: string }) => err instanceof WorkerFailedError && err.code === 'ERR_WORKER_FAILED',
+  );
+  // The pool stays usable.
+  assert.equal((await pool.run(tasksFor(stereoNoise(480), 100_000)[0]!)).length, 160);
+});
+
+test('abort: resample() (inline and pooled) and decode() fail with the signal’s own reason', async (t) => {
+  const pool = new ResamplePool({ threads: 1 });
+  t.after(() => pool.close());
+  for (const reason of [new Error('stop now'), 'a string reason', { why: 'an object' }]) {
+    for (const make of [
+      (signal: AbortSignal) => resample({ from: FROM, to: TO, signal }),
+      (signal: AbortSignal) => resample({ from: FROM, to: TO, pool, taskSeconds: 0.05, signal }),
+      (signal: AbortSignal) => decode({ signal, input: { encoding: 's16le', ...FROM } }),
+    ]) {
+      const abort = new AbortController();
+      const stream = make(abort.signal);
+      stream.on('data', () => {});
+      stream.write(stereoNoise(48000));
+      abort.abort(reason);
+      await assert.rejects(finished(stream), (err: unknown) => {
+        assert.equal(err, reason);
+        return true;
+      });
+      // Already aborted when made: the same.
+      const early = make(AbortSignal.abort(reason));
+      await assert.rejects(finished(early), (err: unknown) => err === reason);
+    }
+  }
 });

@@ -2,7 +2,7 @@
 // Ogg/WebM Opus are decoded in-process; everything else by an ffmpeg child process.
 
 import * as streams from 'node:stream';
-import { addAbortSignal, Duplex, type Transform } from 'node:stream';
+import { Duplex, type Transform } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
 import { MediaError } from '../audio/media-error.ts';
 import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
@@ -15,6 +15,7 @@ import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import type { ResamplePool } from '../workers/resample-pool.ts';
+import { destroyOnAbort } from './abort.ts';
 import { coreTransform } from './core-transform.ts';
 import { ffmpegPcm } from './ffmpeg-pcm.ts';
 import { resample } from './resample.ts';
@@ -290,6 +291,6 @@ export function decode(options: DecodeOptions = {}): Duplex {
       inner.destroy(err ?? undefined);
     },
   });
-  if (options.signal) addAbortSignal(options.signal, outer);
+  destroyOnAbort(outer, options.signal);
   return outer;
 }

@@ -15,6 +15,7 @@ import {
 } from '../audio/resampler.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { type ResamplePool, sharedResamplePool } from '../workers/resample-pool.ts';
+import { destroyOnAbort } from './abort.ts';
 import { coreTransform } from './core-transform.ts';
 
 export interface ResampleOptions {
@@ -88,17 +89,8 @@ export function resample(options: ResampleOptions): Transform {
   const stream = pool
     ? pooledTransform(planner, framer, pool, maxInFlight ?? pool.threads + 1)
     : inlineTransform(planner, framer);
-  if (options.signal) addAbort(stream, options.signal);
+  destroyOnAbort(stream, options.signal);
   return stream;
-}
-
-function addAbort(stream: Transform, signal: AbortSignal): void {
-  const onAbort = () => stream.destroy(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-  if (signal.aborted) onAbort();
-  else {
-    signal.addEventListener('abort', onAbort, { once: true });
-    stream.once('close', () => signal.removeEventListener('abort', onAbort));
-  }
 }
 
 function inlineTransform(planner: ResamplePlanner, framer: Pcm16Framer): Transform {

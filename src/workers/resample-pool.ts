@@ -29,6 +29,20 @@ export class PoolClosedError extends SpeechpipeError {
   }
 }
 
+/** A task failed in its worker (it threw there, or the worker died); `cause` is what Piscina gave. */
+export class WorkerFailedError extends SpeechpipeError {
+  override name = 'WorkerFailedError';
+  constructor(cause: unknown) {
+    super(
+      'ERR_WORKER_FAILED',
+      `a resample worker task failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
 // The task file next to this one, with this file's extension: `.ts` when run from source
 // (Node's type stripping), `.js` from dist/.
 const TASK_FILE = fileURLToPath(
@@ -89,7 +103,9 @@ export class ResamplePool {
 
   /**
    * Run a task; resolves with its output. Waits for a slot when `capacity` tasks are admitted.
-   * The task's window buffer is transferred: do not use it afterwards.
+   * The task's window buffer is transferred: do not use it afterwards. Rejects with
+   * `WorkerFailedError` when the task fails in its worker, `PoolClosedError`, or the signal's
+   * reason when aborted.
    */
   run(task: ResampleTask, signal?: AbortSignal): Promise<Int16Array> {
     if (this.#closed) return Promise.reject(new PoolClosedError());
@@ -98,7 +114,13 @@ export class ResamplePool {
       const window = task.window;
       const whole = window.byteOffset === 0 && window.byteLength === window.buffer.byteLength;
       const transferList = (whole ? [window.buffer] : []) as ArrayBuffer[];
-      return this.#piscina.run(task, { transferList, signal: signal ?? null }).finally(() => this.#release());
+      return this.#piscina
+        .run(task, { transferList, signal: signal ?? null })
+        .catch((err: unknown) => {
+          // Aborted: the signal's own reason, as while waiting for a slot; else a typed failure.
+          throw signal?.aborted ? signal.reason : new WorkerFailedError(err);
+        })
+        .finally(() => this.#release());
     };
     // Admitted at once: handed to Piscina in this tick, so close() always finds it there.
     if (this.#active < this.capacity) {

@@ -1,5 +1,7 @@
 // Whole blocks (samples, sample frames) out of arbitrarily split bytes: the remainder of each
-// chunk is carried to the next; a remainder left at the end is the caller's error to raise.
+// chunk is carried to the next; a remainder left at the end is an error, never dropped.
+
+import { MediaError } from './media-error.ts';
 
 export class ByteAligner {
   readonly blockBytes: number;
@@ -25,5 +27,16 @@ export class ByteAligner {
     const whole = data.length - (data.length % this.blockBytes);
     if (whole < data.length) this.#carry = Buffer.from(data.subarray(whole));
     return data.subarray(0, whole);
+  }
+
+  /** End of input: `MediaError` `ERR_MEDIA_TRUNCATED` if it stopped inside a block (`what`: the input's name). */
+  end(what: string): void {
+    const left = this.pending;
+    if (left > 0) {
+      throw new MediaError(
+        'ERR_MEDIA_TRUNCATED',
+        `${what} ends inside a sample frame (${left} of ${this.blockBytes} bytes)`,
+      );
+    }
   }
 }

@@ -91,12 +91,7 @@ function rawCore(input: RawInputFormat): PcmCore {
       return whole.length === 0 ? [] : [toPcm16(whole, sample.format, sample.bits)];
     },
     end() {
-      if (aligner.pending > 0) {
-        throw new MediaError(
-          'ERR_MEDIA_TRUNCATED',
-          `${input.encoding} input ends inside a sample frame (${aligner.pending} of ${aligner.blockBytes} bytes)`,
-        );
-      }
+      aligner.end(`${input.encoding} input`);
       return [];
     },
   };

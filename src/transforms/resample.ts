@@ -3,7 +3,6 @@
 
 import { Transform, type TransformCallback } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
-import { MediaError } from '../audio/media-error.ts';
 import { bufferToInt16, int16ToBuffer } from '../audio/pcm.ts';
 import {
   checkPcmFormat,
@@ -38,7 +37,7 @@ export interface ResampleOptions {
 }
 
 /** Whole sample frames of a PCM16 byte stream; a partial frame at the end is an error. */
-export class Pcm16Framer {
+class Pcm16Framer {
   readonly #aligner: ByteAligner;
   constructor(channels: number) {
     this.#aligner = new ByteAligner(2 * channels);
@@ -47,13 +46,7 @@ export class Pcm16Framer {
     return bufferToInt16(this.#aligner.push(chunk));
   }
   end(): void {
-    const left = this.#aligner.pending;
-    if (left > 0) {
-      throw new MediaError(
-        'ERR_MEDIA_TRUNCATED',
-        `PCM16 input ends inside a sample frame (${left} of ${this.#aligner.blockBytes} bytes)`,
-      );
-    }
+    this.#aligner.end('PCM16 input');
   }
 }
 

@@ -2,7 +2,7 @@
 // object), with is_start on the first and is_final on the last frame that carries audio.
 
 import type { Transform } from 'node:stream';
-import { MediaError } from '../audio/media-error.ts';
+import { ByteAligner } from '../audio/byte-aligner.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { encodeFrame } from '../protocol/frame.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
@@ -40,6 +40,8 @@ export interface FramesTransform extends Transform {
  */
 export class FrameCutter {
   readonly frameBytes: number;
+  /** Carries an odd byte to the next chunk: `#pending` holds whole samples. */
+  readonly #samples = new ByteAligner(2);
   #pending: Buffer[] = [];
   #pendingBytes = 0;
   #held: Buffer | null = null;
@@ -54,9 +56,10 @@ export class FrameCutter {
 
   /** Feed PCM bytes; returns the frames that are now known not to be the last. */
   push(chunk: Uint8Array): Array<{ pcm: Buffer; isStart: boolean; isFinal: boolean }> {
-    if (chunk.length > 0) {
-      this.#pending.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-      this.#pendingBytes += chunk.length;
+    const whole = this.#samples.push(chunk);
+    if (whole.length > 0) {
+      this.#pending.push(whole);
+      this.#pendingBytes += whole.length;
     }
     const out: Array<{ pcm: Buffer; isStart: boolean; isFinal: boolean }> = [];
     // The held frame goes out (not final) only once a sample follows it.
@@ -73,9 +76,7 @@ export class FrameCutter {
 
   /** End of input: the last frame(s); an odd byte left over is an error. */
   end(): Array<{ pcm: Buffer; isStart: boolean; isFinal: boolean }> {
-    if (this.#pendingBytes % 2 !== 0) {
-      throw new MediaError('ERR_MEDIA_TRUNCATED', 'PCM16 input ends with an odd byte (half a sample)');
-    }
+    this.#samples.end('PCM16 input');
     const out: Array<{ pcm: Buffer; isStart: boolean; isFinal: boolean }> = [];
     const rest = this.#pendingBytes > 0 ? this.#take(this.#pendingBytes) : null;
     if (this.#held) out.push(this.#emit(this.#held, rest === null));

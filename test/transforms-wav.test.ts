@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -100,4 +100,46 @@ test('wavFile: a partial sample frame at the end fails the stream and leaves a r
   const info = parseWavHeader(readFileSync(path))!;
   assert.equal(info.channels, 2);
   assert.equal(info.dataBytes, undefined, 'the streaming header stays: nothing claims the cut frame');
+});
+
+test('wavFile: a FIFO (not seekable) gets the streaming header and every sample, written in order', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const fifo = join(dir, 'out.fifo');
+  await run('mkfifo', [fifo]);
+  const input = pcm(8000 * 2 + 3, 2);
+  const read = new Promise<Buffer>((resolve, reject) => {
+    const parts: Buffer[] = [];
+    createReadStream(fifo)
+      .on('data', (c) => parts.push(c as Buffer))
+      .on('end', () => resolve(Buffer.concat(parts)))
+      .on('error', reject);
+  });
+  const [, wav] = await Promise.all([
+    pipeline(Readable.from(chunksOf(input, 999)), wavFile(fifo, { sampleRate: 8000, channels: 2 })),
+    read,
+  ]);
+  assert.equal(wav.readUInt32LE(4), 0xffffffff, 'streaming sizes: nothing could be patched');
+  const info = parseWavHeader(wav)!;
+  assert.deepEqual([info.sampleRate, info.channels, info.dataBytes], [8000, 2, undefined]);
+  assert.ok(wav.subarray(info.dataOffset).equals(input));
+});
+
+test("wavFile: flags 'a' (appending cannot write at an offset) keeps the streaming header, nothing appended", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'append.wav');
+  const input = pcm(1600, 1);
+  await pipeline(Readable.from([input]), wavFile(path, { flags: 'a' }));
+  const file = readFileSync(path);
+  assert.equal(file.length, 44 + input.length);
+  assert.equal(file.readUInt32LE(4), 0xffffffff);
+  assert.ok(file.subarray(44).equals(input));
+});
+
+test('wav-file.ts keeps to its layer: a sink imports transforms, client and protocol, not audio', () => {
+  const source = readFileSync(new URL('../src/sinks/wav-file.ts', import.meta.url), 'utf8');
+  const ours = [...source.matchAll(/from '(\.\.?\/[^']+)'/g)].map((m) => m[1]!);
+  assert.ok(ours.length > 0);
+  for (const path of ours) assert.match(path, /^\.\.\/(transforms|client|protocol)\//, path);
 });

@@ -1,12 +1,12 @@
 // toWav(): PCM16LE in, a WAV file's bytes out, with a streaming header (sizes 0xFFFFFFFF) since
 // the length is not known up front. For a seekable file, `wavFile()` patches the real sizes.
 
-import { Transform, type TransformCallback } from 'node:stream';
+import type { Transform } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
-import { MediaError } from '../audio/media-error.ts';
 import { checkPcmFormat, type PcmFormat } from '../audio/resampler.ts';
 import { writeWavHeader } from '../protocol/riff.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import { coreTransform } from './core-transform.ts';
 
 export interface WavFormatOptions {
   /** Default 16000. */
@@ -15,19 +15,65 @@ export interface WavFormatOptions {
   channels?: number;
 }
 
-export function checkWavFormat(name: string, options: WavFormatOptions): PcmFormat {
-  return checkPcmFormat(name, {
-    sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
-    channels: options.channels ?? 1,
-  });
-}
+/** Largest data size a RIFF header can state; beyond it the streaming sizes stay. */
+const MAX_RIFF_DATA = 0xffffffff - 36;
 
-/** The error for PCM that ends inside a sample frame. */
-export function partialFrameError(pending: number, frameBytes: number): MediaError {
-  return new MediaError(
-    'ERR_MEDIA_TRUNCATED',
-    `PCM16 input ends inside a sample frame (${pending} of ${frameBytes} bytes)`,
-  );
+/**
+ * Pure core of a WAV writer (for `toWav()` and the `wavFile()` sink): the streaming header, then
+ * the whole sample frames of the PCM; `end` fails if the PCM stopped inside a frame.
+ */
+export class WavEncoder {
+  readonly format: PcmFormat;
+  readonly #frames: ByteAligner;
+  #dataBytes = 0;
+
+  /** `name` goes into the error for bad options. */
+  constructor(options: WavFormatOptions = {}, name = 'WavEncoder') {
+    this.format = checkPcmFormat(name, {
+      sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
+      channels: options.channels ?? 1,
+    });
+    this.#frames = new ByteAligner(2 * this.format.channels);
+  }
+
+  /** Sample bytes passed so far. */
+  get dataBytes(): number {
+    return this.#dataBytes;
+  }
+
+  /** The 44-byte header with sizes 0xFFFFFFFF ("to the end of the file"). */
+  header(): Buffer {
+    return writeWavHeader(this.format);
+  }
+
+  /** The whole sample frames `chunk` completes (possibly none). */
+  push(chunk: Uint8Array): Buffer {
+    const whole = this.#frames.push(chunk);
+    this.#dataBytes += whole.length;
+    return whole;
+  }
+
+  /** End of the PCM: `MediaError` `ERR_MEDIA_TRUNCATED` if it stopped inside a sample frame. */
+  end(): void {
+    this.#frames.end('PCM16 input');
+  }
+
+  /**
+   * The real RIFF and data sizes for the samples passed, to write over the header's at their
+   * offsets (a seekable file); none past what a RIFF header can state (the streaming sizes stay).
+   */
+  sizePatches(): Array<{ offset: number; bytes: Buffer }> {
+    if (this.#dataBytes > MAX_RIFF_DATA) return [];
+    const size = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(n, 0);
+      return b;
+    };
+    return [
+      { offset: 4, bytes: size(36 + this.#dataBytes) },
+      { offset: 40, bytes: size(this.#dataBytes) },
+    ];
+  }
 }
 
 /**
@@ -36,24 +82,22 @@ export function partialFrameError(pending: number, frameBytes: number): MediaErr
  * ends inside a sample frame fails with `MediaError` (`ERR_MEDIA_TRUNCATED`).
  */
 export function toWav(options: WavFormatOptions = {}): Transform {
-  const format = checkWavFormat('toWav', options);
-  const aligner = new ByteAligner(2 * format.channels);
+  const encoder = new WavEncoder(options, 'toWav');
   let headerSent = false;
-  const header = (stream: Transform) => {
-    if (headerSent) return;
+  const header = (): Buffer[] => {
+    if (headerSent) return [];
     headerSent = true;
-    stream.push(writeWavHeader(format));
+    return [encoder.header()];
   };
-  return new Transform({
-    transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
-      header(this);
-      const whole = aligner.push(chunk);
-      callback(null, whole.length > 0 ? whole : undefined);
+  return coreTransform<Buffer, Buffer>({
+    push: (chunk) => {
+      const whole = encoder.push(chunk);
+      return whole.length > 0 ? [...header(), whole] : header();
     },
-    flush(this: Transform, callback: TransformCallback) {
-      header(this);
-      if (aligner.pending > 0) callback(partialFrameError(aligner.pending, aligner.blockBytes));
-      else callback();
+    end: () => {
+      const out = header();
+      encoder.end();
+      return out;
     },
   });
 }

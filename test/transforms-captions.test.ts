@@ -275,3 +275,28 @@ test('ffmpeg reads both outputs as subtitles', async (t) => {
     );
   }
 });
+
+test('live: hours of speech faster than the reading speed never leave cues behind the words', async () => {
+  // 1800 utterances (about an hour): 8 words in 1.6 s (about 40 characters a second), 0.3 s apart.
+  const utterances: SpeakerWord[][] = [];
+  const startOf = new Map<string, number>();
+  let t = 0.5;
+  for (let u = 0; u < 1800; u++) {
+    const words: SpeakerWord[] = [];
+    for (let i = 0; i < 8; i++) {
+      const word = `w${u}x${i}`;
+      words.push({ word, start_time: +t.toFixed(3), end_time: +(t + 0.15).toFixed(3), speaker: null });
+      startOf.set(word, Math.round(t * 1000));
+      t += 0.2;
+    }
+    utterances.push(words);
+    t += 0.3;
+  }
+  const events = utterances.map((words, index) => ({ type: 'utterance', id: 'x', index, text: '', words }));
+  const cues = parseVtt(await stream(events, { format: 'vtt' }));
+  checkTiming(cues);
+  assert.equal(cues.flatMap((c) => c.lines.join(' ').split(' ')).length, 1800 * 8, 'every word once');
+  let worst = 0;
+  for (const c of cues) worst = Math.max(worst, c.start - startOf.get(c.lines[0]!.split(' ')[0]!)!);
+  assert.ok(worst <= 1000, `a cue starts ${worst} ms after its first word`);
+});

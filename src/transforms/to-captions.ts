@@ -24,6 +24,12 @@ export interface CaptionOptions {
   maxPauseMs?: number;
   /** Show speakers (VTT `<v Speaker>`, SRT `Speaker: ` prefix) when words carry them. Default true. */
   speakerLabels?: boolean;
+  /**
+   * Live (utterance events): the longest a cue stays up after its last word is spoken, the next
+   * cue not being known yet. A later cue never overlaps it, so this bounds how late a cue can
+   * start after its first word, however fast the speech. Default 1000.
+   */
+  liveHoldMs?: number;
 }
 
 export interface Cue {
@@ -43,6 +49,7 @@ interface Layout {
   minMs: number;
   maxMs: number;
   maxPauseMs: number;
+  liveHoldMs: number;
   labels: boolean;
   srt: boolean;
 }
@@ -68,6 +75,7 @@ function resolveLayout(options: CaptionOptions): Layout {
     minMs: positive('minDurationMs', options.minDurationMs ?? 1000),
     maxMs: positive('maxDurationMs', options.maxDurationMs ?? 7000),
     maxPauseMs: positive('maxPauseMs', options.maxPauseMs ?? 1500),
+    liveHoldMs: positive('liveHoldMs', options.liveHoldMs ?? 1000),
     labels: options.speakerLabels ?? true,
     srt: options.format === 'srt',
   };
@@ -96,7 +104,9 @@ function wrap(words: readonly string[], width: number, firstLinePrefix: number):
 
 /**
  * Pure core: words in time order to timed cues. A cue never overlaps the one before it; within
- * one `add` call a cue's end is held back to the next cue's start.
+ * one `add` call a cue's end is held back to the next cue's start. Live, more words follow in
+ * later calls: the last cue of a call stays at most `liveHoldMs` past its last word, or each
+ * cue would push the next one later without bound when speech outpaces the reading speed.
  */
 export class CaptionBuilder {
   readonly layout: Layout;
@@ -106,8 +116,8 @@ export class CaptionBuilder {
     this.layout = resolveLayout(options);
   }
 
-  /** Lay out one batch of words (an utterance, or a whole transcript). */
-  add(words: readonly CaptionWord[]): Cue[] {
+  /** Lay out one batch of words: an utterance (`live`: more will follow), or a whole transcript. */
+  add(words: readonly CaptionWord[], options: { live?: boolean } = {}): Cue[] {
     const L = this.layout;
     const groups: { words: CaptionWord[]; speaker: string | null }[] = [];
     let current: { words: CaptionWord[]; speaker: string | null } | undefined;
@@ -150,6 +160,7 @@ export class CaptionBuilder {
       let endMs = Math.max(spokenEnd, startMs + L.minMs, startMs + Math.ceil((chars / L.cps) * 1000));
       endMs = Math.min(endMs, startMs + Math.max(L.maxMs, spokenEnd - startMs));
       if (next) endMs = Math.min(endMs, Math.max(spokenEnd, Math.round(next.words[0]!.start_time * 1000)));
+      else if (options.live) endMs = Math.min(endMs, spokenEnd + L.liveHoldMs);
       endMs = Math.max(endMs, startMs + 1);
       this.#prevEndMs = endMs;
       cues.push({ startMs, endMs, lines, speaker: g.speaker });
@@ -245,7 +256,7 @@ export function toCaptions(options: CaptionOptions): Transform {
         );
         return;
       }
-      if (words && words.length > 0) emit(this, builder.add(words));
+      if (words && words.length > 0) emit(this, builder.add(words, { live: event?.type === 'utterance' }));
       callback();
     },
     flush(this: Transform, callback: TransformCallback) {

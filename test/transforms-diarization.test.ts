@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { IncompleteStreamError } from '../src/protocol/errors.ts';
 import type { DiarizationRecord, LiveDiarizationSegment } from '../src/protocol/records.ts';
+import { alignSpeakers } from '../src/transforms/align-speakers.ts';
 import {
   type DiarizationEvent,
   DiarizationMerger,
@@ -64,17 +65,42 @@ test('closed same-speaker neighbours merge; a turn is emitted once the next spea
   });
 });
 
-test('segments without end_time end where the next one starts', async () => {
-  const out = await run([
+test('segments without end_time end where the next one starts; the last one at the stream end', async () => {
+  const records = [
     rec([seg('A', 0), seg('B', 1.5)], [seg('A', 2.5)]),
     rec([seg('B', 1.5 + 0.5)], [], false),
     rec([seg('A', 2.5)], [], true),
-  ]);
-  assert.deepEqual(closedOf(out), [
+  ];
+  assert.deepEqual(closedOf(await run(records, { streamEndSec: 3.2 })), [
     { start_time: 0, end_time: 1.5, speaker: 'A' },
     { start_time: 1.5, end_time: 2.5, speaker: 'B' },
-    { start_time: 2.5, end_time: 2.5, speaker: 'A' },
+    { start_time: 2.5, end_time: 3.2, speaker: 'A' },
   ]);
+  // The stream end may be known only at the end (e.g. the audio sent so far): a function.
+  let sent = 0;
+  const late = run(records, { streamEndSec: () => sent });
+  sent = 4;
+  assert.equal(closedOf(await late).at(-1)!.end_time, 4);
+});
+
+test('an unknown end is never taken from provisional (active) segments', async () => {
+  // Closed A@0 while B looks active from 5; then B closes at 3: A ends at 3, not 5.
+  const out = await run([rec([seg('A', 0)], [seg('B', 5)]), rec([seg('B', 3, 6)], [], true)]);
+  assert.deepEqual(closedOf(out), [
+    { start_time: 0, end_time: 3, speaker: 'A' },
+    { start_time: 3, end_time: 6, speaker: 'B' },
+  ]);
+});
+
+test('the last turn without end_time keeps its words (it is not cut to zero length and dropped)', async () => {
+  const records = [rec([seg('A', 0), seg('B', 3)], []), rec([], [], true)];
+  const withEnd = closedOf(await run(records, { streamEndSec: 6 }));
+  assert.deepEqual(withEnd.at(-1), { start_time: 3, end_time: 6, speaker: 'B' });
+  const words = [{ word: 'late', start_time: 4, end_time: 4.5 }];
+  assert.equal(alignSpeakers(words, withEnd)[0]!.speaker, 'B');
+  // No stream end given: as far as the closed segments reach (here A's overlapping turn).
+  const overlap = [rec([seg('A', 0, 5.5), seg('B', 3)], []), rec([], [], true)];
+  assert.deepEqual(closedOf(await run(overlap)).at(-1), { start_time: 3, end_time: 5.5, speaker: 'B' });
 });
 
 test('maxGapSec keeps same-speaker turns apart across a long pause', async () => {
@@ -86,20 +112,21 @@ test('maxGapSec keeps same-speaker turns apart across a long pause', async () =>
 test('property: however the closed segments are spread over records, the emitted timeline is the same', () => {
   fc.assert(
     fc.property(
-      fc.array(fc.tuple(fc.constantFrom('S0', 'S1', 'S2'), fc.integer({ min: 1, max: 30 })), {
+      fc.array(fc.tuple(fc.constantFrom('S0', 'S1', 'S2'), fc.integer({ min: 1, max: 30 }), fc.boolean()), {
         minLength: 1,
         maxLength: 40,
       }),
       fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 10 }),
       (turns, cuts) => {
         let t = 0;
-        const segments = turns.map(([speaker, len]) => {
-          const s = seg(speaker, t / 10, (t + len) / 10);
+        // Some segments without end_time (the interface guarantees only start_time and speaker).
+        const segments = turns.map(([speaker, len, ended]) => {
+          const s = seg(speaker, t / 10, ended ? (t + len) / 10 : undefined);
           t += len;
           return s;
         });
         const emitted = (records: DiarizationRecord[]) => {
-          const m = new DiarizationMerger();
+          const m = new DiarizationMerger({ streamEndSec: t / 10 });
           const out: SpeakerSegment[] = [];
           for (const r of records) for (const e of m.push(r)) if (e.type === 'segment') out.push(e.segment);
           return out;

@@ -42,6 +42,12 @@ export type DiarizationEvent = SegmentEvent | ActiveEvent | TimelineEvent;
 export interface MergeDiarizationOptions {
   /** Merge same-speaker neighbours only when the gap between them is at most this. Default: any gap. */
   maxGapSec?: number;
+  /**
+   * Where the stream ends (seconds), for a last turn without `end_time`: a number, or a function
+   * asked at `is_final` (e.g. the audio sent so far). Default: as far as the closed segments
+   * reach, which for a service that sends no end times is the last turn's own start (so give it).
+   */
+  streamEndSec?: number | (() => number | undefined);
   /** Check each record's shape (default true). */
   validate?: boolean;
   /** Keep closed segments for the `timeline` event (default true; false for endless streams). */
@@ -50,21 +56,27 @@ export interface MergeDiarizationOptions {
 
 /**
  * Pure core. A live segment may lack `end_time` (the interface shows only `start_time` and the
- * speaker): its end is then the start of the segment after it. A merged turn is emitted when a
- * later closed segment of another speaker (or beyond `maxGapSec`) shows it cannot grow.
+ * speaker): its end is then the start of the closed segment after it (never of an active one:
+ * provisional data does not become part of a closed segment), or for the last one, the start of
+ * the final record's active tail, else `streamEndSec`. A merged turn is emitted when a later
+ * closed segment of another speaker (or beyond `maxGapSec`) shows it cannot grow.
  */
 export class DiarizationMerger {
   readonly #maxGap: number;
   readonly #keep: boolean;
+  readonly #streamEnd: MergeDiarizationOptions['streamEndSec'];
   /** The current closed turn, still open to merging; its end may be unknown. */
   #open: { start: number; end: number | undefined; speaker: string } | undefined;
   #active: SpeakerSegment[] = [];
   #closed: SpeakerSegment[] = [];
+  /** How far the closed segments received reach (seconds): their latest end, or start. */
+  #reach = 0;
   #final = false;
 
-  constructor(options: { maxGapSec?: number; keepTimeline?: boolean } = {}) {
+  constructor(options: Pick<MergeDiarizationOptions, 'maxGapSec' | 'keepTimeline' | 'streamEndSec'> = {}) {
     this.#maxGap = options.maxGapSec ?? Number.POSITIVE_INFINITY;
     this.#keep = options.keepTimeline ?? true;
+    this.#streamEnd = options.streamEndSec;
   }
 
   get finished(): boolean {
@@ -76,12 +88,11 @@ export class DiarizationMerger {
       throw new ProtocolError('ERR_INVALID_RECORD', 'diarization record after the final record');
     const events: DiarizationEvent[] = [];
     const closed = [...record.final_segments].sort((a, b) => a.start_time - b.start_time);
-    for (const seg of closed) this.#close(seg, events);
-    const activeRaw = [...record.active_segments].sort((a, b) => a.start_time - b.start_time);
-    // The open turn's unknown end is bounded by whatever starts after it.
-    if (this.#open && this.#open.end === undefined && activeRaw.length > 0) {
-      this.#open.end = Math.max(this.#open.start, activeRaw[0]!.start_time);
+    for (const seg of closed) {
+      this.#close(seg, events);
+      this.#reach = Math.max(this.#reach, seg.start_time, seg.end_time ?? seg.start_time);
     }
+    const activeRaw = [...record.active_segments].sort((a, b) => a.start_time - b.start_time);
     this.#active = activeRaw.map((s, i) => ({
       start_time: s.start_time,
       end_time: endOf(s, activeRaw[i + 1]),
@@ -90,7 +101,7 @@ export class DiarizationMerger {
     if (record.is_final) {
       this.#final = true;
       const provisional = this.#active;
-      if (this.#open) events.push(this.#emitOpen(provisional[0]?.start_time));
+      if (this.#open) events.push(this.#emitOpen(provisional[0]?.start_time ?? this.#streamEndSec()));
       events.push({ type: 'timeline', segments: this.#closed, provisional });
     } else {
       events.push({ type: 'active', segments: this.tail() });
@@ -102,7 +113,7 @@ export class DiarizationMerger {
   tail(): SpeakerSegment[] {
     const open = this.#open;
     if (!open) return [...this.#active];
-    const end = open.end ?? this.#active[0]?.start_time ?? open.start;
+    const end = open.end ?? this.#active[0]?.start_time ?? this.#reach;
     return [
       { start_time: open.start, end_time: Math.max(open.start, end), speaker: open.speaker },
       ...this.#active,
@@ -128,6 +139,12 @@ export class DiarizationMerger {
       events.push(this.#emitOpen(seg.start_time));
     }
     this.#open = { start: seg.start_time, end: seg.end_time, speaker: seg.speaker };
+  }
+
+  /** The stream's end as given, else as far as the closed segments reach. */
+  #streamEndSec(): number {
+    const given = typeof this.#streamEnd === 'function' ? this.#streamEnd() : this.#streamEnd;
+    return given !== undefined && Number.isFinite(given) ? given : this.#reach;
   }
 
   #emitOpen(nextStart: number | undefined): SegmentEvent {

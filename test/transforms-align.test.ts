@@ -2,6 +2,8 @@
 // segment, and the live stream form that waits for the diarization timeline.
 
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import type { WordSegment } from '../src/protocol/records.ts';
 import { UNKNOWN_SPEAKER } from '../src/protocol/speaker-rule.ts';
@@ -12,7 +14,8 @@ import {
   type SpeakerUtteranceEvent,
 } from '../src/transforms/align-speakers.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
-import type { SpeakerSegment } from '../src/transforms/merge-diarization.ts';
+import { mergeDiarization, type SpeakerSegment } from '../src/transforms/merge-diarization.ts';
+import { collectObjects } from './helpers/collect.ts';
 
 const w = (word: string, start: number, end: number): WordSegment => ({
   word,
@@ -139,4 +142,24 @@ test('stream form: the timeline can be fed as a Writable of mergeDiarization eve
     timeline.segments().map((x) => x.speaker),
     ['A'],
   );
+});
+
+test('stream form: with mergeDiarization keepTimeline false, the closed segments survive the end', async () => {
+  const ID = '5e1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
+  const records = [
+    { id: ID, final_segments: [s('A', 0, 2)], active_segments: [s('B', 2, 3)], is_final: false },
+    { id: ID, final_segments: [s('B', 2, 4)], active_segments: [], is_final: true },
+  ];
+  const timeline = new SpeakerTimeline();
+  await pipeline(Readable.from(records), mergeDiarization({ keepTimeline: false }), timeline.writable());
+  assert.ok(timeline.ended);
+  const out = await collectObjects<SpeakerUtteranceEvent>(
+    [utterance(0, [w('one', 0.5, 1)]), utterance(1, [w('two', 2.5, 3)])],
+    alignSpeakersStream({ timeline, keepWords: false }),
+  );
+  assert.deepEqual(
+    out.map((e) => e.words[0]!.speaker),
+    ['A', 'B'],
+  );
+  assert.deepEqual(timeline.segments(), [s('A', 0, 2), s('B', 2, 4)]);
 });

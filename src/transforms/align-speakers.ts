@@ -77,6 +77,8 @@ export function alignSpeakers(
  */
 export class SpeakerTimeline extends EventEmitter {
   #closed: SpeakerSegment[] = [];
+  /** 'segment' events received: the first so many segments of a 'timeline' event are known. */
+  #received = 0;
   #tail: SpeakerSegment[] = [];
   /** Speakers are final up to here (seconds; the stream starts at 0). */
   #closedUntil = 0;
@@ -99,11 +101,15 @@ export class SpeakerTimeline extends EventEmitter {
   update(event: DiarizationEvent): void {
     if (event.type === 'segment') {
       this.#closed.push(event.segment);
+      this.#received++;
       this.#closedUntil = Math.max(this.#closedUntil, event.segment.end_time);
     } else if (event.type === 'active') {
       this.#tail = event.segments;
     } else {
-      this.#closed = [...event.segments];
+      // Every closed segment in order, those already received first (none at all with
+      // mergeDiarization's keepTimeline: false): add only the others, keep what was received.
+      this.#closed.push(...event.segments.slice(this.#received));
+      this.#received = Math.max(this.#received, event.segments.length);
       this.#tail = event.provisional;
       this.#ended = true;
     }

@@ -163,3 +163,13 @@ test('stream form: with mergeDiarization keepTimeline false, the closed segments
   );
   assert.deepEqual(timeline.segments(), [s('A', 0, 2), s('B', 2, 4)]);
 });
+
+test('by overlap: equal overlaps in decimal seconds tie (to the earlier segment) despite float noise', () => {
+  // 1.2 - 1.1 and 1.3 - 1.2 differ in binary floating point; in whole microseconds they are equal.
+  assert.deepEqual(speakers([w('x', 1.1, 1.3)], [s('A', 0, 1.2), s('B', 1.2, 3)]), ['A']);
+  assert.deepEqual(speakers([w('y', 0.7, 0.9)], [s('A', 0, 0.8), s('B', 0.8, 3)]), ['A']);
+  // Summed per speaker: A 0.1 + 0.2 against B 0.3 is a tie, which goes to A, whose segment is
+  // earlier (in floating point A's sum is 0.29999999999999993); a real difference still wins.
+  assert.deepEqual(speakers([w('z', 0.1, 0.7)], [s('A', 0, 0.2), s('B', 0.2, 0.5), s('A', 0.5, 1)]), ['A']);
+  assert.deepEqual(speakers([w('z', 0.1, 0.7)], [s('A', 0, 0.2), s('B', 0.2, 0.55), s('A', 0.55, 1)]), ['B']);
+});

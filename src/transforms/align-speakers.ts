@@ -33,30 +33,33 @@ export interface AlignSpeakersOptions {
   forceAlign?: boolean;
 }
 
+/** Whole microseconds: equal durations in decimal seconds compare equal despite binary fractions. */
+const micros = (seconds: number) => Math.round(seconds * 1e6);
+
 function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: AlignSpeakersOptions): string {
   if ((options.mode ?? 'overlap') === 'v1') return v1Speaker(word, segs, options.forceAlign !== false)!;
-  {
-    const bySpeaker = new Map<string, number>();
-    let best: string | undefined;
-    let bestOverlap = 0;
-    for (const s of segs) {
-      // A zero-length word counts as overlapping the segment holding its instant.
-      const overlap =
-        word.end_time > word.start_time
-          ? Math.min(word.end_time, s.end_time) - Math.max(word.start_time, s.start_time)
-          : word.start_time >= s.start_time && word.start_time < s.end_time
-            ? Number.MIN_VALUE
-            : 0;
-      if (overlap <= 0) continue;
-      const total = (bySpeaker.get(s.speaker) ?? 0) + overlap;
-      bySpeaker.set(s.speaker, total);
-      if (total > bestOverlap) {
-        bestOverlap = total;
-        best = s.speaker;
-      }
-    }
-    if (best !== undefined) return best;
+  const start = micros(word.start_time);
+  const end = micros(word.end_time);
+  // Overlap per speaker, in the order of each speaker's first overlapping segment (segs are sorted).
+  const bySpeaker = new Map<string, number>();
+  for (const s of segs) {
+    const from = micros(s.start_time);
+    const to = micros(s.end_time);
+    // A zero-length word counts as overlapping the segment holding its instant.
+    const overlap =
+      end > start ? Math.min(end, to) - Math.max(start, from) : start >= from && start < to ? 1 : 0;
+    if (overlap > 0) bySpeaker.set(s.speaker, (bySpeaker.get(s.speaker) ?? 0) + overlap);
   }
+  let best: string | undefined;
+  let bestOverlap = 0;
+  // Strictly more: a tie stays with the speaker whose segment came earlier.
+  for (const [speaker, overlap] of bySpeaker) {
+    if (overlap > bestOverlap) {
+      bestOverlap = overlap;
+      best = speaker;
+    }
+  }
+  if (best !== undefined) return best;
   return options.forceAlign === false ? UNKNOWN_SPEAKER : nearestBoundarySpeaker(word, segs);
 }
 

@@ -14,7 +14,11 @@ import {
   type SpeakerUtteranceEvent,
 } from '../src/transforms/align-speakers.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
-import { mergeDiarization, type SpeakerSegment } from '../src/transforms/merge-diarization.ts';
+import {
+  DiarizationMerger,
+  mergeDiarization,
+  type SpeakerSegment,
+} from '../src/transforms/merge-diarization.ts';
 import { collectObjects } from './helpers/collect.ts';
 
 const w = (word: string, start: number, end: number): WordSegment => ({
@@ -172,4 +176,31 @@ test('by overlap: equal overlaps in decimal seconds tie (to the earlier segment)
   // earlier (in floating point A's sum is 0.29999999999999993); a real difference still wins.
   assert.deepEqual(speakers([w('z', 0.1, 0.7)], [s('A', 0, 0.2), s('B', 0.2, 0.5), s('A', 0.5, 1)]), ['A']);
   assert.deepEqual(speakers([w('z', 0.1, 0.7)], [s('A', 0, 0.2), s('B', 0.2, 0.55), s('A', 0.55, 1)]), ['B']);
+});
+
+test('stream form: a long single-speaker stretch labels each utterance once diarization has closed past it', async () => {
+  const ID = '5e1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
+  const merger = new DiarizationMerger();
+  const timeline = new SpeakerTimeline();
+  const stream = alignSpeakersStream({ timeline });
+  const out: SpeakerUtteranceEvent[] = [];
+  stream.on('data', (e: SpeakerUtteranceEvent) => out.push(e));
+  // 20 s of speaker A, closed a second at a time: no other speaker ever closes a turn.
+  for (let i = 0; i < 20; i++) {
+    const record = {
+      id: ID,
+      final_segments: [{ speaker: 'A', start_time: i, end_time: i + 1 }],
+      active_segments: [{ speaker: 'A', start_time: i + 1, end_time: i + 1.5 }],
+      is_final: false,
+    };
+    for (const event of merger.push(record)) timeline.update(event);
+    stream.write(utterance(i, [w(`w${i}`, i + 0.2, i + 0.8)]));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(out.length, i + 1, `utterance ${i} is labelled as soon as A is closed past it`);
+    assert.equal(out[i]!.words[0]!.speaker, 'A');
+  }
+  for (const event of merger.push({ id: ID, final_segments: [], active_segments: [], is_final: true }))
+    timeline.update(event);
+  stream.end();
+  await new Promise((resolve) => stream.once('end', resolve));
 });

@@ -62,7 +62,13 @@ test('closed same-speaker neighbours merge; a turn is emitted once the next spea
       { start_time: 0, end_time: 1.0, speaker: 'S0' },
       { start_time: 1.0, end_time: 1.4, speaker: 'S0' },
     ],
+    closedUntil: 1.0,
   });
+  // How far the closed segments reach, emitted or not (S0's turn is still open here).
+  assert.deepEqual(
+    actives.map((e) => e.type === 'active' && e.closedUntil),
+    [1.0, 2.0, 3.5],
+  );
 });
 
 test('segments without end_time end where the next one starts; the last one at the stream end', async () => {

@@ -108,6 +108,8 @@ export class SpeakerTimeline extends EventEmitter {
       this.#closedUntil = Math.max(this.#closedUntil, event.segment.end_time);
     } else if (event.type === 'active') {
       this.#tail = event.segments;
+      // The open turn is in the tail until another speaker closes; its closed part is final.
+      if (event.closedUntil !== undefined) this.#closedUntil = Math.max(this.#closedUntil, event.closedUntil);
     } else {
       // Every closed segment in order, those already received first (none at all with
       // mergeDiarization's keepTimeline: false): add only the others, keep what was received.

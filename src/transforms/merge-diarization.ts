@@ -28,6 +28,11 @@ export interface SegmentEvent {
 export interface ActiveEvent {
   type: 'active';
   segments: SpeakerSegment[];
+  /**
+   * Seconds up to which the closed segments received reach: speakers before it are final, the
+   * open turn's included, even while no other speaker has closed a turn to emit it.
+   */
+  closedUntil?: number;
 }
 
 /** The stream ended (`is_final`): every closed segment, and the tail that stayed provisional. */
@@ -104,7 +109,7 @@ export class DiarizationMerger {
       if (this.#open) events.push(this.#emitOpen(provisional[0]?.start_time ?? this.#streamEndSec()));
       events.push({ type: 'timeline', segments: this.#closed, provisional });
     } else {
-      events.push({ type: 'active', segments: this.tail() });
+      events.push({ type: 'active', segments: this.tail(), closedUntil: this.#reach });
     }
     return events;
   }

@@ -123,10 +123,32 @@ test('byte streams are paced by their length; live sources are not delayed (a pe
   live.destroy();
 });
 
-test('a shared Pacer lets another stage slow the stream down', () => {
+test('a shared Pacer lets another stage slow the stream down', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
   const pacer = new Pacer();
   const stream = pace({ pacer });
   assert.equal(stream.pacer, pacer);
+  const out: Buffer[] = [];
+  stream.on('data', (f: Buffer) => out.push(f));
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
+  const advanceTo = (ms: number) => t.mock.timers.tick(ms - Date.now());
+  stream.write(frame(3200));
+  await settle();
+  assert.equal(out.length, 1, 'a full bucket: the first frame goes at once');
+  // Another stage (the one that got the 429) penalizes the shared bucket, not the stream.
+  pacer.penalize(2000);
+  stream.write(frame(3200));
+  for (const at of [1, 500, 1999]) {
+    advanceTo(at);
+    await settle();
+    assert.equal(out.length, 1, `still held ${at} ms into the 2000 ms penalty`);
+  }
+  // At least the penalty, then the sustained rate from an empty bucket: it goes, eventually.
+  t.mock.timers.tick(60_000);
+  await settle();
+  assert.equal(out.length, 2, 'released after the penalty');
+  assert.equal(pacer.sentBytes, 6400);
+  stream.destroy();
 });
 
 test('destroy clears the pending timer (no handle left open)', async () => {

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { finished } from 'node:stream/promises';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -130,9 +130,46 @@ test('destroying a pooled stream mid-run settles and leaves the pool usable', as
   assert.equal((await pool.run(task!)).length, 160);
 });
 
+/**
+ * The dist/ files that `entries` load (their relative imports, followed) that are missing or
+ * older than the source they are built from: a test of dist/ must not pass against old code.
+ */
+function staleBuild(entries: URL[]): string[] {
+  const distRoot = new URL('../dist/', import.meta.url).href;
+  const srcRoot = new URL('../src/', import.meta.url).href;
+  const stale: string[] = [];
+  const seen = new Set<string>();
+  const visit = (file: URL) => {
+    if (seen.has(file.href)) return;
+    seen.add(file.href);
+    const src = new URL(file.href.replace(distRoot, srcRoot).replace(/\.js$/, '.ts'));
+    const name = file.href.slice(distRoot.length);
+    if (!existsSync(file)) {
+      stale.push(`${name} (missing)`);
+      return;
+    }
+    if (existsSync(src) && statSync(src).mtimeMs > statSync(file).mtimeMs) {
+      stale.push(`${name} (older than its source)`);
+    }
+    for (const m of readFileSync(file, 'utf8').matchAll(
+      /(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+\.js)['"]/g,
+    )) {
+      visit(new URL(m[1]!, file));
+    }
+  };
+  for (const entry of entries) visit(entry);
+  return stale;
+}
+
 test('the pool loads its task file from dist/ (.js) as well as from source (.ts)', async () => {
   const dist = new URL('../dist/workers/resample-pool.js', import.meta.url);
-  if (!existsSync(dist)) assert.fail('dist/ is missing: `npm test` builds it first; run `npm run build`');
+  const task = new URL('../dist/workers/resample-task.js', import.meta.url);
+  const stale = staleBuild([dist, task]);
+  if (stale.length > 0) {
+    assert.fail(
+      `dist/ is missing or stale: ${stale.join(', ')}. \`npm test\` builds it first; run \`npm run build\``,
+    );
+  }
   const script = `
     const { ResamplePool } = await import(${JSON.stringify(dist.href)});
     const pool = new ResamplePool({ threads: 1 });

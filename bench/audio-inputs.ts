@@ -1,7 +1,8 @@
 // Audio benchmark helpers: synthetic inputs made once with ffmpeg in .bench-tmp/ (git-ignored),
-// and the plain ffmpeg command used as a baseline.
+// the plain ffmpeg command used as a baseline, and the reads and sink every stream bench uses.
 
 import { execFile, spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -34,5 +35,21 @@ export function plainFfmpeg(
     child.once('close', (code) =>
       code === 0 ? resolve(Buffer.concat(parts)) : reject(new Error(`ffmpeg exited with ${code}`)),
     );
+  });
+}
+
+/** `buf` as the reads of a source: chunks of `size` bytes (the last may be shorter). */
+export function chunks(buf: Buffer, size: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
+  return out;
+}
+
+/** A Writable that takes everything and keeps nothing: the end of a measured pipeline. */
+export function discard(): Writable {
+  return new Writable({
+    write(_chunk, _encoding, callback) {
+      callback();
+    },
   });
 }

@@ -4,10 +4,9 @@
 
 import { createReadStream, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { decode } from '../src/index.ts';
-import { benchTmp, ffmpegTo, plainFfmpeg } from './audio-inputs.ts';
+import { benchTmp, discard, ffmpegTo, plainFfmpeg } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
 
 const media = resolve(
@@ -35,13 +34,6 @@ async function mp3(): Promise<{ path: string; seconds: number; note: string }> {
   }
   return { path, seconds: 107, note: 'synthetic 107 s 48 kHz stereo MP3 (no media)' };
 }
-
-const discard = () =>
-  new Writable({
-    write(_chunk, _encoding, callback) {
-      callback();
-    },
-  });
 
 /** `ffmpeg -i path -f s16le -ar 16000 -ac 1 pipe:1`, stdout to /dev/null. */
 const ffmpegDecode = (path: string) => () =>

@@ -4,7 +4,7 @@
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { resample } from '../src/index.ts';
-import { plainFfmpeg } from './audio-inputs.ts';
+import { chunks, plainFfmpeg } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
 
 const FROM = { sampleRate: 48000, channels: 2 };
@@ -19,12 +19,6 @@ function noise(seconds: number): Buffer {
   }
   return buf;
 }
-
-const chunks = (buf: Buffer, size: number) => {
-  const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
-  return out;
-};
 
 async function ours(input: Buffer[]): Promise<Buffer> {
   const parts: Buffer[] = [];

@@ -3,9 +3,10 @@
 // four at once. Ratio > 1: the pool wins.
 
 import { availableParallelism } from 'node:os';
-import { Readable, Writable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ResamplePool, resample } from '../src/index.ts';
+import { chunks, discard } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
 
 const FROM = { sampleRate: 48000, channels: 2 };
@@ -17,19 +18,6 @@ function audio(seconds: number): Buffer {
     buf.writeInt16LE(Math.round(9000 * Math.sin(i * 0.0123) + ((i * 7919) % 4001) - 2000), i);
   return buf;
 }
-
-const chunks = (buf: Buffer, size: number) => {
-  const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
-  return out;
-};
-
-const sink = () =>
-  new Writable({
-    write(_c, _e, cb) {
-      cb();
-    },
-  });
 
 export async function run(): Promise<Comparison[]> {
   const seconds = 30;
@@ -46,7 +34,7 @@ export async function run(): Promise<Comparison[]> {
     ] as const) {
       const reads = chunks(input, Math.round(chunkSeconds * 48000) * 4);
       const stream = (pool: ResamplePool | false, taskSeconds?: number) => () =>
-        pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool, taskSeconds }), sink());
+        pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool, taskSeconds }), discard());
       // Tasks as big as the chunks, and tasks batching chunks up to 1 s.
       results.push(
         await compare({
@@ -83,14 +71,14 @@ export async function run(): Promise<Comparison[]> {
         unit: 'audio s/s',
         scale: 1,
         rounds: 5,
-        ours: () => pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool: one }), sink()),
-        baseline: () => pipeline(Readable.from(reads), resample({ from: FROM, to: TO }), sink()),
+        ours: () => pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool: one }), discard()),
+        baseline: () => pipeline(Readable.from(reads), resample({ from: FROM, to: TO }), discard()),
       }),
     );
     const four = (pool: ResamplePool | false) => () =>
       Promise.all(
         [0, 1, 2, 3].map(() =>
-          pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool }), sink()),
+          pipeline(Readable.from(reads), resample({ from: FROM, to: TO, pool }), discard()),
         ),
       );
     results.push(

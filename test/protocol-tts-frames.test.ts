@@ -100,16 +100,23 @@ test('input that ends before the final frame is an IncompleteStreamError', () =>
   assert.throws(() => cut.end(), IncompleteStreamError);
 });
 
-test('a frame after the final frame is a protocol error', () => {
-  const d = new TtsDemuxer(ID);
+test('a frame after the final frame is a protocol error (staged small reads: by end() at the latest)', () => {
   const bytes = Buffer.concat([
     encodeTtsFrame(ID, true, Buffer.alloc(4)),
     encodeTtsFrame(ID, false, Buffer.alloc(2)),
   ]);
-  assert.throws(
-    () => d.push(bytes),
-    (err: unknown) => err instanceof ProtocolError && err.code === 'ERR_TTS_FRAME',
-  );
+  for (const coalesceBytes of [0, 4096]) {
+    const d = new TtsDemuxer(ID, { coalesceBytes });
+    assert.throws(
+      () => {
+        d.push(bytes);
+        d.end();
+      },
+      (err: unknown) => err instanceof ProtocolError && err.code === 'ERR_TTS_FRAME',
+    );
+  }
+  // Without staging it fails on the read that carries the extra frame.
+  assert.throws(() => new TtsDemuxer(ID, { coalesceBytes: 0 }).push(bytes), { code: 'ERR_TTS_FRAME' });
 });
 
 test('a body that does not start with the request header is a protocol error', () => {
@@ -137,7 +144,7 @@ test('coalescing gathers PCM split across reads into fewer chunks, bounded in si
     `${gathered.out.length} vs ${plain.out.length} chunks`,
   );
   for (const c of gathered.out) assert.ok(c.pcm.length <= 4096);
-  assert.throws(() => new TtsDemuxer(ID, { coalesceBytes: -1 }), RangeError);
+  assert.throws(() => new TtsDemuxer(ID, { coalesceBytes: -1 }), { code: 'ERR_INVALID_ARGUMENT' });
 });
 
 test('a trailing half sample at the end is an error, never dropped', () => {

@@ -1,19 +1,10 @@
-// Protocol codecs against their physical or peer baselines:
-// parseNdjson vs split2 + JSON.parse; TtsDemuxer/demuxTts vs a raw Buffer.indexOf scan;
-// encodeFrame vs a plain allocate-and-copy of the same PCM.
+// The TTS frame demuxer (core and stream adapter) vs a raw Buffer.indexOf scan of the same
+// bytes, the physical limit for finding headers; the stream adapter also against an
+// indexOf-scanning Transform in the same stream plumbing.
 
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import split2 from 'split2';
-import {
-  demuxTts,
-  encodeFrame,
-  encodeTtsFrame,
-  parseNdjson,
-  randomUuid,
-  TtsDemuxer,
-  uuidToBytes,
-} from '../src/index.ts';
+import { demuxTts, encodeTtsFrame, randomUuid, TtsDemuxer, uuidToBytes } from '../src/index.ts';
 import { type Comparison, compare } from './harness.ts';
 
 const chunk = (buf: Buffer, size: number) => {
@@ -21,35 +12,6 @@ const chunk = (buf: Buffer, size: number) => {
   for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
   return out;
 };
-
-function asrNdjson(records: number): Buffer {
-  const vocabulary = ['ask', 'not', 'what', 'your', 'country', 'can', 'do', 'for', 'you', 'مرحبا', 'naïve'];
-  const lines: string[] = [];
-  const id = randomUuid();
-  let t = 0;
-  for (let i = 0; i < records; i++) {
-    const words = Array.from({ length: 3 + (i % 12) }, (_, k) => {
-      const start = t + k * 0.31;
-      return {
-        start_time: +start.toFixed(3),
-        end_time: +(start + 0.27).toFixed(3),
-        word: vocabulary[(i + k) % vocabulary.length]!,
-      };
-    });
-    t += words.length * 0.31;
-    lines.push(
-      JSON.stringify({
-        id,
-        seq: i,
-        transcription: words.map((w) => w.word).join(' '),
-        words,
-        is_speech_final: i % 4 === 3,
-        is_final: false,
-      }),
-    );
-  }
-  return Buffer.from(`${lines.join('\n')}\n`);
-}
 
 const sink = () =>
   new Writable({
@@ -61,19 +23,6 @@ const sink = () =>
 
 export async function run(): Promise<Comparison[]> {
   const results: Comparison[] = [];
-
-  const ndjson = asrNdjson(20_000);
-  const ndjsonChunks = chunk(ndjson, 64 * 1024);
-  results.push(
-    await compare({
-      name: 'parseNdjson vs split2+JSON.parse (ASR records, 64 KiB reads)',
-      units: ndjson.length,
-      ours: () => pipeline(Readable.from(ndjsonChunks, { objectMode: false }), parseNdjson(), sink()),
-      baseline: () =>
-        pipeline(Readable.from(ndjsonChunks, { objectMode: false }), split2(JSON.parse), sink()),
-      target: 1.0,
-    }),
-  );
 
   // A 16 kHz TTS body in 100 ms frames (3,200 PCM bytes each), 8 MiB in all.
   const requestId = randomUuid();
@@ -146,35 +95,5 @@ export async function run(): Promise<Comparison[]> {
     );
   }
 
-  for (const [label, bytes] of [
-    ['20 ms', 640],
-    ['100 ms', 3200],
-    ['1 s', 32000],
-  ] as const) {
-    const samples = Buffer.alloc(bytes, 1);
-    const streamId = uuidToBytes(randomUuid());
-    const n = 1000;
-    results.push(
-      await compare({
-        name: `encodeFrame vs alloc+copy (${label} frames)`,
-        units: n * bytes,
-        ours: () => {
-          let last: Buffer | undefined;
-          for (let i = 0; i < n; i++)
-            last = encodeFrame({ streamId, isStart: i === 0, language: 'en', pcm: samples });
-          return last;
-        },
-        baseline: () => {
-          let last: Buffer | undefined;
-          for (let i = 0; i < n; i++) {
-            last = Buffer.allocUnsafe(bytes);
-            samples.copy(last);
-          }
-          return last;
-        },
-        target: 0.5,
-      }),
-    );
-  }
   return results;
 }

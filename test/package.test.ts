@@ -31,3 +31,13 @@ test('dist holds only the library', async () => {
   assert.ok(!existsSync(new URL('dist/test', root)));
   assert.ok(!existsSync(new URL('dist/bench', root)));
 });
+
+test('speechpipe/emulator resolves to dist/ and the built CLI runs', async () => {
+  const script = `import('speechpipe/emulator').then(async (m) => {
+    const e = await m.startEmulator(); console.log(JSON.stringify({ url: typeof e.url, key: typeof e.apiKey })); await e.close(); })`;
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: root });
+  assert.deepEqual(JSON.parse(stdout), { url: 'string', key: 'string' });
+  const cli = await run(process.execPath, ['dist/cli/main.js', '--help'], { cwd: root });
+  assert.match(cli.stdout, /usage: speechpipe <command>/);
+  assert.match(cli.stdout, /transcribe/);
+});

@@ -46,8 +46,9 @@ export function chunks(buf: Buffer, size: number): Buffer[] {
 }
 
 /** A Writable that takes everything and keeps nothing: the end of a measured pipeline. */
-export function discard(): Writable {
+export function discard(objectMode = false): Writable {
   return new Writable({
+    objectMode,
     write(_chunk, _encoding, callback) {
       callback();
     },

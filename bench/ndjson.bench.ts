@@ -1,16 +1,11 @@
 // parseNdjson vs split2 + JSON.parse on realistic ASR records (the nearest peer).
 
-import { Readable, Writable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import split2 from 'split2';
 import { parseNdjson, randomUuid } from '../src/index.ts';
+import { chunks, discard } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
-
-const chunk = (buf: Buffer, size: number) => {
-  const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
-  return out;
-};
 
 function asrNdjson(records: number): Buffer {
   const vocabulary = ['ask', 'not', 'what', 'your', 'country', 'can', 'do', 'for', 'you', 'مرحبا', 'naïve'];
@@ -41,26 +36,18 @@ function asrNdjson(records: number): Buffer {
   return Buffer.from(`${lines.join('\n')}\n`);
 }
 
-const sink = () =>
-  new Writable({
-    objectMode: true,
-    write(_chunk, _enc, cb) {
-      cb();
-    },
-  });
-
 export async function run(): Promise<Comparison[]> {
   const results: Comparison[] = [];
 
   const ndjson = asrNdjson(20_000);
-  const ndjsonChunks = chunk(ndjson, 64 * 1024);
+  const ndjsonChunks = chunks(ndjson, 64 * 1024);
   results.push(
     await compare({
       name: 'parseNdjson vs split2+JSON.parse (ASR records, 64 KiB reads)',
       units: ndjson.length,
-      ours: () => pipeline(Readable.from(ndjsonChunks, { objectMode: false }), parseNdjson(), sink()),
+      ours: () => pipeline(Readable.from(ndjsonChunks, { objectMode: false }), parseNdjson(), discard(true)),
       baseline: () =>
-        pipeline(Readable.from(ndjsonChunks, { objectMode: false }), split2(JSON.parse), sink()),
+        pipeline(Readable.from(ndjsonChunks, { objectMode: false }), split2(JSON.parse), discard(true)),
       target: 1.0,
     }),
   );

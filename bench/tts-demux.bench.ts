@@ -2,24 +2,11 @@
 // bytes, the physical limit for finding headers; the stream adapter also against an
 // indexOf-scanning Transform in the same stream plumbing.
 
-import { Readable, Transform, Writable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { demuxTts, encodeTtsFrame, randomUuid, TtsDemuxer, uuidToBytes } from '../src/index.ts';
+import { chunks, discard } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
-
-const chunk = (buf: Buffer, size: number) => {
-  const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
-  return out;
-};
-
-const sink = () =>
-  new Writable({
-    objectMode: true,
-    write(_chunk, _enc, cb) {
-      cb();
-    },
-  });
 
 export async function run(): Promise<Comparison[]> {
   const results: Comparison[] = [];
@@ -38,7 +25,7 @@ export async function run(): Promise<Comparison[]> {
     ['64 KiB', 64 * 1024],
     ['1 MiB', 1024 * 1024],
   ] as const) {
-    const reads = chunk(ttsBody, size);
+    const reads = chunks(ttsBody, size);
     const scan = () => {
       let found = 0;
       for (const r of reads) {
@@ -79,8 +66,9 @@ export async function run(): Promise<Comparison[]> {
       await compare({
         name: `demuxTts stream vs indexOf-scan Transform (${label} reads)`,
         units: ttsBody.length,
-        ours: () => pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), sink()),
-        baseline: () => pipeline(Readable.from(reads, { objectMode: false }), scanStream(), sink()),
+        ours: () =>
+          pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), discard(true)),
+        baseline: () => pipeline(Readable.from(reads, { objectMode: false }), scanStream(), discard(true)),
         target: 0.5,
       }),
     );
@@ -88,7 +76,8 @@ export async function run(): Promise<Comparison[]> {
       await compare({
         name: `demuxTts stream vs raw Buffer.indexOf scan (${label} reads)`,
         units: ttsBody.length,
-        ours: () => pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), sink()),
+        ours: () =>
+          pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), discard(true)),
         baseline: scan,
         note: 'informational: stream plumbing vs a bare loop',
       }),

@@ -277,6 +277,34 @@ describe('batch submission', () => {
     assert.equal(emu.stats().jobsCreated - before, 1);
   });
 
+  test('bytes after the recording: a long preamble leaves the rule on; a part header over 16 KiB is malformed', async () => {
+    const before = emu.stats().jobsCreated;
+    const tail = { name: 'pad', data: 'q'.repeat(5_000) };
+    // Preamble before the first delimiter (RFC 2046: ignored), much longer than the recording's
+    // part header and longer than any read of the request.
+    const preamble = Buffer.from(`${'p'.repeat(200 * 1024)}\r\n`);
+    for (const body of [
+      Buffer.concat([preamble, multipart([filePart(speech), tail])]),
+      Buffer.concat([preamble, multipart([filePart(speech)], { epilogue: 'e'.repeat(5_000) })]),
+    ]) {
+      for (const sent of [body, chunked(body)]) {
+        const r = errorOf(await submit(emu, 'en', sent), 413, 'PAYLOAD_TOO_LARGE');
+        assert.equal((r.data as { bound: string }).bound, 'unvalidatable_tail_bytes');
+      }
+    }
+    const withPreamble = Buffer.concat([preamble, multipart([filePart(speech)])]);
+    assert.equal((await submit(emu, 'en', chunked(withPreamble))).status, 200, 'a preamble alone is fine');
+    // A part header over busboy's 16 KiB is a malformed multipart body.
+    const longHeader = multipart([filePart(speech), tail])
+      .toString('latin1')
+      .replace(
+        'content-type: application/octet-stream',
+        `x-pad: ${'h'.repeat(70 * 1024)}\r\ncontent-type: audio/wav`,
+      );
+    errorOf(await submit(emu, 'en', Buffer.from(longHeader, 'latin1')), 400, 'VALIDATION_INVALID_FORMAT');
+    assert.equal(emu.stats().jobsCreated - before, 1);
+  });
+
   test('audio validation: unsupported, corrupt, empty or zero-duration audio is 422 VALIDATION_FILE_CORRUPT', async () => {
     const before = emu.stats().jobsCreated;
     const cases: [string, Buffer][] = [

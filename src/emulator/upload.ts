@@ -68,15 +68,55 @@ export function checkUploadHeaders(ex: HttpExchange, rules: UploadRules): string
   return boundary;
 }
 
-/** Where the first part's data starts in the body, once its headers have arrived. */
-function firstPartDataOffset(head: Buffer, boundary: string): number | undefined {
-  const delimiter = head.indexOf(`--${boundary}`);
-  if (delimiter < 0) return undefined;
-  const end = head.indexOf('\r\n\r\n', delimiter);
-  return end < 0 ? undefined : end + 4;
-}
+const CRLF = Buffer.from('\r\n');
+const HEADER_END = Buffer.from('\r\n\r\n');
 
-const HEAD_SCAN_BYTES = 64 * 1024;
+/**
+ * Where the first part's data begins, found as the body streams in and as busboy reads it:
+ * after the first `\r\n--boundary\r\n` (the body counts as starting with CRLF, so a delimiter
+ * on the first line needs none) and then the `\r\n\r\n` ending that part's header block. Only
+ * a few bytes are kept between chunks, so a preamble of any length still leaves the recording's
+ * end, and with it the unvalidatable tail, known.
+ */
+class FirstPartLocator {
+  readonly #delimiter: Buffer;
+  #stage: 'delimiter' | 'headers' = 'delimiter';
+  /** Unmatched bytes kept from earlier chunks, and the body offset of their first byte. */
+  #carry: Buffer = CRLF;
+  #carryAt = -CRLF.length;
+  /** Body offset of the first part's data, once known. */
+  dataOffset: number | undefined;
+
+  constructor(boundary: string) {
+    this.#delimiter = Buffer.from(`\r\n--${boundary}\r\n`);
+  }
+
+  push(chunk: Buffer): void {
+    if (this.dataOffset !== undefined) return;
+    let window = this.#carry.length > 0 ? Buffer.concat([this.#carry, chunk]) : chunk;
+    let at = this.#carryAt;
+    for (;;) {
+      const needle = this.#stage === 'delimiter' ? this.#delimiter : HEADER_END;
+      const i = window.indexOf(needle);
+      if (i < 0) {
+        const keep = Math.min(window.length, needle.length - 1);
+        this.#carry = Buffer.from(window.subarray(window.length - keep));
+        this.#carryAt = at + window.length - keep;
+        return;
+      }
+      if (this.#stage === 'headers') {
+        this.dataOffset = at + i + HEADER_END.length;
+        this.#carry = Buffer.alloc(0);
+        return;
+      }
+      // The header block's end is searched from the CRLF that ends the delimiter line.
+      this.#stage = 'headers';
+      const from = i + needle.length - CRLF.length;
+      window = window.subarray(from);
+      at += from;
+    }
+  }
+}
 
 /**
  * Read and validate an upload; resolves with the analysed audio or rejects with the
@@ -115,8 +155,7 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
   let total = 0;
   let parts = 0;
   let fileParts = 0;
-  let head: Buffer | undefined = Buffer.alloc(0);
-  let fileStart: number | undefined;
+  const locator = new FirstPartLocator(boundary);
   /** Offset where the bytes after the recording's closing delimiter begin, once known. */
   let tailStart: number | undefined;
   let fileDone: Promise<void> | undefined;
@@ -182,10 +221,12 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
         bytes += chunk.length;
         await analyzer.write(chunk);
       }
-      if (fileStart !== undefined) {
-        tailStart = fileStart + bytes + 4 + boundary.length;
-        checkTail();
-      }
+      // The locator saw every byte busboy parsed, so it knows where this part began; if it
+      // ever disagreed with busboy the tail could not be measured: refuse rather than skip it.
+      const start = locator.dataOffset;
+      if (start === undefined) throw reject('VALIDATION_INVALID_FORMAT', 'malformed multipart body');
+      tailStart = start + bytes + Buffer.byteLength(`\r\n--${boundary}`);
+      checkTail();
     })();
     fileDone.catch(fail);
   });
@@ -217,11 +258,7 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
       fail(tooLarge(rules.bytesBound, rules.maxBytes, rules.maxBytes + 1, 'the request body'));
       return;
     }
-    if (head !== undefined) {
-      head = Buffer.concat([head, chunk]);
-      fileStart = firstPartDataOffset(head, boundary);
-      if (fileStart !== undefined || head.length > HEAD_SCAN_BYTES) head = undefined;
-    }
+    locator.push(chunk);
     checkTail();
     if (!bb.write(chunk)) {
       req.pause();

@@ -7,9 +7,12 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { EmulatorContext } from '../src/emulator/context.ts';
+import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recording.ts';
 import type { Emulator } from '../src/emulator/index.ts';
+import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
 import {
@@ -537,6 +540,94 @@ describe('jobs and lookups', () => {
       'done',
       'a failed lookup clears nothing',
     );
+  });
+});
+
+describe('job store: memory and retention', () => {
+  const audio = (): AnalyzedAudio => ({
+    durationSec: 3.7,
+    regions: [
+      { start: 0.3, end: 1.5 },
+      { start: 2.4, end: 3.4 },
+    ],
+    sha256: 'ab'.repeat(32),
+  });
+  const options: BatchOptions = {
+    language: 'en',
+    diarization: 'd1',
+    itn: true,
+    redact: true,
+    transcript: 'call twenty three times',
+  };
+  function store(
+    jobTiming = { queuedMs: 0, processingMs: 0 },
+    retention?: ConstructorParameters<typeof JobStore>[1],
+  ) {
+    const ctx = new EmulatorContext({ jobTiming });
+    after(() => ctx.lifecycle.close());
+    return new JobStore(ctx, retention);
+  }
+
+  test('a cleared job keeps only its small status record and still answers cleared (V2 and V1)', async () => {
+    const jobs = store();
+    const job = jobs.create(audio(), options, false);
+    assert.deepEqual(jobs.held(), { jobs: 1, inputs: 1, results: 0 });
+    await until(() => job.status === 'done', 'done');
+    assert.deepEqual(
+      jobs.held(),
+      { jobs: 1, inputs: 0, results: 1 },
+      'the input is dropped once the result exists',
+    );
+    assert.equal(renderV2(job).data.status, 'done');
+    jobs.clearAfterRead(job);
+    assert.deepEqual(jobs.held(), { jobs: 1, inputs: 0, results: 0 }, 'the result is dropped when cleared');
+    const again = jobs.get(job.id.toUpperCase());
+    assert.ok(again);
+    const v2 = renderV2(again);
+    assert.ok(validateJobV2(v2).ok);
+    assert.equal(v2.data.status, 'cleared');
+    assert.equal(v2.data.audio_duration, 3.7);
+    assert.equal(v2.data.language, 'en');
+    assert.equal(Object.keys(v2.data).length, 8);
+    const v1 = renderV1(again, true);
+    assert.ok(validateJobV1(v1).ok);
+    assert.equal(v1.status, 'cleared');
+    assert.deepEqual(v1.diarization_segments, []);
+    assert.deepEqual(v1.results, { transcript: '' });
+    assert.equal(v1.metadata.fileDuration, 3.7);
+  });
+
+  test('a failed job drops its input; reading it clears it', async () => {
+    const jobs = store();
+    const job = jobs.create(audio(), options, true);
+    await until(() => job.status === 'failed', 'failed');
+    assert.deepEqual(jobs.held(), { jobs: 1, inputs: 0, results: 0 });
+    jobs.clearAfterRead(job);
+    assert.equal(renderV2(job).data.status, 'cleared');
+  });
+
+  test('retention: a job is forgotten retentionMs after its last status change, only once it has ended', async () => {
+    let clock = 0;
+    const jobs = store(undefined, { retentionMs: 1_000, now: () => clock });
+    const done = jobs.create(audio(), options, false);
+    const cleared = jobs.create(audio(), options, false);
+    await until(() => done.status === 'done' && cleared.status === 'done', 'done');
+    clock = 500;
+    jobs.clearAfterRead(cleared);
+    clock = 999;
+    assert.ok(jobs.get(done.id), 'kept until the retention has passed');
+    clock = 1_000;
+    assert.equal(jobs.get(done.id), undefined, 'forgotten: a later read is 404');
+    assert.ok(jobs.get(cleared.id), 'clearing restarted its retention');
+    clock = 1_500;
+    assert.equal(jobs.get(cleared.id), undefined);
+    assert.deepEqual(jobs.held(), { jobs: 0, inputs: 0, results: 0 });
+
+    const pending = store({ queuedMs: 600_000, processingMs: 0 }, { retentionMs: 0, now: () => clock });
+    const queued = pending.create(audio(), options, false);
+    clock = 1e12;
+    assert.equal(pending.get(queued.id)?.status, 'queued', 'a job that has not ended is never forgotten');
+    assert.throws(() => store(undefined, { retentionMs: -1 }), RangeError);
   });
 });
 

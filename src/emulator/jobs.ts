@@ -1,6 +1,6 @@
 // Batch jobs: created on an accepted submission, moved queued → processing → done/failed on
-// the configured schedule, cleared after a read without save_result, and rendered in the V2
-// envelope or the V1 legacy shape.
+// the configured schedule, cleared after a read without save_result (only the status record is
+// kept), forgotten some time after they end, and rendered in the V2 or the V1 legacy shape.
 
 import { randomUUID } from 'node:crypto';
 import type {
@@ -22,29 +22,61 @@ export const VENDOR_VERSION = 'emulator-1';
 /** The rate the service transcribes at, reported as `sample_rate_hz`. */
 export const SERVICE_SAMPLE_RATE = 16_000;
 
+/** How long an ended job is kept by default (the interface defines no retention). */
+export const DEFAULT_JOB_RETENTION_MS = 60 * 60 * 1000;
+
+export interface JobRetention {
+  /**
+   * An ended job (`done`, `failed`, `cleared`) is forgotten this long after its last status
+   * change; later reads are 404. Default one hour; `Infinity` keeps every job.
+   */
+  retentionMs?: number;
+  /** The clock retention is measured with (milliseconds); default `Date.now`. */
+  now?: () => number;
+}
+
+/** What a job's result is made from: held until the job ends. */
+interface JobInput {
+  readonly audio: AnalyzedAudio;
+  readonly options: BatchOptions;
+}
+
 export interface Job {
   readonly id: string;
   version: number;
   readonly createdAt: string;
   updatedAt: string;
   readonly language: string;
-  readonly audio: AnalyzedAudio;
-  readonly options: BatchOptions;
+  readonly durationSec: number;
   /** The job ends `failed` (a `fail` fault on the submission). */
   readonly fails: boolean;
   status: JobStatus;
+  /** Until the job ends (speech regions, a registered transcript); then dropped. */
+  input: JobInput | undefined;
+  /** While `done`; dropped when the job is cleared, leaving only the fields above. */
   result: BatchResult | undefined;
 }
 
+const ENDED: ReadonlySet<JobStatus> = new Set(['done', 'failed', 'cleared']);
+
 export class JobStore {
   readonly #jobs = new Map<string, Job>();
+  /** Ended jobs by id → when they are forgotten; in that order, as the retention is fixed. */
+  readonly #expiry = new Map<string, number>();
   readonly #ctx: EmulatorContext;
+  readonly #retentionMs: number;
+  readonly #now: () => number;
 
-  constructor(ctx: EmulatorContext) {
+  constructor(ctx: EmulatorContext, retention: JobRetention = {}) {
     this.#ctx = ctx;
+    const ms = retention.retentionMs ?? DEFAULT_JOB_RETENTION_MS;
+    if (!(typeof ms === 'number' && ms >= 0)) throw new RangeError('retentionMs must be >= 0');
+    this.#retentionMs = ms;
+    this.#now = retention.now ?? Date.now;
   }
 
   create(audio: AnalyzedAudio, options: BatchOptions, fails: boolean): Job {
+    this.#sweep();
     const now = new Date().toISOString();
     const job: Job = {
       id: randomUUID(),
@@ -52,10 +84,10 @@ export class JobStore {
       createdAt: now,
       updatedAt: now,
       language: options.language,
-      audio,
-      options,
+      durationSec: audio.durationSec,
       fails,
       status: 'queued',
+      input: { audio, options },
       result: undefined,
     };
     this.#jobs.set(job.id, job);
@@ -64,11 +96,13 @@ export class JobStore {
     const { lifecycle } = this.#ctx;
     lifecycle.timeout(queuedMs, () => {
       this.#move(job, 'processing');
-      const work = processingMs + this.#ctx.audioDelayMs(audio.durationSec);
+      const work = processingMs + this.#ctx.audioDelayMs(job.durationSec);
       lifecycle.timeout(work, () => {
+        const input = job.input!;
+        job.input = undefined;
         if (job.fails) this.#move(job, 'failed');
         else {
-          job.result = batchResult(audio, options);
+          job.result = batchResult(input.audio, input.options);
           this.#move(job, 'done');
         }
       });
@@ -77,6 +111,7 @@ export class JobStore {
   }
 
   get(id: string): Job | undefined {
+    this.#sweep();
     return this.#jobs.get(id.toLowerCase());
   }
 
@@ -87,10 +122,36 @@ export class JobStore {
     this.#move(job, 'cleared');
   }
 
+  /** What the store holds: jobs, jobs still holding their input, and results. */
+  held(): { jobs: number; inputs: number; results: number } {
+    let inputs = 0;
+    let results = 0;
+    for (const job of this.#jobs.values()) {
+      if (job.input) inputs++;
+      if (job.result) results++;
+    }
+    return { jobs: this.#jobs.size, inputs, results };
+  }
+
   #move(job: Job, status: JobStatus): void {
     job.status = status;
     job.version++;
     job.updatedAt = new Date().toISOString();
+    if (ENDED.has(status) && this.#retentionMs !== Number.POSITIVE_INFINITY) {
+      // Re-inserted at the end: the map stays ordered by expiry.
+      this.#expiry.delete(job.id);
+      this.#expiry.set(job.id, this.#now() + this.#retentionMs);
+    }
+  }
+
+  /** Forget the ended jobs whose retention has passed. */
+  #sweep(): void {
+    const now = this.#now();
+    for (const [id, at] of this.#expiry) {
+      if (at > now) break;
+      this.#expiry.delete(id);
+      this.#jobs.delete(id);
+    }
   }
 }
 
@@ -101,7 +162,7 @@ export function renderV2(job: Job): JobV2Envelope {
     created_at: job.createdAt,
     updated_at: job.updatedAt,
     language: job.language,
-    audio_duration: round3(job.audio.durationSec),
+    audio_duration: round3(job.durationSec),
     sample_rate_hz: SERVICE_SAMPLE_RATE,
   };
   let data: JobV2;
@@ -116,7 +177,7 @@ export function renderV1(job: Job, forceAlign: boolean): JobV1 {
     status: job.status,
     APIVersion: LEGACY_API_VERSION,
     version: SERVICE_VERSION,
-    metadata: { vendorVersion: VENDOR_VERSION, jobId: job.id, fileDuration: round3(job.audio.durationSec) },
+    metadata: { vendorVersion: VENDOR_VERSION, jobId: job.id, fileDuration: round3(job.durationSec) },
     results: { transcript: done ? job.result!.final_result : '' },
     diarization_segments: done
       ? structuredClone(job.result!.diarization_segments)

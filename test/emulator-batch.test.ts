@@ -23,12 +23,16 @@ import {
   MULTIPART_TYPE,
   multipart,
   type Part,
+  RATE,
   speechPcm,
   until,
   uuid,
   wavOf,
 } from './helpers/emulator-fixtures.ts';
 import { sineFile } from './helpers/ffmpeg.ts';
+
+/** PCM16 mono at the live rate. */
+const BYTES_PER_SECOND = RATE * 2;
 
 const { dispatcher, emulator } = emulatorsForFile({ jobTiming: { queuedMs: 0, processingMs: 0 } });
 
@@ -330,11 +334,11 @@ describe('batch submission', () => {
   test('duration: at the limit accepted; over it 422 AUDIO_DURATION_EXCEEDED, whole seconds rounded up', async () => {
     const before = emu.stats().jobsCreated;
     assert.equal(
-      (await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * 32_000)))]))).status,
+      (await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * BYTES_PER_SECOND)))]))).status,
       200,
     );
     const wav = errorOf(
-      await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * 32_000 + 2)))])),
+      await submit(emu, 'en', multipart([filePart(wavOf(Buffer.alloc(4 * BYTES_PER_SECOND + 2)))])),
       422,
       'AUDIO_DURATION_EXCEEDED',
     );

@@ -13,7 +13,7 @@ import { alignSpeakers } from '../src/emulator/jobs.ts';
 import { PieceCutter } from '../src/emulator/tts-service.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
 import { cutsFor, splitAt } from './helpers/chunks.ts';
-import { speechPcm, uuid } from './helpers/emulator-fixtures.ts';
+import { RATE, speechPcm, uuid } from './helpers/emulator-fixtures.ts';
 
 const w = (word: string, start_time: number, end_time: number) => ({ word, start_time, end_time });
 
@@ -27,7 +27,7 @@ describe('speech regions', () => {
   ]);
 
   test('follow the audio: one region per burst, pauses between', () => {
-    const regions = detectRegions(pcm, 16_000);
+    const regions = detectRegions(pcm, RATE);
     assert.equal(regions.length, 2);
     assert.ok(Math.abs(regions[0]!.start - 0.5) <= 0.04, `start ${regions[0]!.start}`);
     assert.ok(Math.abs(regions[0]!.end - 1.7) <= 0.04, `end ${regions[0]!.end}`);
@@ -37,21 +37,21 @@ describe('speech regions', () => {
 
   test('a pause shorter than the hangover does not split a region', () => {
     const short = speechPcm([{ speech: 0.5 }, { silence: 0.2 }, { speech: 0.5 }]);
-    assert.equal(detectRegions(short, 16_000).length, 1);
+    assert.equal(detectRegions(short, RATE).length, 1);
   });
 
   test('silence has no region; speech running to the end is closed at the end', () => {
-    assert.deepEqual(detectRegions(Buffer.alloc(32_000), 16_000), []);
-    const open = detectRegions(speechPcm([{ silence: 0.2 }, { speech: 0.7 }]), 16_000);
+    assert.deepEqual(detectRegions(Buffer.alloc(RATE * 2), RATE), []);
+    const open = detectRegions(speechPcm([{ silence: 0.2 }, { speech: 0.7 }]), RATE);
     assert.equal(open.length, 1);
     assert.ok(Math.abs(open[0]!.end - 0.9) < 0.001);
   });
 
   test('any chunking (odd byte splits included) gives the same regions', () => {
-    const expected = detectRegions(pcm, 16_000);
+    const expected = detectRegions(pcm, RATE);
     fc.assert(
       fc.property(cutsFor(pcm.length), (cuts) => {
-        const d = new SpeechRegionDetector(16_000);
+        const d = new SpeechRegionDetector(RATE);
         const got = [];
         for (const chunk of splitAt(pcm, cuts)) {
           d.push(chunk);

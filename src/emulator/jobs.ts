@@ -15,6 +15,7 @@ import type { WordSegment } from '../protocol/records.ts';
 import { realSegments, v1Speaker } from '../protocol/speaker-rule.ts';
 import type { EmulatorContext } from './context.ts';
 import { type AnalyzedAudio, type BatchOptions, type BatchResult, batchResult } from './engine/recording.ts';
+import { roundToMs } from './engine/times.ts';
 
 export const SERVICE_VERSION = 'speechpipe-emulator 0.1.0';
 export const LEGACY_API_VERSION = 'v1';
@@ -162,7 +163,7 @@ export function renderV2(job: Job): JobV2Envelope {
     created_at: job.createdAt,
     updated_at: job.updatedAt,
     language: job.language,
-    audio_duration: round3(job.durationSec),
+    audio_duration: roundToMs(job.durationSec),
     sample_rate_hz: SERVICE_SAMPLE_RATE,
   };
   let data: JobV2;
@@ -177,7 +178,7 @@ export function renderV1(job: Job, forceAlign: boolean): JobV1 {
     status: job.status,
     APIVersion: LEGACY_API_VERSION,
     version: SERVICE_VERSION,
-    metadata: { vendorVersion: VENDOR_VERSION, jobId: job.id, fileDuration: round3(job.durationSec) },
+    metadata: { vendorVersion: VENDOR_VERSION, jobId: job.id, fileDuration: roundToMs(job.durationSec) },
     results: { transcript: done ? job.result!.final_result : '' },
     diarization_segments: done
       ? structuredClone(job.result!.diarization_segments)
@@ -209,5 +210,3 @@ export function alignSpeakers(
     speaker: v1Speaker(w, real, forceAlign),
   }));
 }
-
-const round3 = (x: number) => Math.round(x * 1000) / 1000;

@@ -9,21 +9,20 @@ import type {
   LiveDiarizationSegment,
   WordSegment,
 } from '../../protocol/records.ts';
+import { LIVE_SAMPLE_RATE } from '../../protocol/socket-events.ts';
 import { type SpeechRegion, SpeechRegionDetector } from './regions.ts';
 import { SpeakerTurns } from './speakers.ts';
+import { roundToMs } from './times.ts';
 import { generatedWord, layoutWords, TranscriptQueue, WORD_SLOT_SEC, wordCount } from './words.ts';
 
-const SAMPLE_RATE = 16_000;
 /** A region still open when the stream ends and shorter than this stays provisional. */
 const PROVISIONAL_TAIL_SEC = 0.5;
-
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 /** Realtime ASR for one stream. */
 export class LiveAsrEngine {
   readonly #id: string;
   readonly #language: Language;
-  readonly #detector = new SpeechRegionDetector(SAMPLE_RATE);
+  readonly #detector = new SpeechRegionDetector(LIVE_SAMPLE_RATE);
   readonly #transcript: TranscriptQueue | undefined;
   #seq = 0;
   #provisionalRegion: number | undefined;
@@ -34,11 +33,6 @@ export class LiveAsrEngine {
     this.#id = id;
     this.#language = language;
     this.#transcript = transcript === undefined ? undefined : new TranscriptQueue(transcript);
-  }
-
-  /** Seconds of audio consumed. */
-  get position(): number {
-    return this.#detector.position;
   }
 
   /** Records for one accepted chunk of PCM16LE 16 kHz mono. */
@@ -58,8 +52,8 @@ export class LiveAsrEngine {
         ? this.#transcript.peek(k)
         : Array.from({ length: k }, (_, i) => generatedWord(this.#language, start, i));
       const segments = words.map((word, i) => ({
-        start_time: round3(start + WORD_SLOT_SEC * (i + 0.1)),
-        end_time: round3(start + WORD_SLOT_SEC * (i + 0.9)),
+        start_time: roundToMs(start + WORD_SLOT_SEC * (i + 0.1)),
+        end_time: roundToMs(start + WORD_SLOT_SEC * (i + 0.9)),
         word,
       }));
       out.push(this.#record(segments, false, false));
@@ -108,15 +102,11 @@ export class LiveAsrEngine {
 /** Realtime diarization for one stream. */
 export class LiveDiarizationEngine {
   readonly #id: string;
-  readonly #detector = new SpeechRegionDetector(SAMPLE_RATE);
+  readonly #detector = new SpeechRegionDetector(LIVE_SAMPLE_RATE);
   readonly #turns = new SpeakerTurns();
 
   constructor(id: string) {
     this.#id = id;
-  }
-
-  get position(): number {
-    return this.#detector.position;
   }
 
   /** At most one record per chunk: new closed segments and the active snapshot. */
@@ -129,8 +119,8 @@ export class LiveDiarizationEngine {
         ? []
         : [
             {
-              start_time: round3(start),
-              end_time: round3(this.#detector.position),
+              start_time: roundToMs(start),
+              end_time: roundToMs(this.#detector.position),
               speaker: this.#turns.peek(start),
             },
           ];
@@ -154,8 +144,8 @@ export class LiveDiarizationEngine {
 
   #segment(region: SpeechRegion): LiveDiarizationSegment {
     return {
-      start_time: round3(region.start),
-      end_time: round3(region.end),
+      start_time: roundToMs(region.start),
+      end_time: roundToMs(region.end),
       speaker: this.#turns.assign(region),
     };
   }

@@ -7,6 +7,7 @@ import type { WordSegment } from '../../protocol/records.ts';
 import type { SpeechRegion } from './regions.ts';
 import { ALTERNATIVE_TURNS, DEFAULT_TURNS, SpeakerTurns } from './speakers.ts';
 import { inverseNormalize, joinWords, redact } from './text.ts';
+import { roundToMs } from './times.ts';
 import { recordingWords } from './words.ts';
 
 /** What the audio analysis kept of an upload: enough to produce every result. */
@@ -30,7 +31,6 @@ export interface BatchOptions {
 /** The result fields of a `done` V2 job, in the interface's order. */
 export type BatchResult = Pick<JobV2Done, (typeof V2_RESULT_FIELDS)[number]>;
 
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
 const DIARIZATION_ONSET_SEC = 0.15;
 
 export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchResult {
@@ -46,8 +46,8 @@ export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchR
     // Diarization boundaries differ from the words' (as a real model's do): a segment starts a
     // little after its speech region, so a region's first word lies outside every segment.
     diarization = audio.regions.map((r) => ({
-      start_time: round3(r.start + Math.min(DIARIZATION_ONSET_SEC, (r.end - r.start) / 4)),
-      end_time: round3(r.end),
+      start_time: roundToMs(r.start + Math.min(DIARIZATION_ONSET_SEC, (r.end - r.start) / 4)),
+      end_time: roundToMs(r.end),
       speaker: turns.assign(r),
     }));
   }

@@ -5,6 +5,7 @@
 import type { Language } from '../../protocol/languages.ts';
 import type { WordSegment } from '../../protocol/records.ts';
 import type { SpeechRegion } from './regions.ts';
+import { roundToMs } from './times.ts';
 
 /** Speaking rate of generated words, and the provisional layout of a region in progress. */
 export const WORDS_PER_SECOND = 2.5;
@@ -35,8 +36,6 @@ export function mix(a: number, b: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
-
 /** The `index`-th generated word of the region starting at `regionStart` seconds. */
 export function generatedWord(language: Language, regionStart: number, index: number): string {
   const h = mix(Math.round(regionStart * 1000), index);
@@ -56,8 +55,8 @@ export function layoutWords(words: readonly string[], start: number, end: number
   if (n === 0) return [];
   const slot = Math.max(0, end - start) / n;
   return words.map((word, k) => ({
-    start_time: round3(start + slot * (k + 0.1)),
-    end_time: round3(start + slot * (k + 0.9)),
+    start_time: roundToMs(start + slot * (k + 0.1)),
+    end_time: roundToMs(start + slot * (k + 0.9)),
     word,
   }));
 }

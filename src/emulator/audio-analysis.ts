@@ -55,10 +55,6 @@ export class UploadAnalyzer {
     this.#opts = options;
   }
 
-  get bytes(): number {
-    return this.#bytes;
-  }
-
   async write(chunk: Buffer): Promise<void> {
     if (chunk.length === 0) return;
     this.#bytes += chunk.length;

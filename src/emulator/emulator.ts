@@ -111,6 +111,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const ioServers = socketPaths.map((path) => {
     const io = new SocketServer(server, {
       path,
+      // The interface's handshake is websocket; long-polling is not offered.
+      transports: ['websocket'],
       serveClient: false,
       maxHttpBufferSize,
       destroyUpgrade: false,

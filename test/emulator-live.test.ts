@@ -7,8 +7,11 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
-import { encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
+import { Rejection } from '../src/emulator/rejection.ts';
+import { LiveSessions, type SessionScope } from '../src/emulator/sessions.ts';
+import { decodeFrame, encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
 import {
   call,
@@ -460,5 +463,69 @@ describe('live streams over Socket.IO', () => {
     socket.close();
     await until(() => emu.stats().sessions.cancelled === 1, 'cancellation on disconnect');
     assert.equal(emu.stats().sessions.active, 0);
+  });
+});
+
+describe('the session state machine (LiveSessions)', () => {
+  const SOCKET: SessionScope = { transport: 'socket', scope: 'unit' };
+  const HTTP: SessionScope = { transport: 'http', scope: 'http' };
+  const decoded = (f: FrameInput) => decodeFrame(frameOf(f));
+  const rejected = (code: string) => (err: unknown) => {
+    assert.ok(err instanceof Rejection, String(err));
+    assert.equal(err.code, code);
+    return true;
+  };
+
+  test('session audio is counted in whole bytes: exactly 14400 s in 0.1 s frames is accepted', (t) => {
+    const ctx = new EmulatorContext({ limits: { sessionAudioRateBurstBytes: 2 ** 40 } });
+    const sessions = new LiveSessions(ctx);
+    t.after(() => {
+      sessions.closeAll();
+      ctx.lifecycle.close();
+    });
+    const key = ctx.keys.first;
+    const id = uuid();
+    const tenth = Buffer.alloc(3200); // 0.1 s, not exact in binary floating point
+    sessions.accept(decoded({ id, start: true, pcm: tenth }), 'asr', SOCKET, key);
+    const next = decoded({ id, pcm: tenth });
+    for (let i = 1; i < 144_000; i++) sessions.accept(next, 'asr', SOCKET, key);
+    assert.equal(ctx.stats.framesAccepted, 144_000, 'exactly 14400 s were accepted');
+    assert.throws(
+      () => sessions.accept(decoded({ id, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key),
+      (err: unknown) => {
+        rejected('AUDIO_DURATION_EXCEEDED')(err);
+        assert.deepEqual((err as Rejection).init.data, {
+          limit: 14_400,
+          observed: 14_401,
+          unit: 'seconds',
+          bound: 'session_audio_duration',
+        });
+        return true;
+      },
+    );
+    assert.equal(ctx.stats.sessions.retired, 1);
+  });
+
+  test('a retired id stays tombstoned however many streams end after it', (t) => {
+    const ctx = new EmulatorContext({ limits: { sessionAudioDurationSec: 0.001 } }); // 32 bytes
+    const sessions = new LiveSessions(ctx);
+    t.after(() => {
+      sessions.closeAll();
+      ctx.lifecycle.close();
+    });
+    const key = ctx.keys.first;
+    const retire = (id: string) =>
+      assert.throws(
+        () => sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(64) }), 'asr', HTTP, key),
+        rejected('AUDIO_DURATION_EXCEEDED'),
+      );
+    const first = uuid();
+    retire(first);
+    for (let i = 0; i < 100_001; i++) retire(uuid());
+    assert.throws(
+      () => sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', HTTP, key),
+      rejected('SESSION_EXPIRED'),
+    );
+    assert.equal(ctx.stats.sessions.opened, 0);
   });
 });

@@ -4,6 +4,7 @@
 
 import type { LiveFrame } from '../protocol/frame.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
+import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import type { Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
@@ -14,8 +15,12 @@ import type { EmulatorKey } from './types.ts';
 export type SessionKind = 'asr' | 'diarization';
 export type LiveRecord = AsrRecord | DiarizationRecord;
 
-const BYTES_PER_SECOND = 32_000;
-/** Ended stream ids remembered (for 409 and the diarization never-started rule). */
+/** Live audio is PCM16 mono at 16 kHz. */
+export const PCM_BYTES_PER_SECOND = LIVE_SAMPLE_RATE * 2;
+/**
+ * Ended (not retired) stream ids remembered per scope, for the detail of a 409 and the
+ * diarization never-started rule. Retired ids are never forgotten.
+ */
 const MAX_REMEMBERED = 100_000;
 
 export interface SessionScope {
@@ -29,9 +34,11 @@ export class LiveSession {
   readonly id: string;
   readonly kind: SessionKind;
   readonly transport: 'http' | 'socket';
+  readonly where: SessionScope;
   readonly mapKey: string;
   state: 'live' | SessionEnd = 'live';
-  audioSec = 0;
+  /** PCM bytes accepted: whole bytes, so a stream exactly at the audio limit is accepted. */
+  audioBytes = 0;
   tokens: number;
   tokensAt = performance.now();
   lastAudioAt = performance.now();
@@ -58,6 +65,7 @@ export class LiveSession {
     this.id = frame.streamId;
     this.kind = kind;
     this.transport = where.transport;
+    this.where = where;
     this.mapKey = mapKey;
     this.tokens = burst;
     this.#releases = releases;
@@ -109,11 +117,19 @@ export class LiveSession {
   }
 }
 
+/** What a scope (HTTP, or one socket) remembers of its ended streams, keyed `kind:id`. */
+interface ScopeMemory {
+  /** Tombstones: retired ids, kept for the emulator's life (or the socket's). */
+  retired: Set<string>;
+  /** How other ids ended, the oldest forgotten past `MAX_REMEMBERED`. */
+  ended: Map<string, SessionEnd>;
+}
+
 export class LiveSessions {
   readonly #ctx: EmulatorContext;
   readonly #live = new Map<string, LiveSession>();
-  /** Ended ids: how they ended (`retired` ids are tombstoned). */
-  readonly #ended = new Map<string, SessionEnd>();
+  /** Ended ids per scope (`transport:scope`). */
+  readonly #memory = new Map<string, ScopeMemory>();
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
@@ -134,18 +150,17 @@ export class LiveSessions {
   accept(frame: LiveFrame, kind: SessionKind, where: SessionScope, key: EmulatorKey): LiveSession {
     const { limits } = this.#ctx;
     const mapKey = LiveSessions.key(kind, frame.streamId, where);
-    const frameSec = frame.pcm.length / BYTES_PER_SECOND;
     const now = performance.now();
     let session = this.#live.get(mapKey);
     if (frame.isStart) {
       if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
-      if (this.#ended.get(mapKey) === 'retired')
+      if (this.#ended(kind, frame.streamId, where) === 'retired')
         throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
-      this.#checkAudio(frameSec, frame.pcm.length, undefined, mapKey);
+      this.#checkAudio(frame, kind, where, undefined);
       session = this.#open(frame, kind, where, key, mapKey);
     } else {
       if (!session) {
-        const ended = this.#ended.get(mapKey);
+        const ended = this.#ended(kind, frame.streamId, where);
         if (ended === 'retired')
           throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
         if (ended === undefined && kind === 'diarization')
@@ -164,10 +179,10 @@ export class LiveSessions {
           });
         }
       }
-      this.#checkAudio(frameSec, frame.pcm.length, session, mapKey);
+      this.#checkAudio(frame, kind, where, session);
     }
     session.tokens -= frame.pcm.length;
-    session.audioSec += frameSec;
+    session.audioBytes += frame.pcm.length;
     session.lastAudioAt = now;
     session.lastActivityAt = now;
     // One timer per stream: when it fires it measures the quiet time and re-arms itself.
@@ -177,22 +192,32 @@ export class LiveSessions {
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
-  #checkAudio(frameSec: number, bytes: number, session: LiveSession | undefined, mapKey: string): void {
+  #checkAudio(
+    frame: LiveFrame,
+    kind: SessionKind,
+    where: SessionScope,
+    session: LiveSession | undefined,
+  ): void {
     const { limits } = this.#ctx;
-    const total = (session?.audioSec ?? 0) + frameSec;
-    if (total > limits.sessionAudioDurationSec) {
+    const bytes = frame.pcm.length;
+    const total = (session?.audioBytes ?? 0) + bytes;
+    if (total > limits.sessionAudioDurationSec * PCM_BYTES_PER_SECOND) {
       if (session) this.end(session, 'retired');
-      else this.#remember(mapKey, 'retired');
+      else this.#remember(kind, frame.streamId, where, 'retired');
       throw reject(
         'AUDIO_DURATION_EXCEEDED',
         `the stream's audio exceeds ${limits.sessionAudioDurationSec} s`,
         {
-          data: limitData('session_audio_duration', limits.sessionAudioDurationSec, total),
+          data: limitData(
+            'session_audio_duration',
+            limits.sessionAudioDurationSec,
+            total / PCM_BYTES_PER_SECOND,
+          ),
         },
       );
     }
     const burst = limits.sessionAudioRateBurstBytes;
-    const rate = limits.sessionAudioRateRealtime * BYTES_PER_SECOND;
+    const rate = limits.sessionAudioRateRealtime * PCM_BYTES_PER_SECOND;
     let tokens = burst;
     if (session) {
       const now = performance.now();
@@ -240,7 +265,7 @@ export class LiveSessions {
       releases,
       transcript,
     );
-    this.#ended.delete(mapKey);
+    this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
     this.#live.set(mapKey, session);
     this.#ctx.stats.sessionOpened();
     return session;
@@ -249,7 +274,7 @@ export class LiveSessions {
   /** Records of an accepted frame, released after the latency model's processing time. */
   infer(session: LiveSession, frame: LiveFrame): Promise<LiveRecord[]> {
     const ctx = this.#ctx;
-    const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / BYTES_PER_SECOND);
+    const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / PCM_BYTES_PER_SECOND);
     const ready = session.infer(frame.pcm, frame.isFinal, () => ctx.lifecycle.sleep(delayMs));
     ready.catch(() => {}); // rejected only when the emulator closes
     return ready;
@@ -262,16 +287,17 @@ export class LiveSessions {
     this.#ctx.lifecycle.clear(session.expiryTimer);
     session.releaseAll();
     this.#live.delete(session.mapKey);
-    this.#remember(session.mapKey, how);
+    this.#remember(session.kind, session.id, session.where, how);
     this.#ctx.stats.sessionEnded(how);
   }
 
-  /** Cancel every live stream of a scope (a Socket.IO connection that closed). */
+  /** Cancel every live stream of a scope (a Socket.IO connection that closed) and forget its ids. */
   cancelScope(where: SessionScope): void {
     const prefix = `${where.transport}:${where.scope}:`;
     for (const session of [...this.#live.values()]) {
       if (session.mapKey.startsWith(prefix)) this.end(session, 'cancelled');
     }
+    this.#memory.delete(`${where.transport}:${where.scope}`);
   }
 
   closeAll(): void {
@@ -293,12 +319,38 @@ export class LiveSessions {
     session.expiryTimer = lifecycle.timeout(limits.sessionExpirySec * 1000, check);
   }
 
-  #remember(mapKey: string, how: SessionEnd): void {
-    this.#ended.delete(mapKey);
-    this.#ended.set(mapKey, how);
-    if (this.#ended.size > MAX_REMEMBERED) {
-      const oldest = this.#ended.keys().next().value;
-      if (oldest !== undefined) this.#ended.delete(oldest);
+  #memoryOf(where: SessionScope, create: true): ScopeMemory;
+  #memoryOf(where: SessionScope, create: false): ScopeMemory | undefined;
+  #memoryOf(where: SessionScope, create: boolean): ScopeMemory | undefined {
+    const scope = `${where.transport}:${where.scope}`;
+    let memory = this.#memory.get(scope);
+    if (!memory && create) {
+      memory = { retired: new Set(), ended: new Map() };
+      this.#memory.set(scope, memory);
+    }
+    return memory;
+  }
+
+  /** How the stream with this id ended, if it did and is remembered. */
+  #ended(kind: SessionKind, id: string, where: SessionScope): SessionEnd | undefined {
+    const memory = this.#memoryOf(where, false);
+    const name = `${kind}:${id}`;
+    if (memory?.retired.has(name)) return 'retired';
+    return memory?.ended.get(name);
+  }
+
+  #remember(kind: SessionKind, id: string, where: SessionScope, how: SessionEnd): void {
+    const { retired, ended } = this.#memoryOf(where, true);
+    const name = `${kind}:${id}`;
+    ended.delete(name);
+    if (how === 'retired') {
+      retired.add(name);
+      return;
+    }
+    ended.set(name, how);
+    if (ended.size > MAX_REMEMBERED) {
+      const oldest = ended.keys().next().value;
+      if (oldest !== undefined) ended.delete(oldest);
     }
   }
 }

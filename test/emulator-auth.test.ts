@@ -217,7 +217,7 @@ describe('Socket.IO handshake', () => {
 });
 
 describe('admission', () => {
-  test('per-key request rate: 429 RATE_LIMIT_EXCEEDED, batch body with data.capacity; rejections consume nothing', async () => {
+  test('per-key request rate: 429 RATE_LIMIT_EXCEEDED, batch body with data.capacity', async () => {
     const limited = await startEmulator({ rateLimit: { requestsPerSecond: 0.001, burst: 2 } });
     try {
       const get = () => call(`${limited.url}/v1/transcribe/${uuid()}`, { key: limited.apiKey, dispatcher });
@@ -237,10 +237,62 @@ describe('admission', () => {
       ]);
       assert.deepEqual(body.data, { capacity: 2 });
       assert.equal(body.retryable, true);
-      const tts = await call(`${limited.url}/http/tts`, { key: limited.apiKey, body: '{}', dispatcher });
+      const tts = await call(`${limited.url}/http/tts`, {
+        key: limited.apiKey,
+        body: JSON.stringify({ id: uuid(), text: 'hello' }),
+        dispatcher,
+      });
       assert.equal(tts.status, 429);
-      assert.equal((tts.json() as Record<string, unknown>).code, 'RATE_LIMIT_EXCEEDED');
+      const ttsBody = tts.json() as Record<string, unknown>;
+      assertErrorBody(ttsBody, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(ttsBody.data, undefined, 'the non-batch 429 is the usual error body');
       assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 2);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('per-key request rate: a request refused by its own validation gets its own code and takes no token', async () => {
+    const limited = await startEmulator({
+      rateLimit: { requestsPerSecond: 0.001, burst: 1 },
+      tts: { engine: 'synthetic' },
+    });
+    try {
+      const key = limited.apiKey;
+      const code = async (path: string, body?: Buffer | string, type?: string) => {
+        const headers: Record<string, string> = type ? { 'content-type': type } : {};
+        const reply = await call(`${limited.url}${path}`, { key, body, headers, dispatcher });
+        return `${reply.status} ${(reply.json() as Record<string, unknown>).code}`;
+      };
+      const validTts = () => JSON.stringify({ id: uuid(), text: 'hello' });
+      for (let i = 0; i < 3; i++) {
+        // TTS body rules, a frame for a stream never started, a bad fast id, a bad job id, and an
+        // upload refused while it is read (after admission): none of them takes the one token.
+        assert.equal(await code('/http/tts', '{}'), '400 VALIDATION_INVALID_FORMAT');
+        assert.equal(
+          await code(
+            '/http/stt-stream',
+            encodeFrame({ streamId: uuid(), language: 'en', pcm: Buffer.alloc(320) }),
+          ),
+          '409 SESSION_EXPIRED',
+        );
+        assert.equal(
+          await code('/http/stt?id=12', multipart([filePart(wav)]), MULTIPART_TYPE),
+          '400 VALIDATION_INVALID_UUID',
+        );
+        assert.equal(await code('/v1/transcribe/not-a-uuid'), '400 VALIDATION_INVALID_UUID');
+        assert.equal(
+          await code(`/http/stt?id=${uuid()}`, multipart([filePart(wav), filePart(wav)]), MULTIPART_TYPE),
+          '422 FILE_COUNT_EXCEEDED',
+        );
+      }
+      assert.equal(
+        (await call(`${limited.url}/http/tts`, { key, body: validTts(), dispatcher })).status,
+        200,
+      );
+      assert.equal(await code('/http/tts', validTts()), '429 RATE_LIMIT_EXCEEDED');
+      assert.equal(await code('/http/tts', '{}'), '400 VALIDATION_INVALID_FORMAT', 'validation comes first');
+      assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 1);
     } finally {
       await limited.close();
     }

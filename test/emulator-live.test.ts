@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Admit } from '../src/emulator/admission.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { Rejection } from '../src/emulator/rejection.ts';
@@ -470,6 +471,8 @@ describe('the session state machine (LiveSessions)', () => {
   const SOCKET: SessionScope = { transport: 'socket', scope: 'unit' };
   const HTTP: SessionScope = { transport: 'http', scope: 'http' };
   const decoded = (f: FrameInput) => decodeFrame(frameOf(f));
+  /** Admission without a request rate (what the transports pass when none is configured). */
+  const admit: Admit = (acquire) => (acquire ? acquire() : () => {});
   const rejected = (code: string) => (err: unknown) => {
     assert.ok(err instanceof Rejection, String(err));
     assert.equal(err.code, code);
@@ -486,12 +489,12 @@ describe('the session state machine (LiveSessions)', () => {
     const key = ctx.keys.first;
     const id = uuid();
     const tenth = Buffer.alloc(3200); // 0.1 s, not exact in binary floating point
-    sessions.accept(decoded({ id, start: true, pcm: tenth }), 'asr', SOCKET, key);
+    sessions.accept(decoded({ id, start: true, pcm: tenth }), 'asr', SOCKET, key, admit);
     const next = decoded({ id, pcm: tenth });
-    for (let i = 1; i < 144_000; i++) sessions.accept(next, 'asr', SOCKET, key);
+    for (let i = 1; i < 144_000; i++) sessions.accept(next, 'asr', SOCKET, key, admit);
     assert.equal(ctx.stats.framesAccepted, 144_000, 'exactly 14400 s were accepted');
     assert.throws(
-      () => sessions.accept(decoded({ id, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key),
+      () => sessions.accept(decoded({ id, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit),
       (err: unknown) => {
         rejected('AUDIO_DURATION_EXCEEDED')(err);
         assert.deepEqual((err as Rejection).init.data, {
@@ -516,14 +519,15 @@ describe('the session state machine (LiveSessions)', () => {
     const key = ctx.keys.first;
     const retire = (id: string) =>
       assert.throws(
-        () => sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(64) }), 'asr', HTTP, key),
+        () => sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(64) }), 'asr', HTTP, key, admit),
         rejected('AUDIO_DURATION_EXCEEDED'),
       );
     const first = uuid();
     retire(first);
     for (let i = 0; i < 100_001; i++) retire(uuid());
     assert.throws(
-      () => sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', HTTP, key),
+      () =>
+        sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', HTTP, key, admit),
       rejected('SESSION_EXPIRED'),
     );
     assert.equal(ctx.stats.sessions.opened, 0);

@@ -3,7 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { call, connectSocket, emulatorsForFile } from './helpers/emulator-fixtures.ts';
+import { encodeFrame } from '../src/protocol/frame.ts';
+import { call, connectSocket, emulatorsForFile, uuid } from './helpers/emulator-fixtures.ts';
 
 const { dispatcher, emulator } = emulatorsForFile({ tts: { engine: 'synthetic' } });
 
@@ -22,5 +23,49 @@ describe('Socket.IO transport', () => {
     const socket = await connectSocket(emu.url, emu.apiKey);
     socket.close();
     assert.equal(emu.stats().socketConnections.opened, 1);
+  });
+});
+
+describe('Socket.IO per-key request rate', () => {
+  test('a negative acknowledgement RATE_LIMIT_EXCEEDED; events refused by validation take no token', async () => {
+    const emu = await emulator({ rateLimit: { requestsPerSecond: 0.001, burst: 2 } });
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const codeOf = async (event: string, payload?: unknown) => {
+        const ack = (await (payload === undefined
+          ? socket.emitWithAck(event)
+          : socket.emitWithAck(event, payload))) as { ok?: boolean; error?: Record<string, unknown> };
+        return ack.error?.code ?? 'ok';
+      };
+      const frame = (start: boolean) =>
+        encodeFrame({ streamId: uuid(), isStart: start, language: 'en', pcm: Buffer.alloc(320) });
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await codeOf('audio_stream', 'not binary'), 'VALIDATION_INVALID_FORMAT');
+        assert.equal(await codeOf('audio_stream', frame(false)), 'SESSION_EXPIRED');
+        assert.equal(await codeOf('tts_request', { id: uuid(), text: ' ' }), 'VALIDATION_REQUIRED_FIELD');
+        assert.equal(
+          await codeOf('audio_file', { id: 'x', audio: Buffer.alloc(2) }),
+          'VALIDATION_INVALID_UUID',
+        );
+      }
+      assert.equal(await codeOf('list_voices'), 'ok');
+      assert.equal(await codeOf('audio_stream', frame(true)), 'ok');
+      const limited = (await socket.emitWithAck('list_voices')) as {
+        ok: boolean;
+        error: Record<string, unknown>;
+      };
+      assert.equal(limited.ok, false);
+      assert.equal(limited.error.code, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(limited.error.retryable, true);
+      assert.equal(await codeOf('audio_stream', frame(true)), 'RATE_LIMIT_EXCEEDED');
+      assert.equal(
+        await codeOf('audio_stream', 'not binary'),
+        'VALIDATION_INVALID_FORMAT',
+        'validation first',
+      );
+      assert.equal(emu.stats().rejections.RATE_LIMIT_EXCEEDED, 2);
+    } finally {
+      socket.close();
+    }
   });
 });

@@ -1,6 +1,7 @@
-// Admission: concurrent operations per account and workload (429 CONCURRENCY_LIMIT_EXCEEDED),
-// HTTP pseudo-session slots per account (429 SESSION_SLOTS_EXHAUSTED) and the per-key request
-// rate (429 RATE_LIMIT_EXCEEDED). A rejected request takes nothing from any of them.
+// Admission: the per-key request rate (429 RATE_LIMIT_EXCEEDED), concurrent operations per
+// account and workload (429 CONCURRENCY_LIMIT_EXCEEDED) and HTTP pseudo-session slots per account
+// (429 SESSION_SLOTS_EXHAUSTED), after the operation's own validation. A rejected request takes
+// nothing from any of them.
 
 import type { Limits, Workload } from '../protocol/limits.ts';
 import { limitData, reject } from './rejection.ts';
@@ -11,6 +12,58 @@ export const CONCURRENCY_RETRY_AFTER_SEC = 1;
 
 /** Gives back what an admission took; calling it again does nothing. */
 export type Release = () => void;
+
+export const NOTHING: Release = () => {};
+
+/**
+ * Admit a request that passed its own validation: a request-rate token, then what `acquire`
+ * takes (concurrency, slots). Returns the release of what `acquire` took.
+ */
+export type Admit = (acquire?: () => Release) => Release;
+
+/** Statuses of a request refused by its own validation (bad request, too large, too long). */
+const VALIDATION_STATUSES: ReadonlySet<number> = new Set([400, 413, 422]);
+
+/**
+ * One request's admission. The rate token is taken once, when the request is first admitted;
+ * it is given back when `acquire` refuses the request, or when the request is refused by
+ * validation that can only run after admission (an upload read while it is admitted).
+ */
+export class RequestAdmission {
+  readonly #rate: RateLimiter | undefined;
+  readonly #key: string;
+  readonly #batch: boolean;
+  #taken = false;
+  #refund: Release = NOTHING;
+
+  constructor(rate: RateLimiter | undefined, key: string, batch: boolean) {
+    this.#rate = rate;
+    this.#key = key;
+    this.#batch = batch;
+  }
+
+  readonly admit: Admit = (acquire = () => NOTHING) => {
+    if (this.#taken) return acquire();
+    const refund = this.#rate?.take(this.#key, this.#batch) ?? NOTHING;
+    let release: Release;
+    try {
+      release = acquire();
+    } catch (err) {
+      refund();
+      throw err;
+    }
+    this.#taken = true;
+    this.#refund = refund;
+    return release;
+  };
+
+  /** The request was answered with `status`: a validation refusal gives its token back. */
+  answered(status: number): void {
+    if (!VALIDATION_STATUSES.has(status)) return;
+    this.#refund();
+    this.#refund = NOTHING;
+  }
+}
 
 /** Counts of held units by key; `take` returns the release of one unit. */
 class Holdings {
@@ -100,8 +153,11 @@ export class RateLimiter {
     this.#burst = options.burst;
   }
 
-  /** Take one token or throw 429; the batch body carries `data.capacity` and no `request_id`. */
-  take(key: string, batch: boolean, now = performance.now()): void {
+  /**
+   * Take one token or throw 429 (the batch body carries `data.capacity` and no `request_id`).
+   * Returns the token's refund (once; the bucket never holds more than the burst).
+   */
+  take(key: string, batch: boolean, now = performance.now()): Release {
     const bucket = this.#buckets.get(key) ?? { tokens: this.#burst, at: now };
     bucket.tokens = Math.min(this.#burst, bucket.tokens + ((now - bucket.at) / 1000) * this.#rate);
     bucket.at = now;
@@ -114,5 +170,11 @@ export class RateLimiter {
       });
     }
     bucket.tokens -= 1;
+    let refunded = false;
+    return () => {
+      if (refunded) return;
+      refunded = true;
+      bucket.tokens = Math.min(this.#burst, bucket.tokens + 1);
+    };
   }
 }

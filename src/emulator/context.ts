@@ -4,13 +4,13 @@
 import { isLanguage, LANGUAGES, type Language } from '../protocol/languages.ts';
 import { type Limits, resolveLimits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
-import { ConcurrencyGate, RateLimiter, SessionSlots } from './admission.ts';
+import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
 import { KeyRegistry } from './auth.ts';
 import { FaultInjector } from './faults.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { reject } from './rejection.ts';
 import { StatsCollector } from './stats.ts';
-import type { EmulatorOptions } from './types.ts';
+import type { EmulatorKey, EmulatorOptions } from './types.ts';
 
 /** ASR model keys per language; the first is the default. `auto` accepts every key. */
 export const DEFAULT_ASR_MODELS: Readonly<Record<Language, readonly string[]>> = Object.freeze({
@@ -123,9 +123,9 @@ export class EmulatorContext {
     return this.perAudioSecondMs * seconds;
   }
 
-  /** Admission common to every operation: rate limit per key (after authentication). */
-  takeRate(key: string, op: OperationName): void {
-    this.rate?.take(key, op === 'batch.submit' || op === 'batch.get' || op === 'batch.getLegacy');
+  /** The admission of one request of `op` made with `key` (after authentication). */
+  admission(key: EmulatorKey, op: OperationName): RequestAdmission {
+    return new RequestAdmission(this.rate, key.key, op.startsWith('batch.'));
   }
 }
 

@@ -4,6 +4,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationName } from '../protocol/operations.ts';
+import type { Release, RequestAdmission } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { type FaultPlan, NO_FAULTS } from './faults.ts';
 import { newRequestId, type Rejection, reject, tooLarge } from './rejection.ts';
@@ -22,6 +23,8 @@ export class HttpExchange {
   /** The raw key header (fault rules select on it). */
   readonly keyHeader: string | undefined;
   plan: FaultPlan = NO_FAULTS;
+  /** Set once the key is known (before the operation runs). */
+  admission: RequestAdmission | undefined;
   /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
   readonly signal: AbortSignal;
   readonly #abort = new AbortController();
@@ -49,6 +52,12 @@ export class HttpExchange {
   /** True once the client went away (or a reset fault cut the connection). */
   get gone(): boolean {
     return this.signal.aborted || this.#cut || this.res.destroyed;
+  }
+
+  /** Admit the request after its own validation (rate, then what `acquire` takes). */
+  admit(acquire?: () => Release): Release {
+    if (!this.admission) throw new Error('admit() before the key was authenticated');
+    return this.admission.admit(acquire);
   }
 
   /** Whether the answer has begun (headers sent). */
@@ -80,6 +89,7 @@ export class HttpExchange {
   /** Answer with an error body (or a fault's raw body). Never after the answer has begun. */
   async reject(rejection: Rejection): Promise<void> {
     this.ctx.stats.rejection(rejection.code);
+    this.admission?.answered(rejection.status);
     if (this.started || this.gone) {
       this.cut(); // a failure after output began ends the answer, with no error appended
       return;

@@ -1,6 +1,6 @@
 // The common course of every HTTP operation: count it, apply the faults that act before it
-// (delay, stall, reset, status), authenticate, authorize and rate-limit, run it, and turn what
-// it throws into the error answer.
+// (delay, stall, reset, status), authenticate and authorize, run it (it admits itself after its
+// own validation: rate, concurrency), and turn what it throws into the error answer.
 
 import { SpeechServiceError } from '../protocol/errors.ts';
 import { failureRejection, statusFaultRejection } from './faults.ts';
@@ -22,9 +22,19 @@ export function toRejection(err: unknown): Rejection | undefined {
   return undefined;
 }
 
+export interface HttpOperationOptions {
+  /**
+   * Take the request-rate token before the operation runs, for operations that do not admit
+   * themselves after their validation yet (the batch routes); a validation refusal still
+   * gives it back.
+   */
+  rateAtEntry?: boolean;
+}
+
 export async function runHttpOperation(
   ex: HttpExchange,
   handler: (key: EmulatorKey) => Promise<void>,
+  options: HttpOperationOptions = {},
 ): Promise<void> {
   const { ctx } = ex;
   ctx.stats.request(ex.op);
@@ -43,7 +53,8 @@ export async function runHttpOperation(
     }
     const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
     ctx.keys.authorize(key, ex.op);
-    ctx.takeRate(key.key, ex.op);
+    ex.admission = ctx.admission(key, ex.op);
+    if (options.rateAtEntry) ex.admit();
     await handler(key);
   } catch (err) {
     const rejection = toRejection(err);

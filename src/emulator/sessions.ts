@@ -5,7 +5,7 @@
 import type { LiveFrame } from '../protocol/frame.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
-import type { Release } from './admission.ts';
+import type { Admit, Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
 import { limitData, reject } from './rejection.ts';
@@ -48,7 +48,8 @@ export class LiveSession {
   /** Records released after their response window closed, sent with the next response. */
   readonly pending: LiveRecord[] = [];
   readonly engine: LiveAsrEngine | LiveDiarizationEngine;
-  readonly #releases: Release[];
+  /** Gives back the stream's concurrency (and slot); idempotent. */
+  readonly release: Release;
   #turn: Promise<void> = Promise.resolve();
   #inference: Promise<void> = Promise.resolve();
   expiryTimer: NodeJS.Timeout | undefined;
@@ -59,7 +60,7 @@ export class LiveSession {
     where: SessionScope,
     mapKey: string,
     burst: number,
-    releases: Release[],
+    release: Release,
     transcript: string | undefined,
   ) {
     this.id = frame.streamId;
@@ -68,7 +69,7 @@ export class LiveSession {
     this.where = where;
     this.mapKey = mapKey;
     this.tokens = burst;
-    this.#releases = releases;
+    this.release = release;
     this.engine =
       kind === 'asr'
         ? new LiveAsrEngine(frame.streamId, frame.language, transcript)
@@ -111,10 +112,6 @@ export class LiveSession {
     );
     return ready;
   }
-
-  releaseAll(): void {
-    for (const release of this.#releases.splice(0)) release();
-  }
 }
 
 /** What a scope (HTTP, or one socket) remembers of its ended streams, keyed `kind:id`. */
@@ -144,10 +141,17 @@ export class LiveSessions {
   }
 
   /**
-   * Apply the state machine to one frame and, if every check passes, accept it (its audio
-   * counts from now on). Throws the `Rejection` to answer otherwise.
+   * Apply the state machine to one frame and, if every check passes, admit it (`admit`: the
+   * request rate; for a start frame also concurrency and, over HTTP, a slot) and accept it (its
+   * audio counts from now on). Throws the `Rejection` to answer otherwise.
    */
-  accept(frame: LiveFrame, kind: SessionKind, where: SessionScope, key: EmulatorKey): LiveSession {
+  accept(
+    frame: LiveFrame,
+    kind: SessionKind,
+    where: SessionScope,
+    key: EmulatorKey,
+    admit: Admit,
+  ): LiveSession {
     const { limits } = this.#ctx;
     const mapKey = LiveSessions.key(kind, frame.streamId, where);
     const now = performance.now();
@@ -157,7 +161,7 @@ export class LiveSessions {
       if (this.#ended(kind, frame.streamId, where) === 'retired')
         throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
       this.#checkAudio(frame, kind, where, undefined);
-      session = this.#open(frame, kind, where, key, mapKey);
+      session = this.#open(frame, kind, where, key, mapKey, admit);
     } else {
       if (!session) {
         const ended = this.#ended(kind, frame.streamId, where);
@@ -180,6 +184,7 @@ export class LiveSessions {
         }
       }
       this.#checkAudio(frame, kind, where, session);
+      admit();
     }
     session.tokens -= frame.pcm.length;
     session.audioBytes += frame.pcm.length;
@@ -244,17 +249,24 @@ export class LiveSessions {
     where: SessionScope,
     key: EmulatorKey,
     mapKey: string,
+    admit: Admit,
   ): LiveSession {
     const workload = kind === 'asr' ? 'realtime_asr' : 'diarization';
-    const releases: Release[] = [this.#ctx.concurrency.acquire(key.account, workload)];
-    if (where.transport === 'http') {
+    const release = admit(() => {
+      const concurrency = this.#ctx.concurrency.acquire(key.account, workload);
+      if (where.transport !== 'http') return concurrency;
+      let slot: Release;
       try {
-        releases.push(this.#ctx.slots.acquire(key.account));
+        slot = this.#ctx.slots.acquire(key.account);
       } catch (err) {
-        releases[0]!();
+        concurrency();
         throw err;
       }
-    }
+      return () => {
+        slot();
+        concurrency();
+      };
+    });
     const transcript = kind === 'asr' ? this.#ctx.transcript(frame.streamId) : undefined;
     const session = new LiveSession(
       frame,
@@ -262,7 +274,7 @@ export class LiveSessions {
       where,
       mapKey,
       this.#ctx.limits.sessionAudioRateBurstBytes,
-      releases,
+      release,
       transcript,
     );
     this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
@@ -285,7 +297,7 @@ export class LiveSessions {
     if (!session.live) return;
     session.state = how;
     this.#ctx.lifecycle.clear(session.expiryTimer);
-    session.releaseAll();
+    session.release();
     this.#live.delete(session.mapKey);
     this.#remember(session.kind, session.id, session.where, how);
     this.#ctx.stats.sessionEnded(how);

@@ -10,6 +10,7 @@ import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events
 import { checkTtsRequest, countCodePoints } from '../protocol/tts-request.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
+import type { Admit, RequestAdmission } from './admission.ts';
 import { UploadAnalyzer } from './audio-analysis.ts';
 import type { EmulatorContext } from './context.ts';
 import { type FaultPlan, failureRejection, statusFaultRejection } from './faults.ts';
@@ -139,19 +140,21 @@ class SocketOps {
   }
 
   /**
-   * The common course: count, faults before the operation, capability and rate; then `run`.
-   * Errors become a negative acknowledgement, or an `error` event with the id.
+   * The common course: count, faults before the operation, capability; then `run`, which
+   * admits itself after its own validation (`admit`: rate, then concurrency). Errors become a
+   * negative acknowledgement, or an `error` event with the id.
    */
   async #run(
     op: OperationName,
     ack: Ack | undefined,
     idOf: () => string | undefined,
-    run: (plan: FaultPlan, out: Emitter) => Promise<void>,
+    run: (plan: FaultPlan, out: Emitter, admit: Admit) => Promise<void>,
   ): Promise<void> {
     const ctx = this.#ctx;
     ctx.stats.request(op);
     const plan = ctx.faults.plan({ op, key: this.#state.keyHeader });
     const out = new Emitter(ctx, this.#socket, plan, this.#signal);
+    let admission: RequestAdmission | undefined;
     try {
       if (plan.delayMs > 0) await ctx.lifecycle.sleep(plan.delayMs, this.#signal);
       if (plan.stall) await ctx.lifecycle.sleep(Number.POSITIVE_INFINITY, this.#signal);
@@ -161,13 +164,14 @@ class SocketOps {
       }
       if (plan.statusBefore) throw statusFaultRejection(plan.statusBefore);
       ctx.keys.authorize(this.#state.key, op);
-      ctx.takeRate(this.#state.key.key, op);
-      await run(plan, out);
+      admission = ctx.admission(this.#state.key, op);
+      await run(plan, out, admission.admit);
     } catch (err) {
       if (!this.#socket.connected) return;
       const rejection =
         toRejection(err) ??
         new Rejection('SERVER_INTERNAL', { detail: `emulator error: ${(err as Error)?.message ?? err}` });
+      admission?.answered(rejection.status);
       this.#fail(rejection, idOf(), ack);
     }
   }
@@ -196,7 +200,7 @@ class SocketOps {
       op,
       ack,
       () => streamIdOf(payload),
-      async (plan, out) => {
+      async (plan, out, admit) => {
         const ctx = this.#ctx;
         const bytes = binary(payload);
         if (!bytes) throw reject('VALIDATION_INVALID_FORMAT', `${op} carries one binary live input frame`);
@@ -212,7 +216,7 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
-        const session = this.#sessions.accept(frame, kind, this.#where, this.#state.key);
+        const session = this.#sessions.accept(frame, kind, this.#where, this.#state.key, admit);
         if (plan.fail) {
           this.#sessions.end(session, 'failed');
           throw failureRejection(op);
@@ -254,7 +258,7 @@ class SocketOps {
       'fast.socket',
       ack,
       () => rawId,
-      async (plan, out) => {
+      async (plan, out, admit) => {
         const ctx = this.#ctx;
         if (!p) throw reject('VALIDATION_INVALID_FORMAT', 'audio_file carries {id, language, model?, audio}');
         const { id, language } = checkFastRequest(p.id, p.language);
@@ -264,7 +268,7 @@ class SocketOps {
         ctx.stats.bytesIn += audio.length;
         if (audio.length > ctx.limits.fastAudioBytes)
           throw tooLarge('fast_audio_bytes', ctx.limits.fastAudioBytes, audio.length, 'the audio');
-        const release = ctx.concurrency.acquire(this.#state.key.account, 'fast');
+        const release = admit(() => ctx.concurrency.acquire(this.#state.key.account, 'fast'));
         try {
           const analyzer = new UploadAnalyzer({
             lifecycle: ctx.lifecycle,
@@ -303,12 +307,12 @@ class SocketOps {
       'tts.socket',
       ack,
       () => rawId,
-      async (plan, out) => {
+      async (plan, out, admit) => {
         const ctx = this.#ctx;
         const bodyBytes = Buffer.byteLength(JSON.stringify(payload ?? null));
         ctx.stats.bytesIn += bodyBytes;
         const check = checkTtsRequest(payload, { tier: this.#state.key.tier, limits: ctx.limits, bodyBytes });
-        const admitted = admitTts(ctx, check, this.#state.key);
+        const admitted = admitTts(ctx, check, this.#state.key, admit);
         try {
           if (plan.fail) throw failureRejection('tts.socket');
           const { body, voice } = admitted;
@@ -356,7 +360,8 @@ class SocketOps {
       'voices.socket',
       ack,
       () => undefined,
-      async (plan) => {
+      async (plan, _out, admit) => {
+        admit();
         if (plan.fail) throw failureRejection('voices.socket');
         this.#afterEffect(plan);
         ack?.({ voices: listVoices() });

@@ -3,7 +3,7 @@
 // before output, and the cutting of PCM into pieces of varying size.
 
 import type { TtsCheck, TtsRequestBody } from '../protocol/tts-request.ts';
-import type { Release } from './admission.ts';
+import type { Admit, Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { synthesize } from './engine/tts.ts';
 import { Rejection, reject } from './rejection.ts';
@@ -16,8 +16,8 @@ export interface AdmittedTts {
   release: Release;
 }
 
-/** Everything after the body rules, in order; a rejection here takes nothing. */
-export function admitTts(ctx: EmulatorContext, check: TtsCheck, key: EmulatorKey): AdmittedTts {
+/** Everything after the body rules, in order, then admission; a rejection here takes nothing. */
+export function admitTts(ctx: EmulatorContext, check: TtsCheck, key: EmulatorKey, admit: Admit): AdmittedTts {
   if (!check.ok) {
     const r = check.rejection;
     throw new Rejection(
@@ -37,7 +37,7 @@ export function admitTts(ctx: EmulatorContext, check: TtsCheck, key: EmulatorKey
   const model = body.model ?? ctx.ttsModels[0]!;
   if (!ctx.ttsModels.includes(model))
     throw reject('VALIDATION_INVALID_PARAM', `unknown TTS model ${JSON.stringify(model)}`);
-  const release = ctx.concurrency.acquire(key.account, 'tts');
+  const release = admit(() => ctx.concurrency.acquire(key.account, 'tts'));
   return { body, voice, release };
 }
 

@@ -56,7 +56,7 @@ export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void
   ctx.asrModel(language, nonEmpty(q.get('asr')) ?? nonEmpty(q.get('model')));
   const rules = uploadRules(ctx.limits, 'fast');
   checkUploadHeaders(ex, rules);
-  const release = ctx.concurrency.acquire(key.account, 'fast');
+  const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'fast'));
   try {
     const audio = await receiveUpload(ex, rules);
     await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(audio.durationSec), ex.signal);

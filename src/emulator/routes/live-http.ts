@@ -63,7 +63,7 @@ async function answerFrame(
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
-  const session = sessions.accept(frame, kind, HTTP_SCOPE, key);
+  const session = sessions.accept(frame, kind, HTTP_SCOPE, key, (acquire) => ex.admit(acquire));
   session.inFlight++;
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');

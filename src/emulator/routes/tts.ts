@@ -26,7 +26,7 @@ export async function ttsHttp(ex: HttpExchange, key: EmulatorKey): Promise<void>
   const raw = await ex.readBody(ctx.limits.ttsRequestBytes, undefined, 'the request body');
   const check = checkTtsRequestBytes(raw, { tier: key.tier, limits: ctx.limits });
   ex.clientId = check.ok ? check.body.id : requestIdOf(raw);
-  const admitted = admitTts(ctx, check, key);
+  const admitted = admitTts(ctx, check, key, (acquire) => ex.admit(acquire));
   try {
     throwIfFailing(ex);
     const { body, voice } = admitted;

@@ -4,8 +4,9 @@
 // changes, over HTTP and Socket.IO; and `close()` with requests in flight.
 
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { describe, test } from 'node:test';
-import { type Emulator, type EmulatorKey, startEmulator } from '../src/emulator/index.ts';
+import { type Emulator, type EmulatorKey, type FaultRule, startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { validateJobV2 } from '../src/protocol/jobs.ts';
 import {
@@ -47,6 +48,44 @@ const frame = (id: string, flags: { start?: boolean; final?: boolean } = {}, aud
   encodeFrame({ streamId: id, isStart: flags.start, isFinal: flags.final, language: 'en', pcm: audio });
 const live = (emu: Emulator, body: Buffer, path = '/http/stt-stream') =>
   call(`${emu.url}${path}`, { key: emu.apiKey, body, dispatcher });
+const TTS_TEXT = 'Hello there, how are you today?';
+const ttsBody = (id = uuid()) => JSON.stringify({ id, text: TTS_TEXT });
+
+/** A POST whose answer may be cut: the body bytes that arrived, and whether it ended normally. */
+function partialPost(
+  url: string,
+  key: string,
+  body: Buffer | string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Buffer; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', agent: false, headers: { ...headers, 'x-api-key': key } });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      req.off('error', reject);
+      req.on('error', () => {}); // the cut is reported by `complete`
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', () => {});
+      res.on('close', () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), complete: res.complete }),
+      );
+    });
+    req.end(body);
+  });
+}
+
+/** The frames of a TTS body (each starts with the request UUID). */
+function ttsFrames(body: Buffer, id: string): { final: boolean; bytes: number }[] {
+  const head = Buffer.from(id.replaceAll('-', ''), 'hex');
+  const out: { final: boolean; bytes: number }[] = [];
+  for (let at = body.indexOf(head); at >= 0; ) {
+    const next = body.indexOf(head, at + 17);
+    out.push({ final: body[at + 16] === 1, bytes: (next < 0 ? body.length : next) - at });
+    at = next;
+  }
+  return out;
+}
 
 describe('status faults', () => {
   test('before: the given status, code, detail and Retry-After; nothing happens', async () => {
@@ -324,6 +363,34 @@ describe('rule matching', () => {
       () => emu.faults.add({ operation: '*', action: { type: 'slowBody', bytesPerSecond: 0 } }),
       RangeError,
     );
+    for (const bad of [
+      { operation: '*', times: 0, action: { type: 'fail' } },
+      { operation: '*', times: 1.5, action: { type: 'fail' } },
+      { operation: '*', action: { type: 'reset', afterBytes: -1 } },
+      { operation: '*', action: { type: 'reset', afterBytes: 1.5 } },
+      { operation: '*', action: { type: 'reset', afterRecords: -1 } },
+      { operation: '*', action: { type: 'reset', afterRecords: Number.NaN } },
+      { operation: '*', action: { type: 'reset', afterBytes: 1, afterRecords: 1 } },
+      { operation: '*', action: { type: 'reset', stage: 'afterEffect', afterRecords: 1 } },
+      { operation: '*', action: { type: 'truncateTts', afterBytes: -5 } },
+      { operation: '*', action: { type: 'status', status: 503, retryAfter: -1 } },
+      { operation: '*', action: { type: 'status', status: 503, retryAfter: Number.POSITIVE_INFINITY } },
+      { operation: '*', action: { type: 'delay', ms: Number.POSITIVE_INFINITY } },
+      { operation: '*', action: { type: 'slowBody', bytesPerSecond: Number.POSITIVE_INFINITY } },
+    ] as FaultRule[]) {
+      assert.throws(() => emu.faults.add(bad), RangeError, JSON.stringify(bad));
+    }
+    assert.throws(() => emu.faults.add({ operation: 'nope', action: { type: 'fail' } } as never), RangeError);
+    assert.throws(() => emu.faults.add({ operation: '*', action: { type: 'explode' } } as never), RangeError);
+    // Valid edge values are accepted.
+    emu.faults.add({ operation: '*', action: { type: 'reset', afterBytes: 0 } }).remove();
+    emu.faults.add({ operation: '*', action: { type: 'status', status: 503, retryAfter: 0 } }).remove();
+    emu.faults
+      .add({
+        operation: '*',
+        action: { type: 'status', status: 503, retryAfter: 'Wed, 21 Oct 2015 07:28:00 GMT' },
+      })
+      .remove();
   });
 });
 
@@ -378,5 +445,155 @@ describe('Socket.IO faults', () => {
     } finally {
       socket.close();
     }
+  });
+});
+
+describe('a rule counts when its action acts', () => {
+  test('a request refused by validation before the fault could act leaves it for the next request', async () => {
+    const emu = await emulator();
+    emu.faults.add({
+      operation: 'tts.http',
+      times: 1,
+      action: { type: 'status', status: 503, code: 'TTS_MODERATION_UNAVAILABLE', stage: 'afterEffect' },
+    });
+    emu.faults.add({ operation: 'tts.http', times: 1, action: { type: 'truncateTts' } });
+    const tts = (body: string) => call(`${emu.url}/http/tts`, { key: emu.apiKey, body, dispatcher });
+    assert.equal((await tts('{}')).status, 400);
+    assert.deepEqual(emu.stats().faultsApplied, {}, 'nothing acted on the refused request');
+    const after = await tts(ttsBody());
+    assert.equal(after.status, 503);
+    assert.equal((after.json() as Record<string, unknown>).code, 'TTS_MODERATION_UNAVAILABLE');
+    assert.deepEqual(emu.stats().faultsApplied, { status: 1 }, 'truncateTts had no output to act on');
+    const id = uuid();
+    const cut = await tts(ttsBody(id));
+    assert.equal(cut.status, 200);
+    assert.ok(
+      ttsFrames(cut.body, id).every((f) => !f.final),
+      'truncated',
+    );
+    const whole = uuid();
+    assert.equal(ttsFrames((await tts(ttsBody(whole))).body, whole).at(-1)!.final, true, 'times: 1');
+    assert.deepEqual(emu.stats().faultsApplied, { status: 1, truncateTts: 1 });
+  });
+
+  test('live: a fail rule waits for a frame that is accepted; a reset waits for output to cut', async () => {
+    const emu = await emulator();
+    emu.faults.add({ operation: 'stt.http', times: 1, action: { type: 'fail' } });
+    assert.equal((await live(emu, frame(uuid()))).status, 409, 'never started: the fault cannot act');
+    const failed = await live(emu, frame(uuid(), { start: true }));
+    assert.equal((failed.json() as Record<string, unknown>).code, 'ASR_TRANSCRIPTION_FAILED');
+    assert.equal((await live(emu, frame(uuid(), { start: true }))).status, 200, 'times: 1');
+    emu.faults.add({ operation: 'stt.http', times: 1, action: { type: 'reset', afterRecords: 1 } });
+    const id = uuid();
+    const silent = await live(emu, frame(id, { start: true }, Buffer.alloc(3200)));
+    assert.equal(silent.status, 200, 'an answer without records has nothing to cut');
+    await assert.rejects(live(emu, frame(id, { final: true })), 'the final record is cut');
+    assert.deepEqual(emu.stats().faultsApplied, { fail: 1, reset: 1 });
+  });
+});
+
+describe('reset and truncation count the same output on both transports', () => {
+  test('reset afterBytes: HTTP sends exactly N bytes; Socket.IO the whole records within N (NDJSON line bytes)', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    const upload = multipart([filePart(wav)]);
+    const lines = (
+      await call(`${emu.url}/http/stt?id=${id}`, {
+        key: emu.apiKey,
+        headers: { 'content-type': MULTIPART_TYPE },
+        body: upload,
+        dispatcher,
+      })
+    ).text.split(/(?<=\n)/);
+    assert.equal(lines.length, 2);
+    const n = Buffer.byteLength(lines[0]!) + Buffer.byteLength(lines[1]!) - 1;
+    emu.faults.add({ operation: 'fast.http', times: 1, action: { type: 'reset', afterBytes: n } });
+    emu.faults.add({ operation: 'fast.socket', times: 1, action: { type: 'reset', afterBytes: n } });
+    const http = await partialPost(`${emu.url}/http/stt?id=${id}`, emu.apiKey, upload, {
+      'content-type': MULTIPART_TYPE,
+    });
+    assert.equal(http.status, 200);
+    assert.equal(http.complete, false);
+    assert.equal(http.body.length, n, 'exactly N bytes');
+    assert.equal(http.body.toString(), lines.join('').slice(0, n));
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    const records: { is_final: boolean }[] = [];
+    // Ends at the disconnect, or (when nothing cuts it) at the final record.
+    const over = new Promise((resolve) => {
+      socket.once('disconnect', resolve);
+      socket.on('transcription_result', (r: { is_final: boolean }) => {
+        records.push(r);
+        if (r.is_final) resolve(r);
+      });
+    });
+    socket.emit('audio_file', { id, language: 'auto', audio: wav });
+    await over;
+    socket.close();
+    assert.deepEqual(records, [JSON.parse(lines[0]!)], 'the one whole record within N');
+  });
+
+  test('reset afterRecords: N TTS frames over HTTP, N tts_audio events over Socket.IO', async () => {
+    const emu = await emulator();
+    emu.faults.add({ operation: 'tts.http', times: 1, action: { type: 'reset', afterRecords: 2 } });
+    emu.faults.add({ operation: 'tts.socket', times: 1, action: { type: 'reset', afterRecords: 2 } });
+    const id = uuid();
+    const http = await partialPost(`${emu.url}/http/tts`, emu.apiKey, ttsBody(id));
+    assert.equal(http.complete, false);
+    assert.deepEqual(ttsFrames(http.body, id), [
+      { final: false, bytes: 17 + 3200 },
+      { final: false, bytes: 17 + 4800 },
+    ]);
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    const events: { audio: Buffer; is_final: boolean }[] = [];
+    const over = new Promise((resolve) => {
+      socket.once('disconnect', resolve);
+      socket.on('tts_audio', (e: { audio: Buffer; is_final: boolean }) => {
+        events.push(e);
+        if (e.is_final) resolve(e);
+      });
+    });
+    socket.emit('tts_request', { id: uuid(), text: TTS_TEXT });
+    await over;
+    socket.close();
+    assert.deepEqual(
+      events.map((e) => e.audio.length),
+      [4800, 7200],
+    );
+  });
+
+  test('truncateTts afterBytes: the HTTP body ends after N bytes; Socket.IO audio events stop at N audio bytes', async () => {
+    const emu = await emulator();
+    emu.faults.add({ operation: 'tts.http', times: 1, action: { type: 'truncateTts', afterBytes: 8034 } });
+    emu.faults.add({
+      operation: 'tts.socket',
+      times: 1,
+      action: { type: 'truncateTts', afterBytes: 12_000 },
+    });
+    const id = uuid();
+    const http = await partialPost(`${emu.url}/http/tts`, emu.apiKey, ttsBody(id));
+    assert.equal(http.complete, true, 'the body ends normally, only without its final frame');
+    assert.equal(http.body.length, 8034);
+    assert.deepEqual(ttsFrames(http.body, id), [
+      { final: false, bytes: 17 + 3200 },
+      { final: false, bytes: 17 + 4800 },
+    ]);
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const events: { audio: Buffer; is_final: boolean }[] = [];
+      socket.on('tts_audio', (e: { audio: Buffer; is_final: boolean }) => events.push(e));
+      assert.deepEqual(await socket.emitWithAck('tts_request', { id: uuid(), text: TTS_TEXT }), { ok: true });
+      await until(() => emu.stats().concurrent.tts === 0, 'synthesis over');
+      await socket.emitWithAck('list_voices'); // every earlier event has arrived; still connected
+      assert.deepEqual(
+        events.map((e) => [e.audio.length, e.is_final]),
+        [
+          [4800, false],
+          [7200, false],
+        ],
+      );
+    } finally {
+      socket.close();
+    }
+    assert.deepEqual(emu.stats().faultsApplied, { truncateTts: 2 });
   });
 });

@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationName } from '../protocol/operations.ts';
 import type { Release, RequestAdmission } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
-import { type FaultPlan, NO_FAULTS } from './faults.ts';
+import { type FaultPlan, NO_FAULTS, OutputMeter, type OutputUnit } from './faults.ts';
 import { newRequestId, type Rejection, reject, tooLarge } from './rejection.ts';
 
 const SLOW_TICK_MS = 50;
@@ -28,9 +28,8 @@ export class HttpExchange {
   /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
   readonly signal: AbortSignal;
   readonly #abort = new AbortController();
-  #bodyBytes = 0;
   #cut = false;
-  #records = 0;
+  #meter: OutputMeter | undefined;
 
   constructor(ctx: EmulatorContext, req: IncomingMessage, res: ServerResponse, op: OperationName, url: URL) {
     this.ctx = ctx;
@@ -128,11 +127,7 @@ export class HttpExchange {
    * gone or a fault cut it.
    */
   async finishRecords(records: readonly unknown[]): Promise<boolean> {
-    const { plan } = this;
-    const perRecord =
-      plan.resetAfterRecords !== undefined ||
-      plan.resetAfterBytes !== undefined ||
-      plan.slowBytesPerSecond !== undefined;
+    const perRecord = this.#output.counting || this.plan.slowBody?.usable === true;
     if (this.started || perRecord) {
       for (const record of records) if (!(await this.record(record))) return false;
       this.startStream('application/x-ndjson');
@@ -143,8 +138,6 @@ export class HttpExchange {
     let text = '';
     for (const record of records) text += `${JSON.stringify(record)}\n`;
     const body = Buffer.from(text);
-    this.#records += records.length;
-    this.#bodyBytes += body.length;
     this.ctx.stats.bytesOut += body.length;
     this.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'content-length': body.length });
     this.res.end(body);
@@ -154,35 +147,29 @@ export class HttpExchange {
   /** Write one NDJSON record; false once the connection is gone or a fault cut it. */
   async record(value: unknown): Promise<boolean> {
     this.startStream('application/x-ndjson');
-    const ok = await this.write(Buffer.from(`${JSON.stringify(value)}\n`));
-    if (!ok) return false;
-    this.#records++;
-    if (this.plan.resetAfterRecords !== undefined && this.#records >= this.plan.resetAfterRecords) {
-      this.cut();
-      return false;
-    }
-    return true;
+    return this.write(Buffer.from(`${JSON.stringify(value)}\n`), 'record');
+  }
+
+  /** The plan's byte and record cuts over this answer (the plan is set before any output). */
+  get #output(): OutputMeter {
+    this.#meter ??= new OutputMeter(this.plan);
+    return this.#meter;
   }
 
   /**
-   * Write body bytes with the plan's slow body and reset-after-bytes faults and the socket's
-   * backpressure. Returns false once the connection is gone.
+   * Write body bytes (`unit`: a whole record or TTS frame, or plain bytes) with the plan's slow
+   * body and byte or record cuts, and the socket's backpressure. Returns false once the answer
+   * is over: the connection is gone or cut, or truncation ended the body.
    */
-  async write(buf: Buffer): Promise<boolean> {
-    if (this.gone) return false;
-    let data = buf;
-    const cutAt = this.plan.resetAfterBytes;
-    let cutAfter = false;
-    if (cutAt !== undefined && this.#bodyBytes + data.length >= cutAt) {
-      data = data.subarray(0, Math.max(0, cutAt - this.#bodyBytes));
-      cutAfter = true;
-    }
-    const bps = this.plan.slowBytesPerSecond;
+  async write(buf: Buffer, unit: OutputUnit = 'bytes'): Promise<boolean> {
+    if (this.gone || this.res.writableEnded) return false;
+    let { bytes, cut } = this.#output.take(buf.length, unit);
+    const data = buf.subarray(0, bytes);
+    const bps = data.length > 0 ? this.plan.slowBytesPerSecond() : undefined;
     const slice = bps === undefined ? data.length : Math.max(1, Math.ceil((bps * SLOW_TICK_MS) / 1000));
     for (let at = 0; at < data.length; at += slice) {
       if (this.gone) return false;
       const piece = data.subarray(at, at + slice);
-      this.#bodyBytes += piece.length;
       this.ctx.stats.bytesOut += piece.length;
       if (!this.res.write(piece)) await this.#drain();
       if (bps !== undefined && at + slice < data.length) {
@@ -193,11 +180,10 @@ export class HttpExchange {
         }
       }
     }
-    if (cutAfter) {
-      this.cut();
-      return false;
-    }
-    return !this.gone;
+    if (cut === undefined && unit !== 'bytes') cut = this.#output.unitDone();
+    if (cut === 'reset') this.cut();
+    else if (cut === 'end') this.end();
+    return cut === undefined && !this.gone;
   }
 
   end(): void {

@@ -3,7 +3,7 @@
 // own validation: rate, concurrency), and turn what it throws into the error answer.
 
 import { SpeechServiceError } from '../protocol/errors.ts';
-import { failureRejection, statusFaultRejection } from './faults.ts';
+import { type FaultAnswer, failureRejection, faultAfterEffect, faultsBefore } from './faults.ts';
 import type { HttpExchange } from './http-exchange.ts';
 import { Rejection } from './rejection.ts';
 import type { EmulatorKey } from './types.ts';
@@ -40,15 +40,9 @@ export async function runHttpOperation(
   ctx.stats.request(ex.op);
   ex.plan = ctx.faults.plan({ op: ex.op, key: ex.keyHeader });
   try {
-    const plan = ex.plan;
-    if (plan.delayMs > 0) await ctx.lifecycle.sleep(plan.delayMs, ex.signal);
-    if (plan.stall) await ctx.lifecycle.sleep(Number.POSITIVE_INFINITY, ex.signal);
-    if (plan.resetBefore) {
-      ex.destroy();
-      return;
-    }
-    if (plan.statusBefore) {
-      await ex.reject(statusFaultRejection(plan.statusBefore));
+    const before = await faultsBefore(ex.plan, ctx.lifecycle, ex.signal);
+    if (before) {
+      await answerFault(ex, before);
       return;
     }
     const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
@@ -72,15 +66,16 @@ export async function runHttpOperation(
  * (the effect stays). Returns true when the answer was given.
  */
 export async function answeredAfterEffect(ex: HttpExchange): Promise<boolean> {
-  if (ex.plan.resetAfterEffect) {
-    ex.destroy();
-    return true;
-  }
-  if (ex.plan.statusAfterEffect) {
-    await ex.reject(statusFaultRejection(ex.plan.statusAfterEffect));
-    return true;
-  }
-  return false;
+  const answer = faultAfterEffect(ex.plan);
+  if (!answer) return false;
+  await answerFault(ex, answer);
+  return true;
+}
+
+/** A fault's answer instead of the operation's: reset the connection, or the error body. */
+export async function answerFault(ex: HttpExchange, answer: FaultAnswer): Promise<void> {
+  if (answer === 'reset') ex.destroy();
+  else await ex.reject(answer);
 }
 
 /** The `fail` fault: the operation's own failure, before any output. */

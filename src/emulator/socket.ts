@@ -7,18 +7,25 @@ import { decodeFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { AudioFilePayload, FrameAck, SocketErrorPayload } from '../protocol/socket-events.ts';
 import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
-import { checkTtsRequest, countCodePoints } from '../protocol/tts-request.ts';
+import { checkTtsRequest } from '../protocol/tts-request.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
 import type { Admit, RequestAdmission } from './admission.ts';
 import { UploadAnalyzer } from './audio-analysis.ts';
 import type { EmulatorContext } from './context.ts';
-import { type FaultPlan, failureRejection, statusFaultRejection } from './faults.ts';
+import {
+  type FaultPlan,
+  failureRejection,
+  faultAfterEffect,
+  faultsBefore,
+  OutputMeter,
+  type OutputUnit,
+} from './faults.ts';
 import { toRejection } from './http-operation.ts';
 import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
 import { checkFastRequest, fastRecords } from './routes/fast.ts';
 import type { LiveRecord, LiveSessions, SessionKind, SessionScope } from './sessions.ts';
-import { admitTts, PieceCutter, startSynthesis } from './tts-service.ts';
+import { admitTts, beginSpeech, sendSpeech } from './tts-service.ts';
 import type { EmulatorKey } from './types.ts';
 import { listVoices } from './voices.ts';
 
@@ -156,13 +163,12 @@ class SocketOps {
     const out = new Emitter(ctx, this.#socket, plan, this.#signal);
     let admission: RequestAdmission | undefined;
     try {
-      if (plan.delayMs > 0) await ctx.lifecycle.sleep(plan.delayMs, this.#signal);
-      if (plan.stall) await ctx.lifecycle.sleep(Number.POSITIVE_INFINITY, this.#signal);
-      if (plan.resetBefore) {
+      const before = await faultsBefore(plan, ctx.lifecycle, this.#signal);
+      if (before === 'reset') {
         this.#socket.disconnect(true);
         return;
       }
-      if (plan.statusBefore) throw statusFaultRejection(plan.statusBefore);
+      if (before) throw before;
       ctx.keys.authorize(this.#state.key, op);
       admission = ctx.admission(this.#state.key, op);
       await run(plan, out, admission.admit);
@@ -186,11 +192,12 @@ class SocketOps {
 
   /** After the effect, a `reset` or `status` fault at stage `afterEffect` answers instead. */
   #afterEffect(plan: FaultPlan): void {
-    if (plan.resetAfterEffect) {
+    const answer = faultAfterEffect(plan);
+    if (answer === 'reset') {
       this.#socket.disconnect(true);
       throw new Error('reset');
     }
-    if (plan.statusAfterEffect) throw statusFaultRejection(plan.statusAfterEffect);
+    if (answer) throw answer;
   }
 
   async frame(kind: SessionKind, payload: unknown, ack: Ack | undefined): Promise<void> {
@@ -222,13 +229,18 @@ class SocketOps {
           throw failureRejection(op);
         }
         const ready = this.#sessions.infer(session, frame);
-        if (plan.resetAfterEffect || plan.statusAfterEffect) {
+        const after = faultAfterEffect(plan);
+        if (after) {
           if (frame.isFinal)
             void ready.then(
               () => this.#sessions.end(session, 'finished'),
               () => {},
             );
-          this.#afterEffect(plan);
+          if (after === 'reset') {
+            this.#socket.disconnect(true);
+            return;
+          }
+          throw after;
         }
         ack?.({ ok: true } satisfies FrameAck);
         void ready.then(
@@ -239,7 +251,7 @@ class SocketOps {
                 this.#sessions.end(session, 'cancelled');
                 return;
               }
-              if (!(await out.emit(event, record, JSON.stringify(record).length))) return;
+              if (!(await out.record(event, record))) return;
               if (record.is_final) this.#sessions.end(session, 'finished');
             }
           },
@@ -291,8 +303,7 @@ class SocketOps {
           for (const record of fastRecords(ctx, id, language, analyzed)) {
             if (record.is_final && ctx.faults.dropFinal({ op: 'fast.socket', key: this.#state.keyHeader }))
               return;
-            if (!(await out.emit(SOCKET_EVENTS.transcriptionResult, record, JSON.stringify(record).length)))
-              return;
+            if (!(await out.record(SOCKET_EVENTS.transcriptionResult, record))) return;
           }
         } finally {
           release();
@@ -314,18 +325,13 @@ class SocketOps {
         const check = checkTtsRequest(payload, { tier: this.#state.key.tier, limits: ctx.limits, bodyBytes });
         const admitted = admitTts(ctx, check, this.#state.key, admit);
         try {
-          if (plan.fail) throw failureRejection('tts.socket');
-          const { body, voice } = admitted;
-          ctx.stats.ttsSyntheses++;
-          let chunks: AsyncGenerator<Buffer>;
-          try {
-            chunks = await startSynthesis(ctx, body.text, voice, SOCKET_TTS_SAMPLE_RATE, this.#signal);
-          } catch (err) {
-            if (err instanceof Rejection || !this.#socket.connected) throw err;
-            throw new Rejection('TTS_SYNTHESIS_FAILED', {
-              detail: `synthesis failed: ${(err as Error).message}`,
-            });
-          }
+          const chunks = await beginSpeech(ctx, admitted, {
+            op: 'tts.socket',
+            plan,
+            sampleRate: SOCKET_TTS_SAMPLE_RATE,
+            signal: this.#signal,
+            gone: () => !this.#socket.connected,
+          });
           try {
             this.#afterEffect(plan);
           } catch (err) {
@@ -333,21 +339,10 @@ class SocketOps {
             throw err;
           }
           ack?.({ ok: true } satisfies FrameAck);
-          const cutter = new PieceCutter(SOCKET_TTS_SAMPLE_RATE);
-          const send = (audio: Buffer, final: boolean) =>
-            out.emit(SOCKET_EVENTS.ttsAudio, { id: body.id, audio, is_final: final }, audio.length);
-          try {
-            for await (const pcm of chunks) {
-              for (const piece of cutter.push(pcm)) if (!(await send(piece, false))) return;
-            }
-          } catch {
-            return; // a failure after output began: no final event
-          }
-          const rest = cutter.flush();
-          const finalCarriesPcm = countCodePoints(body.text) % 2 === 0;
-          if (rest.length > 0 && !finalCarriesPcm && !(await send(rest, false))) return;
-          if (plan.truncateTts) return;
-          await send(finalCarriesPcm ? rest : Buffer.alloc(0), true);
+          const { id, text } = admitted.body;
+          await sendSpeech(chunks, text, SOCKET_TTS_SAMPLE_RATE, plan.truncateTts, (audio, final) =>
+            out.emit(SOCKET_EVENTS.ttsAudio, { id, audio, is_final: final }, audio.length, 'audio'),
+          );
         } finally {
           admitted.release();
         }
@@ -370,46 +365,56 @@ class SocketOps {
   }
 }
 
-/** Emits events with the plan's slow body and reset-after faults; false once the socket is gone. */
+/**
+ * Emits one answer's events with the plan's slow body and byte or record cuts (counted as
+ * `OutputMeter` says: a record is its NDJSON line, audio its PCM); false once the socket is gone
+ * or a cut ended the answer.
+ */
 class Emitter {
   readonly #ctx: EmulatorContext;
   readonly #socket: Socket;
   readonly #plan: FaultPlan;
   readonly #signal: AbortSignal;
-  #bytes = 0;
-  #records = 0;
+  readonly #meter: OutputMeter;
+  #ended = false;
 
   constructor(ctx: EmulatorContext, socket: Socket, plan: FaultPlan, signal: AbortSignal) {
     this.#ctx = ctx;
     this.#socket = socket;
     this.#plan = plan;
     this.#signal = signal;
+    this.#meter = new OutputMeter(plan);
   }
 
-  async emit(event: string, payload: unknown, bytes: number): Promise<boolean> {
-    if (!this.#socket.connected) return false;
-    const plan = this.#plan;
-    if (plan.resetAfterBytes !== undefined && this.#bytes + bytes > plan.resetAfterBytes) {
-      this.#socket.disconnect(true);
-      return false;
-    }
-    if (plan.slowBytesPerSecond !== undefined) {
-      try {
-        await this.#ctx.lifecycle.sleep((bytes / plan.slowBytesPerSecond) * 1000, this.#signal);
-      } catch {
-        return false;
+  /** A result record, counted as its NDJSON line (the bytes it is over HTTP). */
+  record(event: string, record: unknown): Promise<boolean> {
+    return this.emit(event, record, Buffer.byteLength(JSON.stringify(record)) + 1, 'record');
+  }
+
+  async emit(
+    event: string,
+    payload: unknown,
+    bytes: number,
+    unit: Exclude<OutputUnit, 'bytes'>,
+  ): Promise<boolean> {
+    if (!this.#socket.connected || this.#ended) return false;
+    const { send, cut } = this.#meter.event(bytes, unit);
+    if (send) {
+      const bps = this.#plan.slowBytesPerSecond();
+      if (bps !== undefined) {
+        try {
+          await this.#ctx.lifecycle.sleep((bytes / bps) * 1000, this.#signal);
+        } catch {
+          return false;
+        }
+        if (!this.#socket.connected) return false;
       }
-      if (!this.#socket.connected) return false;
+      this.#socket.emit(event, payload);
+      this.#ctx.stats.bytesOut += bytes;
     }
-    this.#socket.emit(event, payload);
-    this.#bytes += bytes;
-    this.#ctx.stats.bytesOut += bytes;
-    this.#records++;
-    if (plan.resetAfterRecords !== undefined && this.#records >= plan.resetAfterRecords) {
-      this.#socket.disconnect(true);
-      return false;
-    }
-    return true;
+    if (cut === 'reset') this.#socket.disconnect(true);
+    if (cut !== undefined) this.#ended = true;
+    return cut === undefined;
   }
 }
 

@@ -2,10 +2,12 @@
 // content policy, model and admission; then timed synthesis with the non-resetting deadline
 // before output, and the cutting of PCM into pieces of varying size.
 
-import type { TtsCheck, TtsRequestBody } from '../protocol/tts-request.ts';
+import type { OperationName } from '../protocol/operations.ts';
+import { countCodePoints, type TtsCheck, type TtsRequestBody } from '../protocol/tts-request.ts';
 import type { Admit, Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { synthesize } from './engine/tts.ts';
+import { type FaultPlan, failureRejection, type PlannedFault } from './faults.ts';
 import { Rejection, reject } from './rejection.ts';
 import type { EmulatorKey } from './types.ts';
 import { DEFAULT_VOICE, type VoiceProfile, voiceById } from './voices.ts';
@@ -39,6 +41,55 @@ export function admitTts(ctx: EmulatorContext, check: TtsCheck, key: EmulatorKey
     throw reject('VALIDATION_INVALID_PARAM', `unknown TTS model ${JSON.stringify(model)}`);
   const release = admit(() => ctx.concurrency.acquire(key.account, 'tts'));
   return { body, voice, release };
+}
+
+/**
+ * Start the synthesis of an admitted request (both transports): the `fail` fault, then the
+ * synthesis up to its first audio. A failure before output is 500 `TTS_SYNTHESIS_FAILED` unless
+ * it is a rejection already (the deadline) or the client is gone.
+ */
+export async function beginSpeech(
+  ctx: EmulatorContext,
+  admitted: AdmittedTts,
+  how: { op: OperationName; plan: FaultPlan; sampleRate: number; signal: AbortSignal; gone: () => boolean },
+): Promise<AsyncGenerator<Buffer>> {
+  if (how.plan.fail) throw failureRejection(how.op);
+  ctx.stats.ttsSyntheses++;
+  try {
+    return await startSynthesis(ctx, admitted.body.text, admitted.voice, how.sampleRate, how.signal);
+  } catch (err) {
+    if (err instanceof Rejection || how.gone()) throw err;
+    throw new Rejection('TTS_SYNTHESIS_FAILED', { detail: `synthesis failed: ${(err as Error).message}` });
+  }
+}
+
+/**
+ * Send synthesized speech (both transports): pieces of varying size, then the final piece. The
+ * final piece carries the leftover PCM when the text has an even number of code points; else
+ * the leftover goes in a normal piece and the final piece is empty. `truncate` (the truncateTts
+ * fault) withholds the final piece; a synthesis failure after output began ends the output
+ * without it. `send` returns false once the answer is over.
+ */
+export async function sendSpeech(
+  chunks: AsyncIterable<Buffer>,
+  text: string,
+  sampleRate: number,
+  truncate: PlannedFault | undefined,
+  send: (pcm: Buffer, final: boolean) => Promise<boolean>,
+): Promise<void> {
+  const cutter = new PieceCutter(sampleRate);
+  try {
+    for await (const pcm of chunks) {
+      for (const piece of cutter.push(pcm)) if (!(await send(piece, false))) return;
+    }
+  } catch {
+    return; // a failure after output began: no final piece (and no error appended)
+  }
+  const rest = cutter.flush();
+  const finalCarriesPcm = countCodePoints(text) % 2 === 0;
+  if (rest.length > 0 && !finalCarriesPcm && !(await send(rest, false))) return;
+  if (truncate?.claim()) return;
+  await send(finalCarriesPcm ? rest : Buffer.alloc(0), true);
 }
 
 /** The synthesis deadline passed before any audio was ready. */

@@ -4,8 +4,9 @@
 
 import { decodeFrame } from '../../protocol/frame.ts';
 import { CONCURRENCY_RETRY_AFTER_SEC } from '../admission.ts';
+import { failureRejection, faultAfterEffect } from '../faults.ts';
 import type { HttpExchange } from '../http-exchange.ts';
-import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
+import { answerFault } from '../http-operation.ts';
 import { reject } from '../rejection.ts';
 import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
@@ -71,10 +72,11 @@ async function answerFrame(
   try {
     if (ex.plan.fail) {
       sessions.end(session, 'failed');
-      throwIfFailing(ex);
+      throw failureRejection(ex.op);
     }
     const ready = sessions.infer(session, frame);
-    if (ex.plan.resetAfterEffect || ex.plan.statusAfterEffect) {
+    const after = faultAfterEffect(ex.plan);
+    if (after) {
       // The frame was accepted; its records are lost with this answer.
       if (frame.isFinal)
         void ready.then(
@@ -82,7 +84,7 @@ async function answerFrame(
           () => {},
         );
       ex.signal.removeEventListener('abort', onAbort);
-      await answeredAfterEffect(ex);
+      await answerFault(ex, after);
       return;
     }
     if (frame.isFinal) await answerFinal(ex, session, sessions, ready);

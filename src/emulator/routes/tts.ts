@@ -3,12 +3,11 @@
 
 import { HTTP_TTS_SAMPLE_RATE } from '../../protocol/socket-events.ts';
 import { encodeTtsFrame } from '../../protocol/tts-frames.ts';
-import { checkTtsRequestBytes, countCodePoints } from '../../protocol/tts-request.ts';
+import { checkTtsRequestBytes } from '../../protocol/tts-request.ts';
 import { isUuid } from '../../protocol/uuid.ts';
 import type { HttpExchange } from '../http-exchange.ts';
-import { answeredAfterEffect, throwIfFailing } from '../http-operation.ts';
-import { Rejection } from '../rejection.ts';
-import { admitTts, PieceCutter, startSynthesis } from '../tts-service.ts';
+import { answeredAfterEffect } from '../http-operation.ts';
+import { admitTts, beginSpeech, sendSpeech } from '../tts-service.ts';
 import type { EmulatorKey } from '../types.ts';
 
 /** The body's `id` when it is a UUID (for `job_id` on the error body of a refused request). */
@@ -28,56 +27,22 @@ export async function ttsHttp(ex: HttpExchange, key: EmulatorKey): Promise<void>
   ex.clientId = check.ok ? check.body.id : requestIdOf(raw);
   const admitted = admitTts(ctx, check, key, (acquire) => ex.admit(acquire));
   try {
-    throwIfFailing(ex);
-    const { body, voice } = admitted;
-    ctx.stats.ttsSyntheses++;
-    let chunks: AsyncGenerator<Buffer>;
-    try {
-      chunks = await startSynthesis(ctx, body.text, voice, HTTP_TTS_SAMPLE_RATE, ex.signal);
-    } catch (err) {
-      if (err instanceof Rejection || ex.gone) throw err;
-      throw new Rejection('TTS_SYNTHESIS_FAILED', { detail: `synthesis failed: ${(err as Error).message}` });
-    }
+    const chunks = await beginSpeech(ctx, admitted, {
+      op: ex.op,
+      plan: ex.plan,
+      sampleRate: HTTP_TTS_SAMPLE_RATE,
+      signal: ex.signal,
+      gone: () => ex.gone,
+    });
     if (await answeredAfterEffect(ex)) {
       await chunks.return(undefined);
       return;
     }
-    const truncate = ex.plan.truncateTts;
-    let written = 0;
-    const write = async (final: boolean, pcm: Buffer): Promise<boolean> => {
-      let frame = encodeTtsFrame(body.id, final, pcm);
-      if (truncate?.afterBytes !== undefined && written + frame.length >= truncate.afterBytes) {
-        frame = frame.subarray(0, Math.max(0, truncate.afterBytes - written));
-        await ex.write(frame);
-        return false;
-      }
-      written += frame.length;
-      return ex.write(frame);
-    };
     ex.startStream('application/octet-stream');
-    const cutter = new PieceCutter(HTTP_TTS_SAMPLE_RATE);
-    try {
-      for await (const pcm of chunks) {
-        for (const piece of cutter.push(pcm)) {
-          if (!(await write(false, piece))) {
-            ex.end();
-            return;
-          }
-        }
-      }
-    } catch {
-      // A failure after output began ends the body without its final frame (no error appended).
-      if (!ex.gone) ex.end();
-      return;
-    }
-    const rest = cutter.flush();
-    // Some bodies end with PCM in the final frame, others with an empty final frame.
-    const finalCarriesPcm = countCodePoints(body.text) % 2 === 0;
-    if (rest.length > 0 && !finalCarriesPcm && !(await write(false, rest))) {
-      ex.end();
-      return;
-    }
-    if (truncate === undefined) await write(true, finalCarriesPcm ? rest : Buffer.alloc(0));
+    const { id, text } = admitted.body;
+    await sendSpeech(chunks, text, HTTP_TTS_SAMPLE_RATE, ex.plan.truncateTts, (pcm, final) =>
+      ex.write(encodeTtsFrame(id, final, pcm), 'audio'),
+    );
     ex.end();
   } finally {
     admitted.release();

@@ -323,6 +323,50 @@ describe('realtime ASR over HTTP', () => {
   });
 });
 
+describe('frames after the final frame', () => {
+  const slow = { latency: { perAudioSecondMs: 100_000 }, limits: { nonFinalResponseWindowMs: 20 } };
+
+  test('HTTP: once the final frame is accepted, later frames are 409 SESSION_EXPIRED', async () => {
+    const emu = await emulator(slow);
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(2) })).status, 200);
+    // The final frame is accepted but its answer is an error, while its records are still due.
+    emu.faults.add({
+      operation: 'stt.http',
+      times: 1,
+      action: { type: 'status', status: 503, stage: 'afterEffect' },
+    });
+    assert.equal((await send(emu, ASR, { id, final: true, pcm: Buffer.alloc(3200) })).status, 503);
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+    expectError(await send(emu, ASR, { id, final: true }), 409, 'SESSION_EXPIRED');
+    expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
+    assert.equal(emu.stats().framesAccepted, 2);
+  });
+
+  test('Socket.IO: once the final frame is accepted, later frames are 409 SESSION_EXPIRED', async () => {
+    const emu = await emulator(slow);
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const id = uuid();
+      const code = async (f: FrameInput) => {
+        const ack = (await socket.emitWithAck('audio_stream', frameOf(f))) as {
+          ok: boolean;
+          error?: { code: string };
+        };
+        return ack.ok ? 'ok' : ack.error!.code;
+      };
+      assert.equal(await code({ id, start: true, pcm: Buffer.alloc(2) }), 'ok');
+      assert.equal(await code({ id, final: true, pcm: Buffer.alloc(3200) }), 'ok');
+      assert.equal(await code({ id }), 'SESSION_EXPIRED', 'the final record is still due');
+      assert.equal(await code({ id, final: true }), 'SESSION_EXPIRED');
+      assert.equal(await code({ id, start: true }), 'SESSION_EXPIRED');
+      assert.equal(emu.stats().framesAccepted, 2);
+    } finally {
+      socket.close();
+    }
+  });
+});
+
 describe('realtime diarization over HTTP', () => {
   test('closed segments once each, an active snapshot, the final record last', async () => {
     const emu = await emulator();

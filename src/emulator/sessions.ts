@@ -3,11 +3,13 @@
 // limit, sustained byte rate) plus admission, and the engine that turns frames into records.
 
 import type { LiveFrame } from '../protocol/frame.ts';
+import type { OperationName } from '../protocol/operations.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import type { Admit, Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
+import { type FaultAnswer, type FaultPlan, failureRejection, faultAfterEffect } from './faults.ts';
 import { limitData, reject } from './rejection.ts';
 import type { SessionEnd } from './stats.ts';
 import type { EmulatorKey } from './types.ts';
@@ -37,6 +39,8 @@ export class LiveSession {
   readonly where: SessionScope;
   readonly mapKey: string;
   state: 'live' | SessionEnd = 'live';
+  /** The final frame was accepted: the stream is finishing and takes no more frames. */
+  finalAccepted = false;
   /** PCM bytes accepted: whole bytes, so a stream exactly at the audio limit is accepted. */
   audioBytes = 0;
   tokens: number;
@@ -174,6 +178,8 @@ export class LiveSessions {
           ended === undefined ? 'the stream was never started' : `the stream is no longer live (${ended})`,
         );
       }
+      if (session.finalAccepted)
+        throw reject('SESSION_EXPIRED', "the stream's final frame was already accepted");
       if (session.transport === 'http') {
         const idle = (now - session.lastAudioAt) / 1000;
         if (idle > limits.sessionIdleSec) {
@@ -188,12 +194,43 @@ export class LiveSessions {
     }
     session.tokens -= frame.pcm.length;
     session.audioBytes += frame.pcm.length;
+    if (frame.isFinal) session.finalAccepted = true;
     session.lastAudioAt = now;
     session.lastActivityAt = now;
     // One timer per stream: when it fires it measures the quiet time and re-arms itself.
     if (session.expiryTimer === undefined) this.#scheduleExpiry(session);
     this.#ctx.stats.framesAccepted++;
     return session;
+  }
+
+  /**
+   * A live frame over either transport: `accept` it, start its inference, and apply the faults
+   * that act on an accepted frame. `fail` ends the stream and throws the operation's failure; a
+   * fault at stage `afterEffect` is returned for the transport to answer with (the frame stays
+   * accepted, and a final frame finishes the stream once its records, never sent, are ready).
+   */
+  acceptFrame(
+    frame: LiveFrame,
+    kind: SessionKind,
+    where: SessionScope,
+    key: EmulatorKey,
+    admit: Admit,
+    op: OperationName,
+    plan: FaultPlan,
+  ): { session: LiveSession; ready: Promise<LiveRecord[]>; after: FaultAnswer | undefined } {
+    const session = this.accept(frame, kind, where, key, admit);
+    if (plan.fail) {
+      this.end(session, 'failed');
+      throw failureRejection(op);
+    }
+    const ready = this.infer(session, frame);
+    const after = faultAfterEffect(plan);
+    if (after && frame.isFinal)
+      void ready.then(
+        () => this.end(session, 'finished'),
+        () => {},
+      );
+    return { session, ready, after };
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */

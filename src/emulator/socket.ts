@@ -223,25 +223,20 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
-        const session = this.#sessions.accept(frame, kind, this.#where, this.#state.key, admit);
-        if (plan.fail) {
-          this.#sessions.end(session, 'failed');
-          throw failureRejection(op);
+        const { session, ready, after } = this.#sessions.acceptFrame(
+          frame,
+          kind,
+          this.#where,
+          this.#state.key,
+          admit,
+          op,
+          plan,
+        );
+        if (after === 'reset') {
+          this.#socket.disconnect(true);
+          return;
         }
-        const ready = this.#sessions.infer(session, frame);
-        const after = faultAfterEffect(plan);
-        if (after) {
-          if (frame.isFinal)
-            void ready.then(
-              () => this.#sessions.end(session, 'finished'),
-              () => {},
-            );
-          if (after === 'reset') {
-            this.#socket.disconnect(true);
-            return;
-          }
-          throw after;
-        }
+        if (after) throw after;
         ack?.({ ok: true } satisfies FrameAck);
         void ready.then(
           async (records: LiveRecord[]) => {

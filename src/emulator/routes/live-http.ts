@@ -3,8 +3,7 @@
 // POSTs of one ASR stream are answered in arrival order; diarization allows one at a time.
 
 import { decodeFrame } from '../../protocol/frame.ts';
-import { CONCURRENCY_RETRY_AFTER_SEC } from '../admission.ts';
-import { failureRejection, faultAfterEffect } from '../faults.ts';
+import { CONCURRENCY_RETRY_AFTER_SEC, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answerFault } from '../http-operation.ts';
 import { reject } from '../rejection.ts';
@@ -64,29 +63,18 @@ async function answerFrame(
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
-  const session = sessions.accept(frame, kind, HTTP_SCOPE, key, (acquire) => ex.admit(acquire));
+  const admit = (acquire?: () => Release) => ex.admit(acquire);
+  const { session, ready, after } = sessions.acceptFrame(frame, kind, HTTP_SCOPE, key, admit, ex.op, ex.plan);
+  if (after) {
+    // The frame was accepted; its records are lost with this answer.
+    await answerFault(ex, after);
+    return;
+  }
   session.inFlight++;
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');
   ex.signal.addEventListener('abort', onAbort, { once: true });
   try {
-    if (ex.plan.fail) {
-      sessions.end(session, 'failed');
-      throw failureRejection(ex.op);
-    }
-    const ready = sessions.infer(session, frame);
-    const after = faultAfterEffect(ex.plan);
-    if (after) {
-      // The frame was accepted; its records are lost with this answer.
-      if (frame.isFinal)
-        void ready.then(
-          () => sessions.end(session, 'finished'),
-          () => {},
-        );
-      ex.signal.removeEventListener('abort', onAbort);
-      await answerFault(ex, after);
-      return;
-    }
     if (frame.isFinal) await answerFinal(ex, session, sessions, ready);
     else await answerWithinWindow(ex, session, ready);
   } finally {

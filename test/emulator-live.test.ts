@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admit } from '../src/emulator/admission.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
+import { Lifecycle } from '../src/emulator/lifecycle.ts';
 import { Rejection } from '../src/emulator/rejection.ts';
 import { LiveSessions, type SessionScope } from '../src/emulator/sessions.ts';
 import { decodeFrame, encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
@@ -239,11 +240,13 @@ describe('realtime ASR over HTTP', () => {
     assert.equal((await send(emu, ASR, { id, start: true })).status, 200, 'an expired id is not tombstoned');
   });
 
-  test('idle retirement: 408 SESSION_IDLE_TIMEOUT, the id tombstoned', async () => {
+  test('idle retirement: a timer retires the stream; the next frame gets 408 SESSION_IDLE_TIMEOUT, later ones 409', async () => {
     const emu = await emulator({ limits: { sessionIdleSec: 0.03, sessionExpirySec: 60 } });
     const id = uuid();
     assert.equal((await send(emu, ASR, { id, start: true })).status, 200);
-    await sleep(60);
+    await until(() => emu.stats().sessions.retired === 1, 'idle retirement without a frame');
+    assert.equal(emu.stats().sessions.active, 0);
+    assert.equal(emu.stats().concurrent.realtime_asr, 0, 'the retired stream released its slot');
     const idle = expectError(await send(emu, ASR, { id }), 408, 'SESSION_IDLE_TIMEOUT');
     const data = idle.data as { bound: string; unit: string; observed: number; limit: number };
     assert.equal(data.bound, 'session_idle');
@@ -252,6 +255,39 @@ describe('realtime ASR over HTTP', () => {
     expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
     expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
     assert.equal(emu.stats().sessions.retired, 1);
+    // The 408 goes to the next frame whatever its flags; the id stays tombstoned.
+    const other = uuid();
+    assert.equal((await send(emu, ASR, { id: other, start: true })).status, 200);
+    await until(() => emu.stats().sessions.retired === 2, 'idle retirement');
+    expectError(await send(emu, ASR, { id: other, start: true }), 408, 'SESSION_IDLE_TIMEOUT');
+    expectError(await send(emu, ASR, { id: other, start: true }), 409, 'SESSION_EXPIRED');
+  });
+
+  test('expiry waits for a POST being answered, without spinning, and comes once it is answered', async (t) => {
+    // Count the emulator's timers: a held POST must not make the expiry timer re-arm every ms.
+    let timers = 0;
+    const original = Lifecycle.prototype.timeout;
+    Lifecycle.prototype.timeout = function (this: Lifecycle, ms: number, fn: () => void) {
+      timers++;
+      return original.call(this, ms, fn);
+    };
+    t.after(() => {
+      Lifecycle.prototype.timeout = original;
+    });
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 100_000 },
+      limits: { sessionExpirySec: 0.01, nonFinalResponseWindowMs: 300 },
+    });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(2) })).status, 200);
+    // Its records take 10 s: the POST is held for the whole response window, 30 expiry windows.
+    timers = 0;
+    const held = await send(emu, ASR, { id, pcm: Buffer.alloc(3200) });
+    assert.equal(held.status, 200, 'not expired while it was answered');
+    assert.deepEqual(held.records, []);
+    assert.ok(timers < 10, `${timers} timers while one POST was held`);
+    await until(() => emu.stats().sessions.expired === 1, 'expiry after the answer');
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
   });
 
   test('the non-final response window: late records come with a later answer, nothing is lost', async () => {

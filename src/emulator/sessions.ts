@@ -47,7 +47,7 @@ export class LiveSession {
   tokensAt = performance.now();
   lastAudioAt = performance.now();
   lastActivityAt = performance.now();
-  /** POSTs of this stream being handled now (diarization allows one). */
+  /** POSTs of this stream being handled now (see `LiveSessions.beginPost`). */
   inFlight = 0;
   /** Records released after their response window closed, sent with the next response. */
   readonly pending: LiveRecord[] = [];
@@ -56,7 +56,8 @@ export class LiveSession {
   readonly release: Release;
   #turn: Promise<void> = Promise.resolve();
   #inference: Promise<void> = Promise.resolve();
-  expiryTimer: NodeJS.Timeout | undefined;
+  /** HTTP streams: the one timer for expiry and idle retirement, while the stream is quiet. */
+  timer: NodeJS.Timeout | undefined;
 
   constructor(
     frame: LiveFrame,
@@ -124,6 +125,11 @@ interface ScopeMemory {
   retired: Set<string>;
   /** How other ids ended, the oldest forgotten past `MAX_REMEMBERED`. */
   ended: Map<string, SessionEnd>;
+  /**
+   * Ids retired for idleness whose next frame gets 408 (then 409): when their last audio was
+   * accepted. The oldest forgotten past `MAX_REMEMBERED` (its next frame gets 409).
+   */
+  idle: Map<string, number>;
 }
 
 export class LiveSessions {
@@ -160,6 +166,11 @@ export class LiveSessions {
     const mapKey = LiveSessions.key(kind, frame.streamId, where);
     const now = performance.now();
     let session = this.#live.get(mapKey);
+    // An HTTP stream idle too long is retired now if its timer has not done it yet.
+    if (session && session.transport === 'http' && now - session.lastAudioAt > limits.sessionIdleSec * 1000)
+      this.#retireIdle(session);
+    if (!this.#live.has(mapKey)) session = undefined;
+    this.#answerIdle(kind, frame.streamId, where, now);
     if (frame.isStart) {
       if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
       if (this.#ended(kind, frame.streamId, where) === 'retired')
@@ -180,15 +191,6 @@ export class LiveSessions {
       }
       if (session.finalAccepted)
         throw reject('SESSION_EXPIRED', "the stream's final frame was already accepted");
-      if (session.transport === 'http') {
-        const idle = (now - session.lastAudioAt) / 1000;
-        if (idle > limits.sessionIdleSec) {
-          this.end(session, 'retired');
-          throw reject('SESSION_IDLE_TIMEOUT', 'the stream was idle too long; start a new stream', {
-            data: limitData('session_idle', limits.sessionIdleSec, idle),
-          });
-        }
-      }
       this.#checkAudio(frame, kind, where, session);
       admit();
     }
@@ -197,8 +199,7 @@ export class LiveSessions {
     if (frame.isFinal) session.finalAccepted = true;
     session.lastAudioAt = now;
     session.lastActivityAt = now;
-    // One timer per stream: when it fires it measures the quiet time and re-arms itself.
-    if (session.expiryTimer === undefined) this.#scheduleExpiry(session);
+    this.#arm(session);
     this.#ctx.stats.framesAccepted++;
     return session;
   }
@@ -333,7 +334,8 @@ export class LiveSessions {
   end(session: LiveSession, how: SessionEnd): void {
     if (!session.live) return;
     session.state = how;
-    this.#ctx.lifecycle.clear(session.expiryTimer);
+    this.#ctx.lifecycle.clear(session.timer);
+    session.timer = undefined;
     session.release();
     this.#live.delete(session.mapKey);
     this.#remember(session.kind, session.id, session.where, how);
@@ -353,19 +355,68 @@ export class LiveSessions {
     for (const session of [...this.#live.values()]) this.end(session, 'cancelled');
   }
 
-  /** HTTP pseudo-sessions expire after `sessionExpirySec` without accepted audio or a response. */
-  #scheduleExpiry(session: LiveSession): void {
-    if (session.transport !== 'http') return;
-    const { lifecycle, limits } = this.#ctx;
-    lifecycle.clear(session.expiryTimer);
-    const check = () => {
-      if (!session.live) return;
-      const quiet = performance.now() - session.lastActivityAt;
-      const window = limits.sessionExpirySec * 1000;
-      if (session.inFlight === 0 && quiet >= window) this.end(session, 'expired');
-      else session.expiryTimer = lifecycle.timeout(Math.max(1, window - quiet), check);
-    };
-    session.expiryTimer = lifecycle.timeout(limits.sessionExpirySec * 1000, check);
+  /** A POST of this stream is being answered: the stream neither expires nor idles meanwhile. */
+  beginPost(session: LiveSession): void {
+    session.inFlight++;
+  }
+
+  /** That POST was answered: the quiet time is watched again. */
+  endPost(session: LiveSession): void {
+    session.inFlight--;
+    this.#arm(session);
+  }
+
+  /**
+   * HTTP streams: expiry `sessionExpirySec` after the last accepted audio or released record,
+   * and idle retirement `sessionIdleSec` after the last accepted audio, whichever comes first.
+   * One timer, armed only while no POST of the stream is being answered (`endPost` arms it
+   * again) and before its final frame; when it fires early (newer activity) it re-arms.
+   */
+  #arm(session: LiveSession): void {
+    if (session.transport !== 'http' || !session.live || session.finalAccepted) return;
+    if (session.inFlight > 0 || session.timer !== undefined) return;
+    const { due } = this.#quietDue(session);
+    session.timer = this.#ctx.lifecycle.timeout(Math.max(1, due - performance.now()), () => {
+      session.timer = undefined;
+      if (!session.live || session.finalAccepted || session.inFlight > 0) return;
+      const next = this.#quietDue(session);
+      if (performance.now() < next.due) this.#arm(session);
+      else if (next.idle) this.#retireIdle(session);
+      else this.end(session, 'expired');
+    });
+  }
+
+  /** When the quiet stream ends, and whether by idle retirement (else expiry). */
+  #quietDue(session: LiveSession): { due: number; idle: boolean } {
+    const { limits } = this.#ctx;
+    const expiry = session.lastActivityAt + limits.sessionExpirySec * 1000;
+    const idle = session.lastAudioAt + limits.sessionIdleSec * 1000;
+    return idle <= expiry ? { due: idle, idle: true } : { due: expiry, idle: false };
+  }
+
+  /** Retire an idle stream: its id is tombstoned and its next frame gets 408 once. */
+  #retireIdle(session: LiveSession): void {
+    const lastAudioAt = session.lastAudioAt;
+    this.end(session, 'retired');
+    const { idle } = this.#memoryOf(session.where, true);
+    idle.set(`${session.kind}:${session.id}`, lastAudioAt);
+    if (idle.size > MAX_REMEMBERED) {
+      const oldest = idle.keys().next().value;
+      if (oldest !== undefined) idle.delete(oldest);
+    }
+  }
+
+  /** The first frame for a stream retired for idleness: 408 `SESSION_IDLE_TIMEOUT` (once). */
+  #answerIdle(kind: SessionKind, id: string, where: SessionScope, now: number): void {
+    const idle = this.#memoryOf(where, false)?.idle;
+    const name = `${kind}:${id}`;
+    const lastAudioAt = idle?.get(name);
+    if (lastAudioAt === undefined) return;
+    idle!.delete(name);
+    const { sessionIdleSec } = this.#ctx.limits;
+    throw reject('SESSION_IDLE_TIMEOUT', 'the stream was idle too long; start a new stream', {
+      data: limitData('session_idle', sessionIdleSec, (now - lastAudioAt) / 1000),
+    });
   }
 
   #memoryOf(where: SessionScope, create: true): ScopeMemory;
@@ -374,7 +425,7 @@ export class LiveSessions {
     const scope = `${where.transport}:${where.scope}`;
     let memory = this.#memory.get(scope);
     if (!memory && create) {
-      memory = { retired: new Set(), ended: new Map() };
+      memory = { retired: new Set(), ended: new Map(), idle: new Map() };
       this.#memory.set(scope, memory);
     }
     return memory;

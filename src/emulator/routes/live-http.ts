@@ -42,11 +42,11 @@ export async function liveHttp(
       },
     );
   }
-  existing.inFlight++;
+  sessions.beginPost(existing);
   try {
     await existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
   } finally {
-    existing.inFlight--;
+    sessions.endPost(existing);
   }
 }
 
@@ -70,7 +70,7 @@ async function answerFrame(
     await answerFault(ex, after);
     return;
   }
-  session.inFlight++;
+  sessions.beginPost(session);
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');
   ex.signal.addEventListener('abort', onAbort, { once: true });
@@ -79,7 +79,7 @@ async function answerFrame(
     else await answerWithinWindow(ex, session, ready);
   } finally {
     ex.signal.removeEventListener('abort', onAbort);
-    session.inFlight--;
+    sessions.endPost(session);
   }
 }
 

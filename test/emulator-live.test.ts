@@ -428,6 +428,32 @@ describe('realtime diarization over HTTP', () => {
     expectError(await send(emu, DIAR, { id }), 409, 'SESSION_EXPIRED');
   });
 
+  test('one POST in flight counts from the frame header: a POST whose body is still arriving holds the stream', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    assert.equal((await send(emu, DIAR, { id, start: true, pcm: Buffer.alloc(3200) })).status, 200);
+    const body = frameOf({ id, pcm: Buffer.alloc(3200) });
+    let finishBody!: () => void;
+    const rest = new Promise<void>((resolve) => {
+      finishBody = resolve;
+    });
+    async function* slowBody() {
+      yield body.subarray(0, 100); // the header and a little PCM, then the rest later
+      await rest;
+      yield body.subarray(100);
+    }
+    const received = emu.stats().bytesIn;
+    const first = post(emu, DIAR, slowBody());
+    await until(() => emu.stats().bytesIn >= received + 100, 'the first POST header read');
+    const second = await send(emu, DIAR, { id, pcm: Buffer.alloc(3200) });
+    expectError(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
+    assert.equal(second.headers['retry-after'], '1');
+    finishBody();
+    assert.equal((await first).status, 200, 'the first POST is answered');
+    assert.equal(emu.stats().framesAccepted, 2);
+    assert.equal((await send(emu, DIAR, { id, final: true })).status, 200, 'one at a time again');
+  });
+
   test('one POST in flight per stream: a second concurrent POST is 429 and the stream goes on', async () => {
     const emu = await emulator({
       latency: { perAudioSecondMs: 100_000 },

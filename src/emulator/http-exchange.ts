@@ -67,20 +67,32 @@ export class HttpExchange {
   /**
    * Read the whole body, at most `limit` bytes: a declared Content-Length over the limit is
    * refused before reading (observed = Content-Length), a longer body when it passes the limit
-   * (observed = limit + 1).
+   * (observed = limit + 1). `head.seen` gets the first `head.bytes` bytes as soon as they have
+   * arrived; what it throws is the answer, given while the rest of the body is still arriving.
    */
-  async readBody(limit: number, bound: string | undefined, what: string): Promise<Buffer> {
+  async readBody(
+    limit: number,
+    bound: string | undefined,
+    what: string,
+    head?: { bytes: number; seen: (head: Buffer) => void },
+  ): Promise<Buffer> {
     const declared = declaredLength(this.req);
     const over = (observed: number) =>
       bound === undefined ? tooLargePlain(limit, observed, what) : tooLarge(bound, limit, observed, what);
     if (declared !== undefined && declared > limit) throw over(declared);
     const chunks: Buffer[] = [];
     let total = 0;
-    for await (const chunk of this.req as AsyncIterable<Buffer>) {
+    let headSeen = head === undefined;
+    // Not destroyed when we stop early: an answer is sent and the rest of the body drained.
+    for await (const chunk of this.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       total += chunk.length;
       this.ctx.stats.bytesIn += chunk.length;
       if (total > limit) throw over(limit + 1);
       chunks.push(chunk);
+      if (!headSeen && head && total >= head.bytes) {
+        headSeen = true;
+        head.seen(Buffer.concat(chunks, total).subarray(0, head.bytes));
+      }
     }
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
   }

@@ -6,7 +6,8 @@ import type { LiveFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
-import type { Admit, Release } from './admission.ts';
+import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
+import { type Admit, CONCURRENCY_RETRY_AFTER_SEC, NOTHING, type Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
 import { type FaultAnswer, type FaultPlan, failureRejection, faultAfterEffect } from './faults.ts';
@@ -137,6 +138,8 @@ export class LiveSessions {
   readonly #live = new Map<string, LiveSession>();
   /** Ended ids per scope (`transport:scope`). */
   readonly #memory = new Map<string, ScopeMemory>();
+  /** Diarization streams (map keys) with a POST in flight. */
+  readonly #posting = new Set<string>();
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
@@ -353,6 +356,32 @@ export class LiveSessions {
 
   closeAll(): void {
     for (const session of [...this.#live.values()]) this.end(session, 'cancelled');
+  }
+
+  /**
+   * Diarization over HTTP allows one POST in flight per stream UUID: claim the stream for a POST
+   * as soon as its frame header (`head`, the 16 UUID bytes) names it, whether or not the stream
+   * exists yet. Another POST of it in flight is 429 `CONCURRENCY_LIMIT_EXCEEDED` with
+   * `Retry-After` and no `data` (the stream is unchanged). Returns the release.
+   */
+  claimDiarizationPost(head: Buffer, where: SessionScope): Release {
+    if (isZeroUuid(head)) return NOTHING; // the frame is refused when it is decoded
+    const name = LiveSessions.key('diarization', bytesToUuid(head), where);
+    if (this.#posting.has(name)) {
+      throw reject(
+        'CONCURRENCY_LIMIT_EXCEEDED',
+        'another POST of this stream is in flight; send one at a time',
+        {
+          retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
+        },
+      );
+    }
+    this.#posting.add(name);
+    let held = true;
+    return () => {
+      if (held) this.#posting.delete(name);
+      held = false;
+    };
   }
 
   /** A POST of this stream is being answered: the stream neither expires nor idles meanwhile. */

@@ -1,12 +1,12 @@
 // Framed live streams over HTTP: POST /http/stt-stream (alias /http/realtime-asr) and
 // POST /http/diarization-stream, one live frame per POST, NDJSON records on the response.
-// POSTs of one ASR stream are answered in arrival order; diarization allows one at a time.
+// POSTs of one ASR stream are answered in arrival order; diarization allows one at a time,
+// counted from the moment a POST's frame header names the stream.
 
 import { decodeFrame } from '../../protocol/frame.ts';
-import { CONCURRENCY_RETRY_AFTER_SEC, type Release } from '../admission.ts';
+import { NOTHING, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answerFault } from '../http-operation.ts';
-import { reject } from '../rejection.ts';
 import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
 
@@ -19,34 +19,32 @@ export async function liveHttp(
   sessions: LiveSessions,
 ): Promise<void> {
   const { limits } = ex.ctx;
-  const body =
-    kind === 'asr'
-      ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body')
-      : await ex.readBody(
-          limits.realtimeDiarizationFrameBytes,
-          'realtime_diarization_frame_bytes',
-          'the frame body',
-        );
-  const frame = decodeFrame(body);
-  const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, HTTP_SCOPE);
-  if (!existing) {
-    await answerFrame(ex, key, kind, sessions, frame);
-    return;
-  }
-  if (kind === 'diarization' && existing.inFlight > 0) {
-    throw reject(
-      'CONCURRENCY_LIMIT_EXCEEDED',
-      'another POST of this stream is in flight; send one at a time',
-      {
-        retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
-      },
-    );
-  }
-  sessions.beginPost(existing);
+  let post: Release = NOTHING;
   try {
-    await existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+    const body =
+      kind === 'asr'
+        ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body')
+        : await ex.readBody(
+            limits.realtimeDiarizationFrameBytes,
+            'realtime_diarization_frame_bytes',
+            'the frame body',
+            // One POST in flight per stream, from the moment the header names it.
+            { bytes: 16, seen: (head) => (post = sessions.claimDiarizationPost(head, HTTP_SCOPE)) },
+          );
+    const frame = decodeFrame(body);
+    const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, HTTP_SCOPE);
+    if (!existing) {
+      await answerFrame(ex, key, kind, sessions, frame);
+      return;
+    }
+    sessions.beginPost(existing);
+    try {
+      await existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+    } finally {
+      sessions.endPost(existing);
+    }
   } finally {
-    sessions.endPost(existing);
+    post();
   }
 }
 

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admit } from '../src/emulator/admission.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
@@ -199,21 +198,24 @@ describe('realtime ASR over HTTP', () => {
   });
 
   test('byte rate: the burst is accepted, more is 429 with Retry-After and the stream stays live', async () => {
-    const emu = await emulator({ limits: { sessionAudioRateBurstBytes: 64_000 } });
+    // 320 B/s sustained (0.01 x real time): what refills while the test runs is negligible, so
+    // the outcome does not depend on how fast the requests follow one another.
+    const emu = await emulator({
+      limits: { sessionAudioRateBurstBytes: 64_000, sessionAudioRateRealtime: 0.01 },
+    });
     const id = uuid();
     assert.equal(
-      (await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(64_000) })).status,
+      (await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(60_000) })).status,
       200,
-      'the whole burst',
+      'within the burst, 4000 bytes to spare',
     );
     const fast = await send(emu, ASR, { id, pcm: Buffer.alloc(64_000) });
     const body = expectError(fast, 429, 'SESSION_BYTE_RATE_EXCEEDED');
-    assert.ok(Number(fast.headers['retry-after']) >= 1);
+    assert.ok(Number(fast.headers['retry-after']) >= 180, 'about 60000 bytes at 320 B/s');
     assert.equal(body.retryable, true);
     const data = body.data as { limit: number; observed: number; bound: string };
     assert.equal(data.bound, 'session_audio_rate_burst');
     assert.ok(data.observed > data.limit);
-    await sleep(60); // 4x real time refills 7680 bytes in 60 ms
     assert.equal((await send(emu, ASR, { id, pcm: Buffer.alloc(3200) })).status, 200, 'still live');
     assert.equal((await send(emu, ASR, { id, final: true })).status, 200);
     assert.equal(emu.stats().sessions.finished, 1);
@@ -228,6 +230,27 @@ describe('realtime ASR over HTTP', () => {
     assert.ok(Number(refused.headers['retry-after']) >= 1);
     assert.equal((await send(emu, ASR, { id: first, final: true })).status, 200);
     assert.equal((await send(emu, DIAR, { id: uuid(), start: true })).status, 200);
+  });
+
+  test('expiry counts from the last released record too: a stream is kept alive by its responses', async () => {
+    const emu = await emulator({
+      latency: { perAudioSecondMs: 10_000 },
+      limits: { sessionExpirySec: 0.5, nonFinalResponseWindowMs: 1 },
+    });
+    const quiet = uuid();
+    const busy = uuid();
+    // Both streams' audio is accepted now; `quiet`'s records are released at once, `busy`'s
+    // 300 ms later (0.03 s of audio at 10 s per audio second), after its answer ended.
+    assert.equal((await send(emu, ASR, { id: quiet, start: true, pcm: Buffer.alloc(2) })).status, 200);
+    assert.equal((await send(emu, ASR, { id: busy, start: true, pcm: Buffer.alloc(960) })).status, 200);
+    await until(() => emu.stats().sessions.expired === 1, 'the first expiry');
+    expectError(await send(emu, ASR, { id: quiet }), 409, 'SESSION_EXPIRED');
+    assert.equal(
+      (await send(emu, ASR, { id: busy, pcm: Buffer.alloc(2) })).status,
+      200,
+      'the stream whose records came later is still live',
+    );
+    assert.equal(emu.stats().sessions.expired, 1);
   });
 
   test('expiry: no audio or response for the expiry window ends the stream; later frames get 409', async () => {

@@ -122,6 +122,76 @@ describe('TTS over HTTP', () => {
     assert.equal(emu.stats().ttsSyntheses, 0);
   });
 
+  test('a body breaking two rules gets the code of the earlier rule', async () => {
+    const emu = await emulator({ limits: { ttsInputCharacters: { standard: 20 } } });
+    const id = uuid();
+    const wav = encodeWav(Buffer.alloc(3200), 16_000).toString('base64');
+    const long = 'x'.repeat(21);
+    const cases: [string, Record<string, unknown>, number, string][] = [
+      ['id before text', { id: 'nope', text: '   ' }, 400, 'VALIDATION_INVALID_FORMAT'],
+      [
+        'text before selectors',
+        { id, text: ' ', voice_id: uuid(), voice_references: [] },
+        400,
+        'VALIDATION_REQUIRED_FIELD',
+      ],
+      [
+        'selectors before the voice_id format',
+        { id, text: 'hi', voice_id: 'voice-1', voice_references: [{ audio: wav, text: 't' }] },
+        400,
+        'VALIDATION_INVALID_PARAM',
+      ],
+      [
+        'reference count before reference audio',
+        {
+          id,
+          text: 'hi',
+          voice_references: [
+            { audio: 'bad', text: '' },
+            { audio: 'bad', text: '' },
+          ],
+        },
+        422,
+        'VOICE_REFERENCE_COUNT_EXCEEDED',
+      ],
+      [
+        'reference audio before its transcript',
+        { id, text: 'hi', voice_references: [{ audio: 'bm90IGEgd2F2', text: ' ' }] },
+        400,
+        'VALIDATION_INVALID_FORMAT',
+      ],
+      [
+        'voice_id format before the text limit',
+        { id, text: long, voice_id: 'voice-1' },
+        400,
+        'VALIDATION_INVALID_UUID',
+      ],
+      [
+        'text limit before the voice lookup',
+        { id, text: long, voice_id: uuid() },
+        422,
+        'CHARACTER_COUNT_EXCEEDED',
+      ],
+      [
+        'voice lookup before the content policy',
+        { id, text: 'emulator-blocked', voice_id: uuid() },
+        400,
+        'TTS_VOICE_NOT_FOUND',
+      ],
+      [
+        'content policy before the model',
+        { id, text: 'emulator-blocked', model: 'other' },
+        400,
+        'TTS_INPUT_NOT_ALLOWED',
+      ],
+    ];
+    for (const [order, body, status, code] of cases) {
+      const reply = await tts(emu, body);
+      assert.equal(`${reply.status} ${(reply.json() as { code: string }).code}`, `${status} ${code}`, order);
+    }
+    assert.equal(emu.stats().ttsSyntheses, 0);
+  });
+
   test("voice references: checked in the interface's order, accepted when valid", async () => {
     const emu = await emulator({
       limits: { ttsVoiceReferenceBytes: 40_000, ttsVoiceReferenceDurationSec: 1 },

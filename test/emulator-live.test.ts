@@ -355,6 +355,17 @@ describe('realtime ASR over HTTP', () => {
     expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
   });
 
+  test('a final answer cut short (reset after N bytes) cancels its stream and releases its slot', async () => {
+    const emu = await emulator();
+    emu.faults.add({ operation: 'stt.http', nth: 2, action: { type: 'reset', afterBytes: 5 } });
+    const id = uuid();
+    assert.equal((await send(emu, ASR, { id, start: true })).status, 200);
+    await assert.rejects(send(emu, ASR, { id, final: true }));
+    await until(() => emu.stats().sessions.cancelled === 1, 'cancellation');
+    assert.equal(emu.stats().concurrent.realtime_asr, 0);
+    assert.equal(emu.stats().sessions.active, 0);
+  });
+
   test('a final answer that times out cancels the stream and ends without the final record', async () => {
     const emu = await emulator({
       latency: { perAudioSecondMs: 100_000 },

@@ -165,14 +165,15 @@ export class LiveSessions {
     key: EmulatorKey,
     admit: Admit,
   ): LiveSession {
-    const { limits } = this.#ctx;
     const mapKey = LiveSessions.key(kind, frame.streamId, where);
     const now = performance.now();
     let session = this.#live.get(mapKey);
-    // An HTTP stream idle too long is retired now if its timer has not done it yet.
-    if (session && session.transport === 'http' && now - session.lastAudioAt > limits.sessionIdleSec * 1000)
+    const quiet = session && this.#quietDue(session);
+    if (session && quiet?.idle && now >= quiet.due) {
+      // Idle too long: retired now, if its timer has not done it yet.
       this.#retireIdle(session);
-    if (!this.#live.has(mapKey)) session = undefined;
+      session = undefined;
+    }
     this.#answerIdle(kind, frame.streamId, where, now);
     if (frame.isStart) {
       if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
@@ -397,17 +398,18 @@ export class LiveSessions {
 
   /**
    * HTTP streams: expiry `sessionExpirySec` after the last accepted audio or released record,
-   * and idle retirement `sessionIdleSec` after the last accepted audio, whichever comes first.
-   * One timer, armed only while no POST of the stream is being answered (`endPost` arms it
-   * again) and before its final frame; when it fires early (newer activity) it re-arms.
+   * and idle retirement `sessionIdleSec` after the last accepted audio (not once the final frame
+   * was accepted: no more audio is due), whichever comes first. One timer, armed only while no
+   * POST of the stream is being answered (`endPost` arms it again); when it fires early (newer
+   * activity) it re-arms.
    */
   #arm(session: LiveSession): void {
-    if (session.transport !== 'http' || !session.live || session.finalAccepted) return;
+    if (session.transport !== 'http' || !session.live) return;
     if (session.inFlight > 0 || session.timer !== undefined) return;
     const { due } = this.#quietDue(session);
     session.timer = this.#ctx.lifecycle.timeout(Math.max(1, due - performance.now()), () => {
       session.timer = undefined;
-      if (!session.live || session.finalAccepted || session.inFlight > 0) return;
+      if (!session.live || session.inFlight > 0) return;
       const next = this.#quietDue(session);
       if (performance.now() < next.due) this.#arm(session);
       else if (next.idle) this.#retireIdle(session);
@@ -415,10 +417,11 @@ export class LiveSessions {
     });
   }
 
-  /** When the quiet stream ends, and whether by idle retirement (else expiry). */
+  /** When a quiet HTTP stream ends, and whether by idle retirement (else by expiry). */
   #quietDue(session: LiveSession): { due: number; idle: boolean } {
     const { limits } = this.#ctx;
     const expiry = session.lastActivityAt + limits.sessionExpirySec * 1000;
+    if (session.transport !== 'http' || session.finalAccepted) return { due: expiry, idle: false };
     const idle = session.lastAudioAt + limits.sessionIdleSec * 1000;
     return idle <= expiry ? { due: idle, idle: true } : { due: expiry, idle: false };
   }

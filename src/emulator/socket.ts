@@ -14,6 +14,7 @@ import type { Admit, RequestAdmission } from './admission.ts';
 import { UploadAnalyzer } from './audio-analysis.ts';
 import type { EmulatorContext } from './context.ts';
 import {
+  type FaultAnswer,
   type FaultPlan,
   failureRejection,
   faultAfterEffect,
@@ -191,8 +192,7 @@ class SocketOps {
   }
 
   /** After the effect, a `reset` or `status` fault at stage `afterEffect` answers instead. */
-  #afterEffect(plan: FaultPlan): void {
-    const answer = faultAfterEffect(plan);
+  #afterEffect(answer: FaultAnswer | undefined): void {
     if (answer === 'reset') {
       this.#socket.disconnect(true);
       throw new Error('reset');
@@ -232,11 +232,7 @@ class SocketOps {
           op,
           plan,
         );
-        if (after === 'reset') {
-          this.#socket.disconnect(true);
-          return;
-        }
-        if (after) throw after;
+        this.#afterEffect(after);
         ack?.({ ok: true } satisfies FrameAck);
         void ready.then(
           async (records: LiveRecord[]) => {
@@ -292,7 +288,7 @@ class SocketOps {
             analyzer.dispose();
           }
           if (plan.fail) throw failureRejection('fast.socket');
-          this.#afterEffect(plan);
+          this.#afterEffect(faultAfterEffect(plan));
           ack?.({ ok: true } satisfies FrameAck);
           await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(analyzed.durationSec), this.#signal);
           for (const record of fastRecords(ctx, id, language, analyzed)) {
@@ -328,7 +324,7 @@ class SocketOps {
             gone: () => !this.#socket.connected,
           });
           try {
-            this.#afterEffect(plan);
+            this.#afterEffect(faultAfterEffect(plan));
           } catch (err) {
             await chunks.return(undefined);
             throw err;
@@ -353,7 +349,7 @@ class SocketOps {
       async (plan, _out, admit) => {
         admit();
         if (plan.fail) throw failureRejection('voices.socket');
-        this.#afterEffect(plan);
+        this.#afterEffect(faultAfterEffect(plan));
         ack?.({ voices: listVoices() });
       },
     );

@@ -124,5 +124,6 @@ async function answerFinal(
     out = out.filter((record) => !record.is_final);
     sessions.end(session, 'cancelled');
   }
-  if (await ex.finishRecords(out)) sessions.end(session, 'finished');
+  // An answer that could not be completed (the client went away, a reset fault) cancels it.
+  sessions.end(session, (await ex.finishRecords(out)) ? 'finished' : 'cancelled');
 }

@@ -14,6 +14,7 @@ import {
   MULTIPART_TYPE,
   multipart,
   speechPcm,
+  until,
   uuid,
   wavOf,
 } from './helpers/emulator-fixtures.ts';
@@ -292,6 +293,43 @@ describe('admission', () => {
       );
       assert.equal(await code('/http/tts', validTts()), '429 RATE_LIMIT_EXCEEDED');
       assert.equal(await code('/http/tts', '{}'), '400 VALIDATION_INVALID_FORMAT', 'validation comes first');
+      assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 1);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('per-key request rate: a request refused by admission gets its token back', async () => {
+    const limited = await startEmulator({
+      rateLimit: { requestsPerSecond: 0.001, burst: 2 },
+      limits: { accountConcurrency: { batch: 1 } },
+    });
+    try {
+      const upload = multipart([filePart(wav)]);
+      const submit = (body: Buffer | AsyncIterable<Buffer>) =>
+        call(`${limited.url}/v1/transcribe/en`, {
+          key: limited.apiKey,
+          headers: { 'content-type': MULTIPART_TYPE },
+          body,
+          dispatcher,
+        });
+      let finish!: () => void;
+      const rest = new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      async function* slowUpload() {
+        yield upload.subarray(0, 100);
+        await rest;
+        yield upload.subarray(100);
+      }
+      const first = submit(slowUpload());
+      await until(() => limited.stats().concurrent.batch === 1, 'the first upload admitted');
+      const second = await submit(upload);
+      assert.equal((second.json() as Record<string, unknown>).code, 'CONCURRENCY_LIMIT_EXCEEDED');
+      finish();
+      assert.equal((await first).status, 200);
+      assert.equal((await submit(upload)).status, 200, "the refused request's token came back");
+      assert.equal((await submit(upload)).status, 429);
       assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 1);
     } finally {
       await limited.close();

@@ -21,13 +21,17 @@ export const NOTHING: Release = () => {};
  */
 export type Admit = (acquire?: () => Release) => Release;
 
-/** Statuses of a request refused by its own validation (bad request, too large, too long). */
-const VALIDATION_STATUSES: ReadonlySet<number> = new Set([400, 413, 422]);
+/**
+ * Refusals that consume nothing: validation (bad request, too large, too long) and admission
+ * (429), whenever they come.
+ */
+const REFUSAL_STATUSES: ReadonlySet<number> = new Set([400, 413, 422, 429]);
 
 /**
  * One request's admission. The rate token is taken once, when the request is first admitted;
- * it is given back when `acquire` refuses the request, or when the request is refused by
- * validation that can only run after admission (an upload read while it is admitted).
+ * it is given back when `acquire` refuses the request, or when the request is refused later by
+ * validation that can only run after admission (an upload read while it is admitted) or by an
+ * admission step outside `admit` (the batch routes).
  */
 export class RequestAdmission {
   readonly #rate: RateLimiter | undefined;
@@ -57,9 +61,9 @@ export class RequestAdmission {
     return release;
   };
 
-  /** The request was answered with `status`: a validation refusal gives its token back. */
+  /** The request was answered with error `status`: a refusal gives its token back. */
   answered(status: number): void {
-    if (!VALIDATION_STATUSES.has(status)) return;
+    if (!REFUSAL_STATUSES.has(status)) return;
     this.#refund();
     this.#refund = NOTHING;
   }

@@ -293,7 +293,18 @@ describe('admission', () => {
       );
       assert.equal(await code('/http/tts', validTts()), '429 RATE_LIMIT_EXCEEDED');
       assert.equal(await code('/http/tts', '{}'), '400 VALIDATION_INVALID_FORMAT', 'validation comes first');
-      assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 1);
+      assert.equal(await code('/v1/transcribe/not-a-uuid'), '400 VALIDATION_INVALID_UUID');
+      assert.equal(
+        await code('/v1/transcribe/xx', multipart([filePart(wav)]), MULTIPART_TYPE),
+        '400 VALIDATION_INVALID_LANGUAGE',
+        'batch validation comes first too',
+      );
+      assert.equal(
+        await code('/v1/transcribe/en?itn=maybe', multipart([filePart(wav)]), MULTIPART_TYPE),
+        '400 VALIDATION_INVALID_PARAM',
+      );
+      assert.equal(await code(`/v1/transcribe/${uuid()}`), '429 RATE_LIMIT_EXCEEDED');
+      assert.equal(limited.stats().rejections.RATE_LIMIT_EXCEEDED, 2);
     } finally {
       await limited.close();
     }

@@ -30,8 +30,7 @@ const REFUSAL_STATUSES: ReadonlySet<number> = new Set([400, 413, 422, 429]);
 /**
  * One request's admission. The rate token is taken once, when the request is first admitted;
  * it is given back when `acquire` refuses the request, or when the request is refused later by
- * validation that can only run after admission (an upload read while it is admitted) or by an
- * admission step outside `admit` (the batch routes).
+ * validation that can only run after admission (an upload read while it is admitted).
  */
 export class RequestAdmission {
   readonly #rate: RateLimiter | undefined;

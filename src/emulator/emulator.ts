@@ -25,8 +25,6 @@ import { listVoices } from './voices.ts';
 interface Route {
   op: OperationName;
   run: (ex: HttpExchange, key: EmulatorKey) => Promise<void>;
-  /** The batch routes do not admit themselves after their validation: rate at entry. */
-  rateAtEntry?: boolean;
 }
 
 const SOCKET_SLACK_BYTES = 1024 * 1024;
@@ -45,14 +43,11 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     ) {
       const a = safeDecode(segments[2]!);
       if (segments.length === 3) {
-        if (method === 'POST')
-          return { op: 'batch.submit', run: (ex, key) => submitBatch(ex, key, a, jobs), rateAtEntry: true };
-        if (method === 'GET')
-          return { op: 'batch.get', run: (ex) => getJob(ex, a, false, jobs), rateAtEntry: true };
+        if (method === 'POST') return { op: 'batch.submit', run: (ex, key) => submitBatch(ex, key, a, jobs) };
+        if (method === 'GET') return { op: 'batch.get', run: (ex) => getJob(ex, a, false, jobs) };
         return { allow: 'GET, POST' };
       }
-      if (method === 'GET')
-        return { op: 'batch.getLegacy', run: (ex) => getJob(ex, a, true, jobs), rateAtEntry: true };
+      if (method === 'GET') return { op: 'batch.getLegacy', run: (ex) => getJob(ex, a, true, jobs) };
       return { allow: 'GET' };
     }
     for (const prefix of REALTIME_HTTP_PREFIXES) {
@@ -78,7 +73,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     const found = route(req.method ?? 'GET', url.pathname);
     if (found && 'op' in found) {
       const ex = new HttpExchange(ctx, req, res, found.op, url);
-      void runHttpOperation(ex, (key) => found.run(ex, key), { rateAtEntry: found.rateAtEntry === true });
+      void runHttpOperation(ex, (key) => found.run(ex, key));
       return;
     }
     const rejection = found

@@ -22,19 +22,9 @@ export function toRejection(err: unknown): Rejection | undefined {
   return undefined;
 }
 
-export interface HttpOperationOptions {
-  /**
-   * Take the request-rate token before the operation runs, for operations that do not admit
-   * themselves after their validation yet (the batch routes); a validation refusal still
-   * gives it back.
-   */
-  rateAtEntry?: boolean;
-}
-
 export async function runHttpOperation(
   ex: HttpExchange,
   handler: (key: EmulatorKey) => Promise<void>,
-  options: HttpOperationOptions = {},
 ): Promise<void> {
   const { ctx } = ex;
   ctx.stats.request(ex.op);
@@ -48,7 +38,6 @@ export async function runHttpOperation(
     const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
     ctx.keys.authorize(key, ex.op);
     ex.admission = ctx.admission(key, ex.op);
-    if (options.rateAtEntry) ex.admit();
     await handler(key);
   } catch (err) {
     const rejection = toRejection(err);

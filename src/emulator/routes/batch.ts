@@ -63,7 +63,7 @@ export async function submitBatch(
 
   const rules = uploadRules(ctx.limits, 'batch');
   checkUploadHeaders(ex, rules);
-  const release = ctx.concurrency.acquire(key.account, 'batch');
+  const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'batch'));
   try {
     const audio = await receiveUpload(ex, rules);
     await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
@@ -90,6 +90,7 @@ export async function getJob(
   const q = ex.url.searchParams;
   const save = queryBoolean(q, 'save_result', false);
   const forceAlign = legacy ? queryBoolean(q, 'diarization_force_align', true) : true;
+  ex.admit();
   await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
   const job = jobs.get(rawId);
   if (!job) throw reject('TRANSCRIPTION_JOB_NOT_FOUND', 'no job with this id', { jobId: rawId });

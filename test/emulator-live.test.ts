@@ -366,6 +366,17 @@ describe('realtime ASR over HTTP', () => {
     assert.equal(emu.stats().sessions.active, 0);
   });
 
+  test('a non-final answer cut short (reset after N bytes) cancels its stream at once', async () => {
+    const emu = await emulator();
+    emu.faults.add({ operation: 'stt.http', nth: 1, action: { type: 'reset', afterBytes: 5 } });
+    const id = uuid();
+    await assert.rejects(send(emu, ASR, { id, start: true, pcm: pcm.subarray(0, 32_000) }));
+    await until(() => emu.stats().sessions.cancelled === 1, 'cancellation');
+    assert.equal(emu.stats().concurrent.realtime_asr, 0);
+    assert.equal(emu.stats().sessions.active, 0);
+    expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
+  });
+
   test('a final answer that times out cancels the stream and ends without the final record', async () => {
     const emu = await emulator({
       latency: { perAudioSecondMs: 100_000 },

@@ -74,19 +74,22 @@ async function answerFrame(
   ex.signal.addEventListener('abort', onAbort, { once: true });
   try {
     if (frame.isFinal) await answerFinal(ex, session, sessions, ready);
-    else await answerWithinWindow(ex, session, ready);
+    else if (!(await answerWithinWindow(ex, session, ready))) sessions.end(session, 'cancelled');
   } finally {
     ex.signal.removeEventListener('abort', onAbort);
     sessions.endPost(session);
   }
 }
 
-/** A non-final frame: records released within the window go on this answer, later ones wait. */
+/**
+ * A non-final frame: records released within the window go on this answer, later ones wait.
+ * False when the answer could not be completed (the client went away, a reset or truncation).
+ */
 async function answerWithinWindow(
   ex: HttpExchange,
   session: LiveSession,
   ready: Promise<LiveRecord[]>,
-): Promise<void> {
+): Promise<boolean> {
   const { ctx } = ex;
   const result = await ctx.lifecycle
     .within(ready, ctx.limits.nonFinalResponseWindowMs, ex.signal)
@@ -98,7 +101,7 @@ async function answerWithinWindow(
       (late) => session.pending.push(...late),
       () => {},
     );
-  await ex.finishRecords(out);
+  return ex.finishRecords(out);
 }
 
 /** The final frame: every record up to the final one, then the stream is finished. */

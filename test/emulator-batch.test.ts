@@ -545,6 +545,15 @@ describe('jobs and lookups', () => {
       'a failed lookup clears nothing',
     );
   });
+
+  test('jobRetentionMs: an ended job is forgotten after the retention, then 404 on both lookups', async () => {
+    const emu = await emulator({ jobRetentionMs: 200 });
+    const { jobId } = (await submit(emu, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    await waitForStatus(emu, jobId, 'done');
+    await until(async () => (await get(emu, jobId)).status === 404, 'the job forgotten');
+    errorOf(await get(emu, `${jobId}/en`), 404, 'TRANSCRIPTION_JOB_NOT_FOUND');
+    await assert.rejects(emulator({ jobRetentionMs: -1 }), RangeError);
+  });
 });
 
 describe('job store: memory and retention', () => {

@@ -9,6 +9,7 @@ import type { SpeechClient } from '../client/index.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { WordSegment } from '../protocol/records.ts';
+import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { Manifest } from '../sinks/manifest.ts';
 import { writeFileAtomic } from '../sinks/text-file.ts';
 import { type AudioFile, fromFile, walkAudioFiles } from '../sources/files.ts';
@@ -160,7 +161,7 @@ async function transcribeLive(
   return {
     words: alignSpeakers(final.words, timeline?.segments ?? [], {}),
     transcript: final.text,
-    audioSeconds: audioBytes / 32000,
+    audioSeconds: audioBytes / LIVE_BYTES_PER_SECOND,
   };
 }
 

@@ -1,7 +1,7 @@
 // The emulator's shared state: resolved options and limits, keys, admission, faults, stats,
 // registered transcripts and the lifecycle every operation draws its resources from.
 
-import { isLanguage, LANGUAGES, type Language } from '../protocol/languages.ts';
+import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type Limits, resolveLimits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
@@ -133,5 +133,3 @@ function nonNegative(n: number, name: string): number {
   if (!(typeof n === 'number' && Number.isFinite(n) && n >= 0)) throw new RangeError(`${name} must be >= 0`);
   return n;
 }
-
-export const LANGUAGE_NAMES = Object.keys(LANGUAGES) as Language[];

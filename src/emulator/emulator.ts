@@ -31,7 +31,7 @@ const SOCKET_SLACK_BYTES = 1024 * 1024;
 
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const ctx = new EmulatorContext(options);
-  const jobs = new JobStore(ctx);
+  const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });
   const sessions = new LiveSessions(ctx);
 
   const route = (method: string, path: string): Route | { allow: string } | undefined => {

@@ -5,7 +5,7 @@
 import type { LiveFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
-import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { type Admit, CONCURRENCY_RETRY_AFTER_SEC, NOTHING, type Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
@@ -18,8 +18,6 @@ import type { EmulatorKey } from './types.ts';
 export type SessionKind = 'asr' | 'diarization';
 export type LiveRecord = AsrRecord | DiarizationRecord;
 
-/** Live audio is PCM16 mono at 16 kHz. */
-export const PCM_BYTES_PER_SECOND = LIVE_SAMPLE_RATE * 2;
 /**
  * Ended (not retired) stream ids remembered per scope, for the detail of a 409 and the
  * diarization never-started rule. Retired ids are never forgotten.
@@ -248,7 +246,7 @@ export class LiveSessions {
     const { limits } = this.#ctx;
     const bytes = frame.pcm.length;
     const total = (session?.audioBytes ?? 0) + bytes;
-    if (total > limits.sessionAudioDurationSec * PCM_BYTES_PER_SECOND) {
+    if (total > limits.sessionAudioDurationSec * LIVE_BYTES_PER_SECOND) {
       if (session) this.end(session, 'retired');
       else this.#remember(kind, frame.streamId, where, 'retired');
       throw reject(
@@ -258,13 +256,13 @@ export class LiveSessions {
           data: limitData(
             'session_audio_duration',
             limits.sessionAudioDurationSec,
-            total / PCM_BYTES_PER_SECOND,
+            total / LIVE_BYTES_PER_SECOND,
           ),
         },
       );
     }
     const burst = limits.sessionAudioRateBurstBytes;
-    const rate = limits.sessionAudioRateRealtime * PCM_BYTES_PER_SECOND;
+    const rate = limits.sessionAudioRateRealtime * LIVE_BYTES_PER_SECOND;
     let tokens = burst;
     if (session) {
       const now = performance.now();
@@ -328,7 +326,7 @@ export class LiveSessions {
   /** Records of an accepted frame, released after the latency model's processing time. */
   infer(session: LiveSession, frame: LiveFrame): Promise<LiveRecord[]> {
     const ctx = this.#ctx;
-    const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / PCM_BYTES_PER_SECOND);
+    const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / LIVE_BYTES_PER_SECOND);
     const ready = session.infer(frame.pcm, frame.isFinal, () => ctx.lifecycle.sleep(delayMs));
     ready.catch(() => {}); // rejected only when the emulator closes
     return ready;

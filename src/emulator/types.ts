@@ -69,6 +69,11 @@ export interface EmulatorOptions {
   latency?: LatencyModel;
   /** Batch job schedule: time spent `queued`, then `processing`. */
   jobTiming?: { queuedMs?: number; processingMs?: number };
+  /**
+   * An ended job (`done`, `failed`, `cleared`) is forgotten this long after its last status
+   * change, and later reads are 404. Default one hour; `Infinity` keeps every job.
+   */
+  jobRetentionMs?: number;
   /** Concurrent HTTP pseudo-sessions per account in this process (429 `SESSION_SLOTS_EXHAUSTED`). */
   sessionSlots?: number;
   /** Per-key request rate (429 `RATE_LIMIT_EXCEEDED`); default off. */

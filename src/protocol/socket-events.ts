@@ -55,6 +55,8 @@ export const SOCKET_TTS_SAMPLE_RATE = 24_000;
 /** Sample rate of the direct HTTP TTS frame stream and of all live input. */
 export const HTTP_TTS_SAMPLE_RATE = 16_000;
 export const LIVE_SAMPLE_RATE = 16_000;
+/** Bytes per second of real-time live audio (PCM16 mono at `LIVE_SAMPLE_RATE`). */
+export const LIVE_BYTES_PER_SECOND = LIVE_SAMPLE_RATE * 2;
 
 export interface AudioFilePayload {
   id: string;

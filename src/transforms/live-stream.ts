@@ -17,8 +17,7 @@ import { decodeFrame } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
-
-const BYTES_PER_SECOND = 32_000; // PCM16 mono 16 kHz
+import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 
 export interface LiveStreamOptions {
   client: SpeechClient;
@@ -227,7 +226,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean): Promise<void> {
     await session.send(pcm, { final });
-    this.#sessionSec += pcm.length / BYTES_PER_SECOND;
+    this.#sessionSec += pcm.length / LIVE_BYTES_PER_SECOND;
     const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
     if (!final && this.#sessionSec >= rotateAfter) this.#rotatePending = true;
   }

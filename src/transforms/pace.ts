@@ -6,10 +6,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
-import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
-
-/** Bytes per second of real-time live audio (PCM16 mono 16 kHz). */
-export const LIVE_BYTES_PER_SECOND = LIVE_SAMPLE_RATE * 2;
+import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 
 export interface PacerOptions {
   /** Sustained rate as a multiple of real time. Default: the session limit (4). */

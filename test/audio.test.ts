@@ -97,7 +97,7 @@ test('resolveFfmpeg: FFMPEG_PATH first, a clear error when it is wrong', () => {
   assert.equal(resolveFfmpeg({ env: { FFMPEG_PATH: found.path } }).source, 'FFMPEG_PATH');
   assert.throws(() => resolveFfmpeg({ env: { FFMPEG_PATH: '/nonexistent/ffmpeg' } }), FfmpegNotFoundError);
   assert.throws(
-    () => resolveFfmpeg({ env: { PATH: '/nonexistent' } }),
+    () => resolveFfmpeg({ env: { PATH: '/nonexistent' }, loadFfmpegStatic: () => undefined }),
     (err: unknown) => {
       return (
         err instanceof FfmpegNotFoundError &&
@@ -106,6 +106,32 @@ test('resolveFfmpeg: FFMPEG_PATH first, a clear error when it is wrong', () => {
       );
     },
   );
+});
+
+test('resolveFfmpeg: FFMPEG_PATH, then ffmpeg-static only if its binary is really there, then the PATH', () => {
+  const onPath = resolveFfmpeg({ env: { PATH: process.env.PATH }, loadFfmpegStatic: () => undefined });
+  assert.equal(onPath.source, 'PATH');
+  const bundled = { loadFfmpegStatic: () => onPath.path };
+  // ffmpeg-static present and executable: it wins over the PATH, not over FFMPEG_PATH.
+  assert.deepEqual(resolveFfmpeg({ env: { PATH: process.env.PATH }, ...bundled }), {
+    path: onPath.path,
+    source: 'ffmpeg-static',
+  });
+  assert.equal(
+    resolveFfmpeg({ env: { FFMPEG_PATH: onPath.path, PATH: '' }, ...bundled }).source,
+    'FFMPEG_PATH',
+  );
+  // Its download failed (a path to nothing), it is not installed (require throws), or it
+  // exports something else: the PATH is next.
+  for (const load of [
+    () => '/nonexistent/ffmpeg-static/ffmpeg',
+    () => {
+      throw Object.assign(new Error("Cannot find module 'ffmpeg-static'"), { code: 'MODULE_NOT_FOUND' });
+    },
+    () => ({ path: onPath.path }),
+  ]) {
+    assert.equal(resolveFfmpeg({ env: { PATH: process.env.PATH }, loadFfmpegStatic: load }).source, 'PATH');
+  }
 });
 
 test('runFfmpeg: a failing run rejects with exit code and stderr tail', async () => {

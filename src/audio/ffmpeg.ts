@@ -43,6 +43,11 @@ export interface ResolveFfmpegOptions {
   /** An explicit binary; wins over everything. */
   ffmpegPath?: string | undefined;
   env?: Record<string, string | undefined>;
+  /**
+   * How to ask ffmpeg-static for its binary (default: `require('ffmpeg-static')`, which is
+   * optional and may be missing or hold a path whose download failed). For bundlers and tests.
+   */
+  loadFfmpegStatic?: () => unknown;
 }
 
 function isExecutable(path: string): boolean {
@@ -54,9 +59,11 @@ function isExecutable(path: string): boolean {
   }
 }
 
-function ffmpegStaticPath(): string | undefined {
+const requireFfmpegStatic = () => createRequire(import.meta.url)('ffmpeg-static') as unknown;
+
+function ffmpegStaticPath(load: () => unknown): string | undefined {
   try {
-    const found: unknown = createRequire(import.meta.url)('ffmpeg-static');
+    const found = load();
     return typeof found === 'string' && isExecutable(found) ? found : undefined;
   } catch {
     return undefined; // not installed, or its binary download failed
@@ -95,7 +102,7 @@ export function resolveFfmpeg(options: ResolveFfmpegOptions = {}): FfmpegLocatio
       throw new FfmpegNotFoundError(`FFMPEG_PATH=${fromEnv} is not an executable file`);
     return { path: fromEnv, source: 'FFMPEG_PATH' };
   }
-  const bundled = ffmpegStaticPath();
+  const bundled = ffmpegStaticPath(options.loadFfmpegStatic ?? requireFfmpegStatic);
   if (bundled) return { path: bundled, source: 'ffmpeg-static' };
   const found = onPath(env.PATH ?? '');
   if (found) return { path: found, source: 'PATH' };

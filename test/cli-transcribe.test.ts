@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { ManifestEntry } from '../src/sinks/manifest.ts';
+import { ffmpeg } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-cli-'));
@@ -111,6 +112,30 @@ for (const mode of ['batch', 'fast'] as const) {
     assert.ok(json.words.length > 0);
   });
 }
+
+test('an input ffmpeg decodes only in part is done, with the skipped input recorded as a warning', async () => {
+  const dir = join(root, 'damaged');
+  await mkdir(dir, { recursive: true });
+  const flac = await ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    'sine=frequency=440:sample_rate=16000:duration=4',
+    '-c:a',
+    'flac',
+    '-f',
+    'flac',
+    'pipe:1',
+  ]);
+  await writeFile(join(dir, 'cut.flac'), flac.subarray(0, Math.floor(flac.length * 0.6) + 1));
+  const out = join(root, 'out-damaged');
+  const run = await cli(['transcribe', dir, '--out', out, '--format', 'txt']);
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /warning +cut\.flac: ERR_MEDIA_FORMAT/);
+  const [entry] = await manifest(out);
+  assert.equal(entry!.status, 'done');
+  assert.equal(entry!.warnings![0]!.code, 'ERR_MEDIA_FORMAT');
+});
 
 test('bad usage exits 2 with the usage text', async () => {
   for (const args of [

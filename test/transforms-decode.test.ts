@@ -165,12 +165,45 @@ test('raw PCM with a declared format: s16le, f32le, A-law, mu-law', async () => 
   }
 });
 
-test('raw PCM that ends inside a sample frame is an error, not dropped', async () => {
+test('raw PCM that ends inside a sample frame is an error, not dropped (in-process and through ffmpeg)', async () => {
   const input = { encoding: 's16le', sampleRate: 16000, channels: 2 } as const;
+  for (const ffmpegMode of ['fallback', 'always'] as const) {
+    await assert.rejects(
+      run(Buffer.alloc(4002), { input, ffmpeg: ffmpegMode }, 1001),
+      (err: MediaError) => err.code === 'ERR_MEDIA_TRUNCATED',
+      ffmpegMode,
+    );
+  }
+  // Whole frames through ffmpeg, however the input is split.
+  const whole = await run(Buffer.alloc(4000), { input, ffmpeg: 'always' }, 1001);
+  assert.equal(whole.pcm.length, 2000);
+});
+
+test('a file ffmpeg decodes only in part warns with its words, or fails with decodeErrors: fail', async () => {
+  const flac = await sineFile({ seconds: 3, rate: 44100, codec: 'flac', format: 'flac' });
+  const cut = flac.subarray(0, Math.floor(flac.length * 0.6) + 1);
   await assert.rejects(
-    run(Buffer.alloc(4002), { input }),
-    (err: MediaError) => err.code === 'ERR_MEDIA_TRUNCATED',
+    run(cut, { decodeErrors: 'fail' }),
+    (err: MediaError) => err.code === 'ERR_MEDIA_FORMAT' && /ffmpeg skipped/.test(err.message),
   );
+  const d = decode();
+  const warnings: MediaError[] = [];
+  d.on('warning', (w: MediaError) => warnings.push(w));
+  const parts: Buffer[] = [];
+  await pipeline(
+    Readable.from([cut]),
+    d,
+    new Writable({
+      write(c: Buffer, _e, cb) {
+        parts.push(c);
+        cb();
+      },
+    }),
+  );
+  assert.equal(warnings.length, 1);
+  assert.equal(warnings[0]!.code, 'ERR_MEDIA_FORMAT');
+  const seconds = Buffer.concat(parts).length / 32000;
+  assert.ok(seconds > 1 && seconds < 3, `${seconds} s decoded before the cut`);
 });
 
 async function opusFile(

@@ -64,6 +64,8 @@ interface Result {
   words: SpeakerWord[];
   transcript: string;
   audioSeconds?: number;
+  /** Input the decoder skipped (ffmpeg's words): recorded, since the output stands without it. */
+  warnings?: Array<{ code: string; message: string }>;
 }
 
 function parse(args: string[]): { inputs: string[]; options: Options } {
@@ -125,6 +127,9 @@ async function transcribeLive(
 ): Promise<Result> {
   const events: TranscriptEvent[] = [];
   const diarization: DiarizationEvent[] = [];
+  const warnings: Array<{ code: string; message: string }> = [];
+  const decoder = decode({ signal });
+  decoder.on('warning', (w: SpeechpipeError) => warnings.push({ code: w.code, message: w.message }));
   let audioBytes = 0;
   const counted = new PassThrough();
   counted.on('data', (chunk: Buffer) => (audioBytes += chunk.length));
@@ -132,7 +137,7 @@ async function transcribeLive(
   const split = tee(options.speakers ? 2 : 1);
   const [forAsr, forSpeakers] = split.branches;
   await Promise.all([
-    pipeline(fromFile(file.path), decode({ signal }), counted, split.input, { signal }),
+    pipeline(fromFile(file.path), decoder, counted, split.input, { signal }),
     pipeline(
       forAsr!,
       toFrames({ transport: 'http', language: options.language }),
@@ -162,6 +167,7 @@ async function transcribeLive(
     words: alignSpeakers(final.words, timeline?.segments ?? [], {}),
     transcript: final.text,
     audioSeconds: audioBytes / LIVE_BYTES_PER_SECOND,
+    ...(warnings.length > 0 ? { warnings } : {}),
   };
 }
 
@@ -254,8 +260,10 @@ export async function run(args: string[]): Promise<number> {
         status: 'done',
         outputs,
         ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
+        ...(result.warnings ? { warnings: result.warnings } : {}),
       });
       counts.done++;
+      for (const w of result.warnings ?? []) log(`warning ${file.relative}: ${w.code}: ${w.message}`);
       log(
         `done    ${file.relative} (${result.words.length} words, ${((performance.now() - started) / 1000).toFixed(1)} s)`,
       );

@@ -16,6 +16,8 @@ export interface ManifestEntry {
   /** Why it failed: a stable code and a message (failed). */
   error?: { code: string; message: string };
   audioSeconds?: number;
+  /** Done, but the decoder skipped input it could not decode (a damaged or cut packet). */
+  warnings?: Array<{ code: string; message: string }>;
   /** ISO time the entry was written. */
   at: string;
 }

@@ -53,6 +53,13 @@ export interface DecodeOptions {
   lowLatency?: boolean;
   /** Milliseconds between SIGTERM and SIGKILL when ffmpeg is stopped. Default 2000. */
   killGraceMs?: number;
+  /**
+   * ffmpeg path: what to do when ffmpeg exits 0 but reported decoding errors (it skipped a cut
+   * or damaged packet). `'warn'` (default): the output stands and the stream emits `'warning'`
+   * with a `MediaError` `ERR_MEDIA_FORMAT` carrying ffmpeg's words (concatenated MP3s and stray
+   * tags make ffmpeg complain about files it decodes whole); `'fail'`: the stream fails with it.
+   */
+  decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
   pool?: ResamplePool | 'shared' | false;
   design?: ResamplerDesign;
@@ -133,8 +140,9 @@ function pcmTransform(core: PcmCore): Transform {
 
 /**
  * A Duplex from audio bytes (any container ffmpeg reads) to PCM16LE at `sampleRate` with
- * `channels`. Emits `'format'` (`DecodeFormatEvent`) once it knows how it decodes, and `'spawn'`
- * with the pid when it starts ffmpeg. Fails with `MediaError` for a cut or corrupt native input,
+ * `channels`. Emits `'format'` (`DecodeFormatEvent`) once it knows how it decodes, `'spawn'`
+ * with the pid when it starts ffmpeg, and `'warning'` when ffmpeg skipped data (see
+ * `decodeErrors`). Fails with `MediaError` for a cut or corrupt native input,
  * `FfmpegError` (exit code, stderr tail) or `FfmpegNotFoundError` for the ffmpeg path. Destroy
  * or abort stops ffmpeg (SIGTERM, SIGKILL after `killGraceMs`); the stream closes after the
  * child has exited.
@@ -161,6 +169,7 @@ export function decode(options: DecodeOptions = {}): Duplex {
   }
 
   let inner: Duplex | undefined;
+  let rawToFfmpeg: ByteAligner | undefined;
   const sniffer = new HeadSniffer();
 
   const nativeChain = (core: PcmCore, source: PcmFormat): Duplex => {
@@ -193,6 +202,7 @@ export function decode(options: DecodeOptions = {}): Duplex {
       killGraceMs: options.killGraceMs,
       lowLatency: options.lowLatency,
       onSpawn: (pid) => outer.emit('spawn', pid),
+      onDecodeErrors: options.decodeErrors === 'fail' ? undefined : (err) => outer.emit('warning', err),
     });
   };
 
@@ -204,8 +214,11 @@ export function decode(options: DecodeOptions = {}): Duplex {
     const raw = options.input;
     if (raw) {
       const source = { sampleRate: raw.sampleRate, channels: raw.channels };
-      if (mode === 'always') attach(ffmpegChain(undefined), { decoder: 'ffmpeg' });
-      else attach(nativeChain(rawCore(raw), source), { decoder: 'raw', source });
+      if (mode === 'always') {
+        // ffmpeg drops a cut sample frame at the end without a word: count frames here.
+        rawToFfmpeg = new ByteAligner(RAW_SAMPLE[raw.encoding].bytes * raw.channels);
+        attach(ffmpegChain(undefined), { decoder: 'ffmpeg' });
+      } else attach(nativeChain(rawCore(raw), source), { decoder: 'raw', source });
       return chunk ?? Buffer.alloc(0);
     }
     if (!chunk && sniffer.bytes === 0) {
@@ -237,7 +250,8 @@ export function decode(options: DecodeOptions = {}): Duplex {
   };
 
   const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
-    if (inner!.write(data)) callback();
+    const whole = rawToFfmpeg ? rawToFfmpeg.push(data) : data;
+    if (whole.length === 0 || inner!.write(whole)) callback();
     else inner!.once('drain', () => callback());
   };
 
@@ -259,6 +273,12 @@ export function decode(options: DecodeOptions = {}): Duplex {
     },
     final(callback) {
       const finish = () => {
+        try {
+          rawToFfmpeg?.end(`${options.input!.encoding} input`);
+        } catch (err) {
+          callback(err as Error);
+          return;
+        }
         inner!.end();
         callback();
       };

@@ -16,6 +16,7 @@ import {
   resolveFfmpeg,
   runFfmpeg,
 } from '../audio/ffmpeg.ts';
+import { MediaError } from '../audio/media-error.ts';
 
 export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
   sampleRate: number;
@@ -37,6 +38,11 @@ export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
   gaplessEnd?: { bytes: number; paddingBytes: number };
   /** Called with the child's pid once it runs. */
   onSpawn?: (pid: number | undefined) => void;
+  /**
+   * ffmpeg exited 0 but reported decoding errors (it skipped data it could not decode). Without
+   * this callback the stream fails with that `MediaError`; with it, the output stands.
+   */
+  onDecodeErrors?: (err: MediaError) => void;
 }
 
 /**
@@ -123,7 +129,19 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
       });
       const ended = new Promise<void>((resolve) => r.stdout.once('end', resolve));
       Promise.all([ended, r.done]).then(
-        () => duplex.push(null),
+        () => {
+          // At `-loglevel error`, anything ffmpeg says on a successful run is data it skipped.
+          const said = r.stderrTail();
+          if (said) {
+            const err = new MediaError(
+              'ERR_MEDIA_FORMAT',
+              `ffmpeg skipped input it could not decode: ${said}`,
+            );
+            if (!options.onDecodeErrors) return duplex.destroy(err);
+            options.onDecodeErrors(err);
+          }
+          duplex.push(null);
+        },
         (err: Error) => duplex.destroy(err),
       );
       return r;

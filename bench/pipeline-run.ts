@@ -1,6 +1,8 @@
 // One measured run of the end-to-end pipeline (or its baseline), in a fresh process so that
-// its peak RSS is its own: prints {audioSeconds, wallSeconds, maxRssMiB, words} as JSON.
-//   node bench/pipeline-run.ts pipeline <file> <url> <key>
+// its peak RSS is its own: prints {audioSeconds, wallSeconds, maxRssMiB, maxLiveHeapMiB, words}
+// as JSON. Under `--expose-gc` it also collects garbage once a second and records the heap that
+// survives (what the pipeline really holds; peak RSS also counts garbage not yet collected).
+//   node [--expose-gc] bench/pipeline-run.ts pipeline <file> <url> <key>
 //   node bench/pipeline-run.ts baseline <file> <url> <key>
 
 import { createReadStream } from 'node:fs';
@@ -22,11 +24,17 @@ const [mode, file, url, key] = process.argv.slice(2) as [string, string, string,
 const started = performance.now();
 let audioBytes = 0;
 let words = 0;
+let maxLiveHeap = 0;
+const gc = (globalThis as { gc?: () => void }).gc;
+const sampler = gc
+  ? setInterval(() => {
+      gc();
+      maxLiveHeap = Math.max(maxLiveHeap, process.memoryUsage().heapUsed);
+    }, 1000)
+  : undefined;
 
 if (mode === 'pipeline') {
   const client = createClient({ apiUrl: url, apiKey: key, env: {} });
-  const frames = toFrames({ transport: 'http', language: 'en' });
-  frames.on('data', () => {});
   await pipeline(
     createReadStream(file),
     decode(),
@@ -47,7 +55,6 @@ if (mode === 'pipeline') {
       },
     }),
   );
-  frames.destroy();
   await client.close();
 } else {
   // Baseline: the same frames POSTed one after another with bare undici, bodies read as text.
@@ -79,11 +86,13 @@ if (mode === 'pipeline') {
   }
 }
 
+clearInterval(sampler);
 process.stdout.write(
   `${JSON.stringify({
     audioSeconds: audioBytes / 32000,
     wallSeconds: (performance.now() - started) / 1000,
     maxRssMiB: process.resourceUsage().maxRSS / 1024,
+    maxLiveHeapMiB: maxLiveHeap / 1048576,
     words,
   })}\n`,
 );

@@ -12,6 +12,10 @@ const COMMANDS: Record<string, Command> = {
       'transcribe files or directories to captions and JSON: speechpipe transcribe <path>... --out DIR',
     load: () => import('./transcribe-command.ts'),
   },
+  tts: {
+    summary: 'speak text into a WAV file: speechpipe tts <text>... --out FILE.wav',
+    load: () => import('./tts-command.ts'),
+  },
   emulator: {
     summary: 'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K]',
     load: () => import('./emulator-command.ts'),

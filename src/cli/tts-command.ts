@@ -1,0 +1,187 @@
+// `speechpipe tts`: text to a WAV file. A text longer than one request may carry is cut at
+// sentence ends (else at spaces) into pieces the service accepts, spoken one after another
+// into one file; `--list-voices` prints the voices.
+
+import { once } from 'node:events';
+import { readFile, rename, rm } from 'node:fs/promises';
+import { finished } from 'node:stream/promises';
+import { parseArgs } from 'node:util';
+import { SpeechpipeError } from '../protocol/errors.ts';
+import { DEFAULT_LIMITS } from '../protocol/limits.ts';
+import { wavFile } from '../sinks/wav-file.ts';
+import { openService } from './service.ts';
+
+export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav [options]
+       speechpipe tts --text-file FILE --out FILE.wav [options]
+       speechpipe tts --list-voices
+
+  --out FILE        the WAV file to write (PCM16 mono; written whole or not at all)
+  --text-file FILE  read the text from FILE ('-' for standard input) instead of the arguments
+  --voice UUID      a voice id from --list-voices (default: the deployment's choice)
+  --model M         the TTS model (default nebula)
+  --transport T     socketio (default: playable 24 kHz) or http (16 kHz protocol capture)
+  --max-chars N     longest piece sent in one request, in code points (default ${DEFAULT_LIMITS.ttsInputCharacters.free}, the free tier's limit)
+  --list-voices     print the voices as JSON lines and exit
+
+Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
+Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage.`;
+
+class UsageError extends Error {}
+
+const SPEAKABLE = /[\p{L}\p{N}]/u;
+
+/**
+ * `text` in pieces of at most `maxChars` code points, each with something speakable: cut after
+ * sentence ends where possible, else at white space, else (one word longer than a piece) inside
+ * the word. Pieces are trimmed; a piece with no letter or number joins its neighbour.
+ */
+export function splitForTts(text: string, maxChars: number): string[] {
+  const length = (s: string) => [...s].length;
+  const pieces: string[] = [];
+  let current = '';
+  const push = (part: string) => {
+    const joined = current ? `${current} ${part}` : part;
+    if (length(joined) <= maxChars) {
+      current = joined;
+      return;
+    }
+    if (current) pieces.push(current);
+    current = part;
+  };
+  for (const sentence of text.trim().split(/(?<=[.!?؟…])\s+/u)) {
+    if (length(sentence) <= maxChars) {
+      push(sentence);
+      continue;
+    }
+    for (const word of sentence.split(/\s+/u)) {
+      const points = [...word];
+      for (let at = 0; at < points.length; at += maxChars) push(points.slice(at, at + maxChars).join(''));
+    }
+  }
+  if (current) pieces.push(current);
+  // Nothing to say in a piece of punctuation alone ("..."): drop it rather than fail the request.
+  return pieces.map((p) => p.trim()).filter((p) => SPEAKABLE.test(p));
+}
+
+interface Options {
+  out: string | undefined;
+  text: string | undefined;
+  voice: string | undefined;
+  model: string | undefined;
+  transport: 'http' | 'socketio';
+  maxChars: number;
+  listVoices: boolean;
+}
+
+async function readText(path: string): Promise<string> {
+  if (path !== '-') return readFile(path, 'utf8');
+  const parts: Buffer[] = [];
+  for await (const chunk of process.stdin) parts.push(chunk as Buffer);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+async function parse(args: string[]): Promise<Options> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      out: { type: 'string' },
+      'text-file': { type: 'string' },
+      voice: { type: 'string' },
+      model: { type: 'string' },
+      transport: { type: 'string', default: 'socketio' },
+      'max-chars': { type: 'string', default: String(DEFAULT_LIMITS.ttsInputCharacters.free) },
+      'list-voices': { type: 'boolean', default: false },
+    },
+  });
+  const listVoices = values['list-voices']!;
+  const transport = values.transport;
+  if (transport !== 'http' && transport !== 'socketio')
+    throw new UsageError(`unknown --transport ${transport}`);
+  const maxChars = Number(values['max-chars']);
+  if (!Number.isSafeInteger(maxChars) || maxChars < 1)
+    throw new UsageError('--max-chars must be a positive integer');
+  let text: string | undefined;
+  if (!listVoices) {
+    if (values['text-file'] !== undefined && positionals.length > 0)
+      throw new UsageError('give the text as arguments or with --text-file, not both');
+    text = values['text-file'] !== undefined ? await readText(values['text-file']) : positionals.join(' ');
+    if (!SPEAKABLE.test(text)) throw new UsageError('no text to speak');
+    if (!values.out) throw new UsageError('--out is required');
+  }
+  return {
+    out: values.out,
+    text,
+    voice: values.voice,
+    model: values.model,
+    transport,
+    maxChars,
+    listVoices,
+  };
+}
+
+export async function run(args: string[]): Promise<number> {
+  let options: Options;
+  try {
+    options = await parse(args);
+  } catch (err) {
+    if (!(err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')))
+      throw err;
+    process.stderr.write(`speechpipe tts: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const controller = new AbortController();
+  const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const service = await openService(process.env, log);
+  const signal = controller.signal;
+  try {
+    if (options.listVoices) {
+      for (const voice of await service.client.tts.listVoices({ signal }))
+        process.stdout.write(`${JSON.stringify(voice)}\n`);
+      return 0;
+    }
+    const pieces = splitForTts(options.text!, options.maxChars);
+    const out = options.out!;
+    // Written beside the target and renamed at the end: a failure leaves no half a file.
+    const partial = `${out}.partial`;
+    let wav: ReturnType<typeof wavFile> | undefined;
+    let seconds = 0;
+    try {
+      for (const [i, text] of pieces.entries()) {
+        const synthesis = await service.client.tts.synthesize({
+          text,
+          transport: options.transport,
+          ...(options.voice ? { voiceId: options.voice } : {}),
+          ...(options.model ? { model: options.model } : {}),
+          signal,
+        });
+        wav ??= wavFile(partial, { sampleRate: synthesis.sampleRate, channels: 1 });
+        for await (const pcm of synthesis.audio) {
+          seconds += (pcm as Buffer).length / 2 / synthesis.sampleRate;
+          if (!wav.write(pcm)) await once(wav, 'drain', { signal });
+        }
+        if (pieces.length > 1) log(`spoke piece ${i + 1} of ${pieces.length}`);
+      }
+      wav!.end();
+      await finished(wav!);
+      await rename(partial, out);
+    } catch (err) {
+      wav?.destroy();
+      await rm(partial, { force: true });
+      throw err;
+    }
+    process.stdout.write(`${out}: ${seconds.toFixed(2)} s of speech\n`);
+    return 0;
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
+    log(`speechpipe tts: ${code}: ${err instanceof Error ? err.message : String(err)}`);
+    return signal.aborted ? 130 : 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await service.close();
+  }
+}

@@ -1,0 +1,103 @@
+// `speechpipe tts` as a user runs it: text in, a WAV file out, against the built-in emulator.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { splitForTts } from '../src/cli/tts-command.ts';
+import { parseWavHeader } from '../src/index.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-tts-'));
+after(() => rm(root, { recursive: true, force: true }));
+
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env };
+  delete env.API_URL;
+  delete env.API_KEY;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['src/cli/main.ts', 'tts', ...args],
+      { cwd: new URL('..', import.meta.url), env, timeout: 120_000 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+test('splitForTts: pieces within the limit in code points, cut at sentence ends, nothing lost', () => {
+  const text = 'First sentence here. Second one! A third, longer sentence that goes on? Done.';
+  const pieces = splitForTts(text, 40);
+  assert.deepEqual(pieces, [
+    'First sentence here. Second one!',
+    'A third, longer sentence that goes on?',
+    'Done.',
+  ]);
+  // A sentence over the limit is cut at spaces; a word over the limit inside the word.
+  const long = splitForTts(`${'word '.repeat(30)}${'x'.repeat(25)}`, 20);
+  assert.ok(long.every((p) => [...p].length <= 20));
+  assert.equal(long.join(' ').replace(/ /g, ''), `${'word'.repeat(30)}${'x'.repeat(25)}`);
+  // Code points, not UTF-16 units: an astral digit counts once.
+  const astral = '𝟙𝟚𝟛𝟜𝟝 𝟞𝟟𝟠𝟡𝟘';
+  assert.deepEqual(splitForTts(astral, 5), ['𝟙𝟚𝟛𝟜𝟝', '𝟞𝟟𝟠𝟡𝟘']);
+  // Punctuation alone is not sent (the service refuses text with no letter or number).
+  assert.deepEqual(splitForTts('Hello. ... !!!', 6), ['Hello.']);
+});
+
+test('text to a WAV over Socket.IO (24 kHz) and HTTP (16 kHz), long text in several requests', async () => {
+  for (const [transport, rate] of [
+    ['socketio', 24_000],
+    ['http', 16_000],
+  ] as const) {
+    const out = join(root, `hello-${transport}.wav`);
+    const text = 'Good evening. This text is long enough to be spoken in three pieces, one after another.';
+    const run = await cli([text, '--out', out, '--transport', transport, '--max-chars', '40']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /spoke piece 3 of 3/);
+    const wav = await readFile(out);
+    const header = parseWavHeader(wav)!;
+    assert.equal(header.sampleRate, rate);
+    assert.equal(header.channels, 1);
+    const seconds = (wav.length - header.dataOffset) / 2 / rate;
+    assert.ok(seconds > 2, `${seconds} s`);
+    assert.ok(!existsSync(`${out}.partial`));
+  }
+});
+
+test('--text-file, --list-voices, a refused voice and bad usage', async () => {
+  const file = join(root, 'text.txt');
+  await writeFile(file, 'Read from a file.\n');
+  const fromFile = await cli(['--text-file', file, '--out', join(root, 'file.wav')]);
+  assert.equal(fromFile.code, 0, fromFile.stderr);
+
+  const voices = await cli(['--list-voices']);
+  assert.equal(voices.code, 0, voices.stderr);
+  const listed = voices.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { id: string });
+  assert.equal(listed.length, 7);
+  const withVoice = await cli(['Hello there.', '--voice', listed[0]!.id, '--out', join(root, 'voice.wav')]);
+  assert.equal(withVoice.code, 0, withVoice.stderr);
+
+  const out = join(root, 'unknown-voice.wav');
+  const refused = await cli([
+    'Hello there.',
+    '--voice',
+    '00000000-0000-4000-8000-000000000001',
+    '--out',
+    out,
+  ]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /TTS_VOICE_NOT_FOUND/);
+  assert.ok(!existsSync(out) && !existsSync(`${out}.partial`), 'no file left behind');
+
+  for (const args of [[], ['Hello'], ['...', '--out', out], ['Hi', '--out', out, '--transport', 'ftp']]) {
+    const run = await cli(args);
+    assert.equal(run.code, 2, args.join(' '));
+    assert.match(run.stderr, /usage: speechpipe tts/);
+  }
+});

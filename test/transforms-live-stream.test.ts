@@ -2,13 +2,18 @@ import assert from 'node:assert/strict';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
+import type { SpeechClient } from '../src/client/client.ts';
+import type { LiveSession } from '../src/client/live.ts';
 import {
   type AsrRecord,
   assembleTranscript,
+  type DiarizationEvent,
   type DiarizationRecord,
   encodeFrame,
+  mergeDiarization,
   Pacer,
   randomUuid,
+  type SpeechServiceError,
   type TranscriptEvent,
   toFrames,
 } from '../src/index.ts';
@@ -53,6 +58,14 @@ function assertMonotonic(records: AsrRecord[]) {
     assert.ok(w.start_time >= last - 1e-6, `word ${w.word} at ${w.start_time} after ${last}`);
     last = w.start_time;
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function writeFrame(stream: NodeJS.WritableStream, frame: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => stream.write(frame, (e) => (e ? reject(e) : resolve())));
 }
 
 for (const transport of ['http', 'socketio'] as const) {
@@ -115,6 +128,76 @@ test('a response broken mid-NDJSON restarts the session instead of failing the p
   assertMonotonic(records);
 });
 
+test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues', async () => {
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 3,
+    action: { type: 'status', status: 408, code: 'SESSION_IDLE_TIMEOUT' },
+  });
+  const records: AsrRecord[] = [];
+  const changes: SessionChange[] = [];
+  const stt = sttStream({ client });
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect(records));
+  fault.remove();
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0]!.reason, 'restart');
+  assert.equal((changes[0]!.error as SpeechServiceError).status, 408);
+  assert.notEqual(changes[0]!.id, changes[0]!.previousId);
+  assert.ok(changes[0]!.offsetSec > 0);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+});
+
+test('a real expiry (keepalive off, the source stalls): a fresh session continues, times keep increasing', async () => {
+  const short = await startService({ limits: { sessionExpirySec: 0.3 } });
+  const stt = sttStream({ client: short.client, keepaliveMs: 0 });
+  const changes: SessionChange[] = [];
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  const records: AsrRecord[] = [];
+  await pipeline(
+    Readable.from(
+      (async function* () {
+        yield pcm.subarray(0, 64000);
+        await sleep(1000); // the source stalls for three expiry windows
+        yield pcm.subarray(64000);
+      })(),
+      { objectMode: false },
+    ),
+    toFrames({ transport: 'http', frameMs: 500 }),
+    stt,
+    collect(records),
+  );
+  assert.equal(short.emulator.stats().sessions.expired, 1, 'the first session expired');
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0]!.reason, 'restart');
+  assert.equal((changes[0]!.error as SpeechServiceError).code, 'SESSION_EXPIRED');
+  assert.notEqual(changes[0]!.id, changes[0]!.previousId);
+  assert.ok(changes[0]!.offsetSec > 0);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+  assert.ok(
+    words(records).some((w) => w.start_time > changes[0]!.offsetSec),
+    'the new session heard speech',
+  );
+});
+
+test('a Socket.IO connection reset mid-stream restarts the session', async () => {
+  const own = newClient();
+  const fault = emulator.faults.add({ operation: 'stt.socket', nth: 3, action: { type: 'reset' } });
+  const records: AsrRecord[] = [];
+  const changes: SessionChange[] = [];
+  const stt = sttStream({ client: own, transport: 'socketio' });
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  await pipeline(source(pcm), toFrames({ transport: 'socketio', frameMs: 500 }), stt, collect(records));
+  fault.remove();
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0]!.reason, 'restart');
+  assert.notEqual(changes[0]!.id, changes[0]!.previousId);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+});
+
 test('a non-restartable error (422) fails the pipeline', async () => {
   const fault = emulator.faults.add({
     operation: 'stt.http',
@@ -159,6 +242,37 @@ test('backpressure: a slow service makes write() return false; frames in flight 
   assert.ok(maxBuffered <= stt.writableHighWaterMark + 1, `${maxBuffered} frames buffered`);
   await new Promise((resolve) => (stt.readableEnded ? resolve(undefined) : stt.once('end', resolve)));
   assert.equal(records.at(-1)!.is_final, true);
+
+  // Through a pipeline: the source is read only as far ahead of what the service accepted as
+  // the buffers in between hold (toFrames 64 KiB in and 16 frames out, sttStream 4 frames, one
+  // in flight: about 44 frames of 3200 bytes), however much it has. That keeps memory flat.
+  const accepted0 = slow.emulator.stats().framesAccepted;
+  const accepted = () => slow.emulator.stats().framesAccepted - accepted0;
+  let pulled = 0;
+  let maxAhead = 0;
+  const endless = new Readable({
+    highWaterMark: frameBytes,
+    read() {
+      // Ends once the service accepted 60 frames; without backpressure all 400 are read at once.
+      if (accepted() >= 60 || pulled === 400) {
+        this.push(null);
+        return;
+      }
+      pulled++;
+      maxAhead = Math.max(maxAhead, pulled - accepted());
+      this.push(pcm.subarray(0, frameBytes));
+    },
+  });
+  const piped: AsrRecord[] = [];
+  await pipeline(
+    endless,
+    toFrames({ transport: 'socketio' }),
+    sttStream({ client: slow.client }),
+    collect(piped),
+  );
+  assert.equal(piped.at(-1)!.is_final, true);
+  assert.equal(accepted(), pulled, 'every frame read was sent');
+  assert.ok(maxAhead <= 64, `the source was read ${maxAhead} frames ahead of the service`);
 });
 
 test('a stalled source gets keepalive audio before the session would expire', async () => {
@@ -188,14 +302,237 @@ test('a stalled source gets keepalive audio before the session would expire', as
   assert.equal(records.at(-1)!.is_final, true);
 });
 
-test('a long session rotates at a speech boundary; times continue', async () => {
+/** A client whose sessions `wrap` instruments before they are used. */
+function instrumented(base: SpeechClient, wrap: (session: LiveSession) => void): SpeechClient {
+  const open = (...args: Parameters<SpeechClient['live']['open']>) => {
+    const session = base.live.open(...args) as LiveSession;
+    wrap(session);
+    return session;
+  };
+  return { live: { open } } as unknown as SpeechClient;
+}
+
+/** A client whose sessions hold their `n`-th send until released (`inFlight`: it started). */
+function holdingClient(base: SpeechClient, n: number) {
+  let sends = 0;
+  let release!: () => void;
+  let started!: () => void;
+  const inFlight = new Promise<void>((resolve) => (started = resolve));
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const client = instrumented(base, (session) => {
+    const send = session.send.bind(session);
+    session.send = async (...a: Parameters<LiveSession['send']>) => {
+      if (++sends === n) {
+        started();
+        await held;
+      }
+      return send(...a);
+    };
+  });
+  return { client, inFlight, release, sends: () => sends };
+}
+
+test('rotation end to end: one final record downstream, assembleTranscript commits every session', async () => {
   const changes: SessionChange[] = [];
   const stt = sttStream({ client, rotateAfterSec: 2, forceRotateAfterSec: 6 });
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
-  await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 250 }), stt, collect(records));
+  stt.on('data', (r: AsrRecord) => records.push(r));
+  const events: TranscriptEvent[] = [];
+  await pipeline(
+    source(pcm),
+    toFrames({ transport: 'http', frameMs: 250 }),
+    stt,
+    assembleTranscript(),
+    collect(events),
+  );
   assert.ok(changes.length >= 1 && changes.every((c) => c.reason === 'rotate'));
-  assert.ok(records.filter((r) => r.is_final).length >= 2, 'each rotated session completed');
+  assert.equal(records.filter((r) => r.is_final).length, 1, 'only the last session is final downstream');
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+  const finals = events.filter((e) => e.type === 'final');
+  assert.equal(finals.length, 1);
+  assert.equal(events.at(-1), finals[0]);
+  const committed = events.flatMap((e) => (e.type === 'utterance' ? e.words : []));
+  assert.deepEqual(finals[0]!.words, committed);
+  // Words from before and after every rotation point made it into the transcript.
+  for (const c of changes) {
+    assert.ok(committed.some((w) => w.end_time <= c.offsetSec));
+    assert.ok(committed.some((w) => w.start_time >= c.offsetSec));
+  }
+});
+
+test('rotation waits for a pause after it became due, not for an earlier one', async () => {
+  // Where the speech is: the utterances of one session over the same audio.
+  const reference: AsrRecord[] = [];
+  await pipeline(
+    source(pcm),
+    toFrames({ transport: 'http', frameMs: 250 }),
+    sttStream({ client }),
+    collect(reference),
+  );
+  const spans = reference
+    .filter((r) => (r.is_speech_final || r.is_final) && r.words.length > 0)
+    .map((r) => [r.words[0]!.start_time, r.words.at(-1)!.end_time] as const);
+  assert.ok(spans.length >= 3);
+  // Due in the middle of the second utterance, after the first pause was heard.
+  const due = (spans[1]![0] + spans[1]![1]) / 2;
+  const changes: SessionChange[] = [];
+  const stt = sttStream({ client, rotateAfterSec: due, forceRotateAfterSec: 1000 });
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 250 }), stt, collect([]));
+  assert.ok(changes.length >= 1);
+  const at = changes[0]!.offsetSec;
+  assert.ok(at >= due, `rotated at ${at} s, due at ${due} s`);
+  for (const [start, end] of spans)
+    assert.ok(!(start < at && at < end), `rotated at ${at} s inside ${start}-${end} s`);
+});
+
+test('diarization rotation end to end: a rotated session closes its active segments; one timeline', async () => {
+  const rawFinals: DiarizationRecord[] = [];
+  const tapped = instrumented(client, (session) =>
+    session.on('final', (r: DiarizationRecord) => rawFinals.push(r)),
+  );
+  const changes: SessionChange[] = [];
+  // Forced rotation every 1.25 s (five 250 ms frames) cuts some sessions in mid-speech.
+  const stream = diarizationStream({ client: tapped, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  stream.on('session', (c: SessionChange) => changes.push(c));
+  const records: DiarizationRecord[] = [];
+  stream.on('data', (r: DiarizationRecord) => records.push(r));
+  const events: DiarizationEvent[] = [];
+  await pipeline(
+    source(pcm),
+    toFrames({ transport: 'http', frameMs: 250 }),
+    stream,
+    mergeDiarization(),
+    collect(events),
+  );
+  assert.ok(changes.length >= 2 && changes.every((c) => c.reason === 'rotate'));
+  assert.equal(records.filter((r) => r.is_final).length, 1);
+  assert.equal(records.at(-1)!.is_final, true);
+  const timelines = events.filter((e) => e.type === 'timeline');
+  assert.equal(timelines.length, 1);
+  assert.equal(events.at(-1), timelines[0]);
+  const timeline = timelines[0]!.segments;
+  for (let i = 1; i < timeline.length; i++)
+    assert.ok(timeline[i]!.start_time >= timeline[i - 1]!.end_time - 1e-6, 'closed segments in order');
+  // What a rotated session still had active at its end is closed, in the timeline for good.
+  let closedAtRotation = 0;
+  changes.forEach((change, k) => {
+    const offset = k === 0 ? 0 : changes[k - 1]!.offsetSec;
+    const final = rawFinals.find((r) => r.id === change.previousId)!;
+    for (const seg of final.active_segments) {
+      closedAtRotation++;
+      const speaker = k === 0 ? seg.speaker : `${seg.speaker}#${k}`;
+      assert.ok(
+        timeline.some(
+          (t) =>
+            t.speaker === speaker &&
+            t.start_time <= seg.start_time + offset + 1e-6 &&
+            t.end_time >= seg.end_time! + offset - 1e-6,
+        ),
+        `${speaker} ${seg.start_time + offset}-${seg.end_time! + offset} s`,
+      );
+    }
+  });
+  assert.ok(closedAtRotation > 0, 'some session was cut while someone spoke');
+});
+
+test('frames arriving while a keepalive is in flight: one keepalive loop, nothing sent after the end', async () => {
+  // The second send is the keepalive: the next frame is written only once it started.
+  const hold = holdingClient(client, 2);
+  const stt = sttStream({ client: hold.client, keepaliveMs: 5 });
+  let keepalives = 0;
+  stt.on('keepalive', () => keepalives++);
+  const errors: unknown[] = [];
+  stt.on('error', (e) => errors.push(e));
+  const records: AsrRecord[] = [];
+  stt.on('data', (r: AsrRecord) => records.push(r));
+  const closed = new Promise((resolve) => stt.once('close', resolve));
+  const id = randomUuid();
+  const frame = (i: number, isFinal = false) =>
+    encodeFrame({
+      streamId: id,
+      isStart: i === 0,
+      isFinal,
+      language: 'en',
+      pcm: pcm.subarray(i * 32000, (i + 1) * 32000),
+    });
+  await writeFrame(stt, frame(0));
+  await hold.inFlight;
+  const second = writeFrame(stt, frame(1));
+  stt.end(frame(2, true));
+  hold.release();
+  await second;
+  await closed;
+  const sent = hold.sends();
+  // Many keepalive periods: a timer left armed would have fired (and failed) by now.
+  await sleep(100);
+  assert.deepEqual(errors, []);
+  assert.equal(hold.sends(), sent, 'no send after the end');
+  assert.equal(sent, 4);
+  assert.equal(keepalives, 1);
+  assert.equal(records.at(-1)!.is_final, true);
+});
+
+for (const [name, action] of [
+  ['the response to the closing frame breaks', { type: 'reset', afterBytes: 10 }],
+  ['the closing frame is answered without its final record', { type: 'endWithoutFinal' }],
+] as const) {
+  test(`rotation: ${name}; the stream goes on in a fresh session`, async () => {
+    // Forced rotation after 1 s of 250 ms frames: the fifth POST closes the first session.
+    const fault = emulator.faults.add({
+      operation: 'stt.http',
+      nth: action.type === 'endWithoutFinal' ? 1 : 5,
+      action,
+    });
+    const changes: SessionChange[] = [];
+    const errors: unknown[] = [];
+    const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+    stt.on('session', (c: SessionChange) => changes.push(c));
+    stt.on('session-error', (e) => errors.push(e));
+    const events: TranscriptEvent[] = [];
+    await pipeline(
+      source(pcm),
+      toFrames({ transport: 'http', frameMs: 250 }),
+      stt,
+      assembleTranscript(),
+      collect(events),
+    );
+    fault.remove();
+    assert.equal(errors.length, 1);
+    assert.equal(changes[0]!.reason, 'rotate');
+    assert.equal(changes[0]!.error, errors[0]);
+    assert.equal(changes[0]!.offsetSec, 1.25, 'the closing frame was accepted: it is not sent again');
+    assert.ok(changes.slice(1).every((c) => c.reason === 'rotate' && c.error === undefined));
+    assert.equal(events.at(-1)!.type, 'final');
+  });
+}
+
+test('rotation: the closing frame is refused; it opens the fresh session instead', async () => {
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 5,
+    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
+  });
+  const changes: SessionChange[] = [];
+  const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  const events: TranscriptEvent[] = [];
+  const records: AsrRecord[] = [];
+  stt.on('data', (r: AsrRecord) => records.push(r));
+  await pipeline(
+    source(pcm),
+    toFrames({ transport: 'http', frameMs: 250 }),
+    stt,
+    assembleTranscript(),
+    collect(events),
+  );
+  fault.remove();
+  assert.equal(changes[0]!.reason, 'restart');
+  assert.equal(changes[0]!.offsetSec, 1, 'the refused frame starts the next session');
+  assert.equal(changes[1]!.offsetSec, 2.25, 'which closes after its own 1 s and one frame');
+  assert.equal(events.at(-1)!.type, 'final');
   assertMonotonic(records);
 });
 
@@ -208,6 +545,31 @@ test('a source that ends without a final frame is closed with a short silent fin
   stt.end(encodeFrame({ streamId: id, language: 'en', pcm: pcm.subarray(32000, 64000) }));
   await new Promise((resolve) => stt.once('end', resolve));
   assert.equal(records.at(-1)!.is_final, true);
+});
+
+test('a source that ends without a final frame just after a rotation still ends with a final record', async () => {
+  // Forced rotation after 1 s of 250 ms frames: the fifth frame closes the first session.
+  const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const changes: SessionChange[] = [];
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  const events: TranscriptEvent[] = [];
+  const done = pipeline(stt, assembleTranscript(), collect(events));
+  const id = randomUuid();
+  for (let i = 0; i < 5; i++)
+    await writeFrame(
+      stt,
+      encodeFrame({
+        streamId: id,
+        isStart: i === 0,
+        language: 'en',
+        pcm: pcm.subarray(i * 8000, (i + 1) * 8000),
+      }),
+    );
+  stt.end();
+  await done;
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0]!.reason, 'rotate');
+  assert.equal(events.at(-1)!.type, 'final');
 });
 
 test('429 SESSION_BYTE_RATE_EXCEEDED tells the pacer to slow down, and nothing fails', async () => {

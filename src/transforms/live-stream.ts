@@ -2,7 +2,8 @@
 // A frame's write completes only when the service accepted it, so a slow service slows the
 // source. A session that expires, is retired or breaks is replaced by a fresh one (new UUID)
 // without replaying accepted audio; record times keep increasing from the pipeline's start;
-// a stalled source gets keepalive audio; a long session rotates at a speech boundary.
+// a stalled source gets keepalive audio; a long session rotates at a speech boundary. Only the
+// last session's final record is final downstream: the records read as one stream.
 
 import { Duplex } from 'node:stream';
 import type { SpeechClient } from '../client/client.ts';
@@ -33,7 +34,10 @@ export interface LiveStreamOptions {
    * 60 s expiry. Default 45 s; 0 disables.
    */
   keepaliveMs?: number;
-  /** Rotate to a new session at the first speech boundary after this much audio. Default 14,100 s. */
+  /**
+   * Rotate to a new session at the first speech boundary heard after this much audio (ASR: an
+   * `is_speech_final` record; diarization: a record with no active segment). Default 14,100 s.
+   */
   rotateAfterSec?: number;
   /** Rotate regardless of speech after this much audio. Default 14,370 s (limit 14,400). */
   forceRotateAfterSec?: number;
@@ -78,6 +82,29 @@ function shiftAsr(record: AsrRecord, offset: number): AsrRecord {
   };
 }
 
+/**
+ * The final record of a session that ended before the stream did (rotation): not the stream's
+ * end, but its words are committed. Diarization: the session can no longer change its active
+ * segments, so they are closed, ending where the next one starts or with the session's audio.
+ */
+function continuedAsr(record: AsrRecord): AsrRecord {
+  return { ...record, is_speech_final: true, is_final: false };
+}
+
+function continuedDiarization(record: DiarizationRecord, sessionEndSec: number): DiarizationRecord {
+  const active = [...record.active_segments].sort((a, b) => a.start_time - b.start_time);
+  const closed = active.map((s, i) => ({
+    ...s,
+    end_time: s.end_time ?? Math.max(s.start_time, active[i + 1]?.start_time ?? sessionEndSec),
+  }));
+  return {
+    ...record,
+    final_segments: [...record.final_segments, ...closed],
+    active_segments: [],
+    is_final: false,
+  };
+}
+
 function shiftDiarization(record: DiarizationRecord, offset: number, session: number): DiarizationRecord {
   if (offset === 0 && session === 0) return record;
   // Speaker labels are relative to one stream; a later session's labels are other people.
@@ -105,12 +132,23 @@ class LiveStream<K extends LiveKind> extends Duplex {
   #sessionSec = 0;
   #restartsWithoutRecord = 0;
   #rotatePending = false;
-  #sawSpeechBoundary = false;
+  /** The latest record since rotation became due was a speech boundary. */
+  #atBoundary = false;
+  /** The session the pipeline's final frame went to: only its final record ends the stream. */
+  #lastSession: LiveSession<K> | undefined;
+  /** Seconds of audio of the session being closed for rotation, with its closing frame. */
+  #closingSec = 0;
   #lastFinalSent = false;
   #keepalive: NodeJS.Timeout | undefined;
   #writing: Promise<void> = Promise.resolve();
+  /** Frames written and not yet sent: a keepalive neither starts nor re-arms meanwhile. */
+  #pendingWrites = 0;
+  /** The writable side ended (`_final`): no keepalive from now on. */
+  #finishing = false;
   #readWaiter: (() => void) | undefined;
   #ended = false;
+  /** The language byte of the latest frame (a terminator after a rotation needs one). */
+  #language: Language | undefined;
 
   constructor(kind: K, options: LiveStreamOptions) {
     super({ objectMode: true, readableHighWaterMark: options.highWaterMark ?? 64, writableHighWaterMark: 4 });
@@ -142,27 +180,35 @@ class LiveStream<K extends LiveKind> extends Duplex {
       return;
     }
     this.#clearKeepalive();
+    this.#language = decoded.language;
+    this.#pendingWrites++;
     // Chained: a keepalive send may still be in flight.
     this.#writing = this.#writing
       .then(() => this.#waitForReader())
       .then(() => this.#send(decoded.pcm, decoded.isFinal, decoded.language));
     this.#writing.then(
       () => {
+        this.#pendingWrites--;
         this.#armKeepalive(decoded.language);
         callback();
       },
-      (err: Error) => callback(err),
+      (err: Error) => {
+        this.#pendingWrites--;
+        callback(err);
+      },
     );
   }
 
   override _final(callback: (error?: Error | null) => void): void {
+    this.#finishing = true;
     this.#clearKeepalive();
     this.#writing
       .then(async () => {
         // The last real frame must carry is_final; if the source ended without marking one,
-        // close with 20 ms of silence (an empty terminator is invalid).
-        if (this.#session && !this.#lastFinalSent)
-          await this.#send(Buffer.alloc(640), true, this.#session.language);
+        // close with 20 ms of silence (an empty terminator is invalid), on a fresh session if a
+        // rotation just closed the last one: only a final record ends the stream downstream.
+        if (this.#language !== undefined && !this.#lastFinalSent)
+          await this.#send(Buffer.alloc(640), true, this.#language);
         this.#ended = true;
         this.push(null);
       })
@@ -195,20 +241,17 @@ class LiveStream<K extends LiveKind> extends Duplex {
   async #send(pcm: Buffer, final: boolean, language: Language): Promise<void> {
     const rotating = this.#session;
     if (
+      !final &&
       rotating &&
       this.#rotatePending &&
-      (this.#sawSpeechBoundary || this.#sessionSec >= this.#forceRotateSec)
+      (this.#atBoundary || this.#sessionSec >= this.#forceRotateSec) &&
+      (await this.#closeForRotation(rotating, pcm))
     ) {
-      // This frame closes the old session; the next one opens a new session.
-      await this.#sendOn(rotating, pcm, true);
-      await rotating.done;
-      this.#rotatePending = false;
-      this.#endSession({ reason: 'rotate', previousId: rotating.id });
-      if (final) this.#lastFinalSent = true;
       return;
     }
     for (;;) {
       const session = this.#session ?? this.#startSession(language);
+      if (final) this.#lastSession = session;
       try {
         await this.#sendOn(session, pcm, final);
       } catch (err) {
@@ -224,11 +267,39 @@ class LiveStream<K extends LiveKind> extends Duplex {
     }
   }
 
+  /**
+   * This frame closes the session; the next one opens a new session. False when the frame was
+   * not accepted: the session is gone and the frame goes to a fresh one. When it was accepted
+   * but the session's last response broke, its audio is not sent again: only its last records
+   * are lost (`session-error`), and the stream goes on.
+   */
+  async #closeForRotation(session: LiveSession<K>, pcm: Buffer): Promise<boolean> {
+    this.#closingSec = this.#sessionSec + pcm.length / LIVE_BYTES_PER_SECOND;
+    try {
+      await this.#sendOn(session, pcm, true);
+    } catch (err) {
+      this.#recover(err);
+      return false;
+    }
+    try {
+      await session.done;
+    } catch (err) {
+      this.#recover(err, 'rotate');
+      return true;
+    }
+    this.#endSession({ reason: 'rotate', previousId: session.id });
+    return true;
+  }
+
   async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean): Promise<void> {
     await session.send(pcm, { final });
     this.#sessionSec += pcm.length / LIVE_BYTES_PER_SECOND;
     const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
-    if (!final && this.#sessionSec >= rotateAfter) this.#rotatePending = true;
+    if (!final && !this.#rotatePending && this.#sessionSec >= rotateAfter) {
+      // Only a boundary heard from now on counts: an earlier pause is no place to cut now.
+      this.#rotatePending = true;
+      this.#atBoundary = false;
+    }
   }
 
   get #forceRotateSec(): number {
@@ -236,12 +307,12 @@ class LiveStream<K extends LiveKind> extends Duplex {
   }
 
   /** A failed session: forget it (the next frame starts a new UUID), or fail the stream. */
-  #recover(err: unknown): void {
+  #recover(err: unknown, reason: SessionChange['reason'] = 'restart'): void {
     const failed = this.#session;
     if (this.destroyed || this.#options.restart === false || !restartable(err)) throw err;
     if (++this.#restartsWithoutRecord > (this.#options.maxRestarts ?? 5)) throw err;
     this.emit('session-error', err);
-    this.#endSession({ reason: 'restart', previousId: failed?.id ?? '', error: err });
+    this.#endSession({ reason, previousId: failed?.id ?? '', error: err });
   }
 
   /** The current session is over; its accepted audio moves into the time offset. */
@@ -249,13 +320,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#session = undefined;
     this.#offsetSec += this.#sessionSec;
     this.#sessionSec = 0;
+    this.#rotatePending = false;
+    this.#atBoundary = false;
     this.#pendingChange = change;
   }
 
   #pendingChange: Omit<SessionChange, 'id' | 'offsetSec'> | undefined;
 
   #startSession(language: Language): LiveSession<K> {
-    this.#sawSpeechBoundary = false;
     this.#sessionIndex++;
     const session = this.#options.client.live.open(this.kind, {
       ...this.#options.session,
@@ -266,13 +338,18 @@ class LiveStream<K extends LiveKind> extends Duplex {
     const index = this.#sessionIndex;
     session.on('record', (record: AsrRecord | DiarizationRecord) => {
       this.#restartsWithoutRecord = 0;
+      const continued = record.is_final && this.#lastSession !== session;
       if (this.kind === 'stt') {
-        const asr = record as AsrRecord;
-        if (asr.is_speech_final) this.#sawSpeechBoundary = true;
+        let asr = record as AsrRecord;
+        if (continued) asr = continuedAsr(asr);
+        this.#heard(session, asr.is_speech_final);
         this.push(shiftAsr(asr, offset));
       } else {
-        this.#sawSpeechBoundary = true;
-        this.push(shiftDiarization(record as DiarizationRecord, offset, index));
+        let diarization = record as DiarizationRecord;
+        if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
+        // Nobody speaking: a place to cut.
+        this.#heard(session, diarization.active_segments.length === 0);
+        this.push(shiftDiarization(diarization, offset, index));
       }
     });
     session.on('rate-limited', (err: SpeechServiceError) =>
@@ -287,12 +364,33 @@ class LiveStream<K extends LiveKind> extends Duplex {
     return session;
   }
 
+  /** A record of the current session: whether it is a speech boundary, once rotation is due. */
+  #heard(session: LiveSession<K>, boundary: boolean): void {
+    if (session === this.#session && this.#rotatePending) this.#atBoundary = boundary;
+  }
+
+  /**
+   * Only while the source is idle: not with a frame waiting to be sent (its completion arms the
+   * timer), nor once the final frame is due or sent (a keepalive would follow it).
+   */
+  get #keepaliveAllowed(): boolean {
+    return (
+      !this.destroyed &&
+      !this.#ended &&
+      !this.#finishing &&
+      !this.#lastFinalSent &&
+      this.#lastSession === undefined &&
+      this.#pendingWrites === 0
+    );
+  }
+
   #armKeepalive(language: Language): void {
+    this.#clearKeepalive();
     const ms = this.#options.keepaliveMs ?? 45_000;
-    if (ms <= 0 || this.#ended || this.#lastFinalSent) return;
+    if (ms <= 0 || !this.#keepaliveAllowed) return;
     this.#keepalive = setTimeout(() => {
       this.#keepalive = undefined;
-      if (!this.#session || this.destroyed) return;
+      if (!this.#session || !this.#keepaliveAllowed) return;
       // 100 ms of silence keeps the session from expiring while the source stalls.
       this.#writing = this.#writing
         .then(() => this.#send(Buffer.alloc(3200), false, language))

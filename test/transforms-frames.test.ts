@@ -65,9 +65,9 @@ test('property: any split of the input gives the same frames, with the right fla
 });
 
 test('a one-frame stream carries both flags; one extra sample makes a second, final frame', async () => {
-  const [only] = await frames([pcm(3200)]);
+  const [only] = await frames([pcm(3200)], { frameMs: 100 });
   assert.deepEqual([decodeFrame(only!).isStart, decodeFrame(only!).isFinal], [true, true]);
-  const two = await frames([pcm(3202)]);
+  const two = await frames([pcm(3202)], { frameMs: 100 });
   assert.deepEqual(
     two.map((f) => [decodeFrame(f).isStart, decodeFrame(f).isFinal, decodeFrame(f).pcm.length]),
     [
@@ -79,9 +79,12 @@ test('a one-frame stream carries both flags; one extra sample makes a second, fi
 
 test('odd bytes are carried across chunks; an odd byte left at the end is an error', async () => {
   const input = pcm(6400);
-  const out = await frames(splitAt(input, [1, 3, 3199, 3201, 5555]));
+  const out = await frames(splitAt(input, [1, 3, 3199, 3201, 5555]), { frameMs: 100 });
   checkSequence(out, input, 3200);
-  await assert.rejects(frames([pcm(3201)]), (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED');
+  await assert.rejects(
+    frames([pcm(3201)], { frameMs: 100 }),
+    (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED',
+  );
 });
 
 test('no audio, no frames (never an empty frame)', async () => {
@@ -89,12 +92,12 @@ test('no audio, no frames (never an empty frame)', async () => {
   assert.deepEqual(await frames([Buffer.alloc(0), Buffer.alloc(0)]), []);
 });
 
-test('defaults: 100 ms frames for Socket.IO, 1 s for HTTP; language auto; a fresh stream id it exposes', async () => {
+test('defaults: HTTP (as sttStream), 1 s frames; 100 ms for Socket.IO; language auto; a fresh stream id it exposes', async () => {
   assert.deepEqual(DEFAULT_FRAME_MS, { http: 1000, socketio: 100 });
-  const socket = toFrames();
-  assert.equal(socket.frameBytes, 3200);
-  assert.equal(socket.language, 'auto');
-  assert.equal(toFrames({ transport: 'http' }).frameBytes, 32000);
+  const byDefault = toFrames();
+  assert.equal(byDefault.frameBytes, 32000, 'one POST a second, as sttStream sends by default');
+  assert.equal(byDefault.language, 'auto');
+  assert.equal(toFrames({ transport: 'socketio' }).frameBytes, 3200);
   const stream = toFrames({ language: 'ar', frameMs: 20 });
   const out: Buffer[] = [];
   stream.on('data', (f: Buffer) => out.push(f));

@@ -83,6 +83,14 @@ for (const transport of ['http', 'socketio'] as const) {
   });
 }
 
+test('defaults agree: toFrames() → sttStream({ client }) sends one POST per second of audio', async () => {
+  const before = emulator.stats().requests['stt.http'];
+  const records: AsrRecord[] = [];
+  await pipeline(source(pcm), toFrames({ language: 'en' }), sttStream({ client }), collect(records));
+  assert.equal(emulator.stats().requests['stt.http'] - before, Math.ceil(pcm.length / 32000));
+  assert.equal(records.at(-1)!.is_final, true);
+});
+
 test('409 mid-stream: a fresh session (new UUID) continues, times keep increasing, no word twice', async () => {
   const fault = emulator.faults.add({
     operation: 'stt.http',

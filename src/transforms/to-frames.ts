@@ -19,7 +19,10 @@ export interface ToFramesOptions {
   language?: Language;
   /** Milliseconds of audio per frame (the last may be shorter). Default by `transport`. */
   frameMs?: number;
-  /** Picks the default `frameMs`: `'http'` 1000 ms, `'socketio'` (default) 100 ms. */
+  /**
+   * Picks the default `frameMs`: `'http'` (default, as for `sttStream` and the client) 1000 ms,
+   * `'socketio'` 100 ms.
+   */
   transport?: 'http' | 'socketio';
   /** The stream UUID (string or 16 bytes). Default: a fresh random UUID. */
   streamId?: string | Uint8Array;
@@ -110,7 +113,7 @@ export function toFrames(options: ToFramesOptions = {}): FramesTransform {
   const language = options.language ?? 'auto';
   if (!isLanguage(language))
     throw new InvalidArgumentError(`toFrames: unknown language ${JSON.stringify(language)}`);
-  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS[options.transport ?? 'socketio'];
+  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS[options.transport ?? 'http'];
   const frameBytes = Math.round((frameMs * LIVE_SAMPLE_RATE) / 1000) * 2;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_LIMITS.realtimeAsrFrameBytes;
   if (!(frameBytes >= 2) || frameBytes + 18 > maxFrameBytes) {

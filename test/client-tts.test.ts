@@ -1,9 +1,32 @@
 import assert from 'node:assert/strict';
+import type { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { IncompleteStreamError, SpeechServiceError } from '../src/index.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { SpeechClient } from '../src/client/index.ts';
+import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 
-const { emulator, client } = await startService();
+const { emulator, client, newClient } = await startService();
+
+/** The TTS admission stats, once the queue has caught up with a released slot. */
+async function ttsStats(c: SpeechClient = client) {
+  await new Promise((resolve) => setImmediate(resolve));
+  return c.admissionStats().find((s) => s.workload === 'tts')!;
+}
+
+/** Read `audio` to its end; the error it ends with, if any. */
+const drain = (audio: Readable) =>
+  (async () => {
+    for await (const _ of audio);
+  })().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+
+/** Wait for a condition the client reaches on its own (no timing is asserted). */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await sleep(10);
+}
 
 test('TTS over HTTP gives 16 kHz PCM; longer text, longer audio', async () => {
   const short = await client.tts.synthesizeToBuffer({ text: 'Hello.' });
@@ -83,4 +106,123 @@ test('429 concurrency is waited out; a 503 before output is retried with a fresh
   f1.remove();
   f2.remove();
   assert.ok(out.pcm.length > 0);
+});
+
+test('Socket.IO TTS: a connection lost before the acknowledgement rejects typed, and is retried', async () => {
+  const once = newClient({ retry: { maxAttempts: 1 } });
+  const reset = emulator.faults.add({ operation: 'tts.socket', times: 1, action: { type: 'reset' } });
+  try {
+    const err = await once.tts
+      .synthesize({ text: 'Hello there.', transport: 'socketio' })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof TransportError && err.code === 'ERR_SOCKET_DISCONNECTED', String(err));
+  } finally {
+    reset.remove();
+  }
+  assert.equal((await ttsStats(once)).running, 0);
+
+  const again = emulator.faults.add({ operation: 'tts.socket', times: 1, action: { type: 'reset' } });
+  const before = emulator.stats().requests['tts.socket'];
+  try {
+    const out = await client.tts.synthesizeToBuffer({ text: 'Hello there.', transport: 'socketio' });
+    assert.ok(out.pcm.length > 0);
+  } finally {
+    again.remove();
+  }
+  assert.equal(emulator.stats().requests['tts.socket'] - before, 2);
+});
+
+test('Socket.IO TTS: a failure before the caller reads waits for the reader, never crashes', async () => {
+  const c = newClient();
+  const synthesis = await c.tts.synthesize({
+    text: 'Hello there, a somewhat longer sentence to synthesize.',
+    transport: 'socketio',
+  });
+  await c.close();
+  await sleep(20); // a crash would come as an uncaught exception now, failing the file
+  const err = await drain(synthesis.audio);
+  assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', String(err));
+});
+
+test('Socket.IO TTS truncated before its final event is an IncompleteStreamError; the slot is released', {
+  timeout: 20_000,
+}, async () => {
+  const fault = emulator.faults.add({
+    operation: 'tts.socket',
+    times: 2,
+    action: { type: 'truncateTts', afterBytes: 20_000 },
+  });
+  try {
+    const text = 'This audio will be cut short by the emulator.';
+    const perCall = await client.tts
+      .synthesizeToBuffer({ text, transport: 'socketio', idleTimeoutMs: 200 })
+      .catch((e: unknown) => e);
+    assert.ok(perCall instanceof IncompleteStreamError, String(perCall));
+    assert.equal(perCall.operation, 'tts.socket');
+    assert.ok(perCall.received > 0);
+    assert.equal((await ttsStats()).running, 0);
+
+    // Without the option, the client's body-idle timeout applies, as over HTTP.
+    const short = newClient({ timeouts: { bodyIdleMs: 200 } });
+    const viaClient = await short.tts
+      .synthesizeToBuffer({ text, transport: 'socketio' })
+      .catch((e: unknown) => e);
+    assert.ok(viaClient instanceof IncompleteStreamError, String(viaClient));
+    assert.equal((await ttsStats(short)).running, 0);
+  } finally {
+    fault.remove();
+  }
+});
+
+test('Socket.IO TTS: the acknowledgement timeout is configurable per call', { timeout: 20_000 }, async () => {
+  const once = newClient({ retry: { maxAttempts: 1 } });
+  const stall = emulator.faults.add({ operation: 'tts.socket', action: { type: 'stall' } });
+  try {
+    const err = await once.tts
+      .synthesize({ text: 'Hi', transport: 'socketio', ackTimeoutMs: 100 })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof TransportError && err.code === 'ERR_TIMEOUT', String(err));
+    assert.match(err.message, /within 100 ms/);
+  } finally {
+    stall.remove();
+  }
+  assert.equal((await ttsStats(once)).running, 0);
+});
+
+test('abort of a Socket.IO TTS releases the admission slot, before and after output began', async () => {
+  const stall = emulator.faults.add({ operation: 'tts.socket', action: { type: 'stall' } });
+  try {
+    const ctl = new AbortController();
+    const pending = client.tts.synthesize({ text: 'Hi', transport: 'socketio', signal: ctl.signal });
+    await until(async () => (await ttsStats()).running === 1);
+    ctl.abort(new Error('stop before the acknowledgement'));
+    await assert.rejects(pending, /stop before the acknowledgement/);
+    assert.equal((await ttsStats()).running, 0);
+  } finally {
+    stall.remove();
+  }
+
+  const ctl = new AbortController();
+  const synthesis = await client.tts.synthesize({
+    text: 'A long enough sentence that it is still playing when the caller aborts it.',
+    transport: 'socketio',
+    signal: ctl.signal,
+  });
+  const err = await (async () => {
+    for await (const _ of synthesis.audio) ctl.abort(new Error('stop during the audio'));
+  })().catch((e: unknown) => e);
+  assert.match(String(err), /stop during the audio/);
+  assert.equal((await ttsStats()).running, 0);
+});
+
+test('Socket.IO TTS: audio no one reads is buffered up to maxBufferedBytes, then fails typed', async () => {
+  const synthesis = await client.tts.synthesize({
+    text: 'Nobody reads this audio while it arrives, so the client stops buffering it.',
+    transport: 'socketio',
+    maxBufferedBytes: 8192,
+  });
+  await until(async () => (await ttsStats()).running === 0);
+  const err = await drain(synthesis.audio);
+  assert.ok(err instanceof IncompleteStreamError, String(err));
+  assert.match(err.message, /maxBufferedBytes 8192/);
 });

@@ -6,10 +6,17 @@ import { io, type Socket } from 'socket.io-client';
 import type { ServiceConfig } from '../protocol/config.ts';
 import { ERROR_CODES, isServiceErrorCode } from '../protocol/error-codes.ts';
 import { redactSecrets, SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { FrameAck, SocketErrorPayload, SocketEventNames } from '../protocol/socket-events.ts';
+import { bytesToUuid } from '../protocol/uuid.ts';
 
 export interface Route {
+  /**
+   * The operation this id belongs to, for error labels. Without it, the operation of the first
+   * emit that carries this id (a payload's `id`, or a live frame's stream UUID).
+   */
+  operation?: OperationName;
   /** A result event for this id (transcription_result, diarization_result, tts_audio). */
   onResult(event: string, payload: unknown): void;
   /** An `error` event naming this id. */
@@ -18,10 +25,17 @@ export interface Route {
   onDisconnect(err: TransportError): void;
 }
 
-/** A Socket.IO error payload as a typed error; the status comes from the code catalog. */
+/** Default wait for a Socket.IO acknowledgement, as the README says. */
+export const DEFAULT_SOCKET_ACK_MS = 30_000;
+
+/**
+ * A Socket.IO error payload as a typed error. The status is the payload's own, else the code
+ * catalog's, else the one an `HTTP_<status>` code names (what a service or proxy without a
+ * catalog code sends), so a 429 is seen as one whatever its code.
+ */
 export function errorFromSocketPayload(
   payload: unknown,
-  operation: OperationName,
+  operation: OperationName | undefined,
   secrets: readonly string[],
 ): SpeechServiceError {
   const body = (
@@ -33,8 +47,10 @@ export function errorFromSocketPayload(
   const code = typeof body.code === 'string' && body.code ? body.code : 'SOCKET_ERROR';
   const catalog = isServiceErrorCode(code) ? ERROR_CODES[code] : undefined;
   const retryAfter = (body as { retry_after?: number }).retry_after;
+  const named = /^HTTP_([1-5]\d\d)$/.exec(code);
   return new SpeechServiceError({
-    status: typeof body.status === 'number' ? body.status : (catalog?.status ?? 0),
+    status:
+      typeof body.status === 'number' ? body.status : (catalog?.status ?? (named ? Number(named[1]) : 0)),
     code,
     retryable: typeof body.retryable === 'boolean' ? body.retryable : (catalog?.retryable ?? false),
     retryAfterMs: typeof retryAfter === 'number' ? retryAfter * 1000 : undefined,
@@ -59,17 +75,24 @@ export class SocketTransport {
   readonly #config: ServiceConfig;
   readonly events: SocketEventNames;
   readonly #connectTimeoutMs: number;
+  /** The acknowledgement wait of operations that do not set their own. */
+  readonly ackTimeoutMs: number;
   #socket: Socket | undefined;
-  /** The socket being connected, so close() can stop it. */
-  #opening: Socket | undefined;
+  /** The socket being connected and how to fail its waiters, so close() can stop it. */
+  #opening: { fail(err: TransportError): void } | undefined;
   #connecting: Promise<Socket> | undefined;
-  readonly #routes = new Map<string, Route>();
+  readonly #routes = new Map<string, { route: Route; operation: OperationName | undefined }>();
   #closed = false;
 
-  constructor(config: ServiceConfig, events: SocketEventNames, options: { connectTimeoutMs?: number } = {}) {
+  constructor(
+    config: ServiceConfig,
+    events: SocketEventNames,
+    options: { connectTimeoutMs?: number; ackTimeoutMs?: number } = {},
+  ) {
     this.#config = config;
     this.events = events;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    this.ackTimeoutMs = options.ackTimeoutMs ?? DEFAULT_SOCKET_ACK_MS;
   }
 
   get #secrets(): string[] {
@@ -85,13 +108,17 @@ export class SocketTransport {
       this.#connecting = undefined;
     });
     if (!signal) return this.#connecting;
-    return Promise.race([
-      this.#connecting,
-      new Promise<never>((_, reject) => {
-        if (signal.aborted) reject(signal.reason);
-        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-      }),
-    ]);
+    const connecting = this.#connecting;
+    return new Promise<Socket>((resolve, reject) => {
+      if (signal.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      // Callers' signals may live long (one per session or app): never leave a listener behind.
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      connecting.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
   }
 
   #open(operation: OperationName): Promise<Socket> {
@@ -103,8 +130,18 @@ export class SocketTransport {
       timeout: this.#connectTimeoutMs,
       forceNew: true,
     });
-    this.#opening = socket;
     return new Promise<Socket>((resolve, reject) => {
+      // A socket disconnected while connecting emits neither connect_error nor disconnect:
+      // close() fails the waiters itself.
+      this.#opening = {
+        fail: (err) => {
+          this.#opening = undefined;
+          socket.off('connect', onConnect);
+          socket.off('connect_error', onError);
+          socket.disconnect();
+          reject(err);
+        },
+      };
       const onConnect = () => {
         this.#opening = undefined;
         socket.off('connect_error', onError);
@@ -145,55 +182,77 @@ export class SocketTransport {
     const e = this.events;
     const dispatch = (event: string) => (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      if (typeof id === 'string') this.#routes.get(id)?.onResult(event, payload);
+      if (typeof id === 'string') this.#routes.get(id)?.route.onResult(event, payload);
     };
     socket.on(e.transcriptionResult, dispatch(e.transcriptionResult));
     socket.on(e.diarizationResult, dispatch(e.diarizationResult));
     socket.on(e.ttsAudio, dispatch(e.ttsAudio));
     socket.on(e.error, (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      const route = typeof id === 'string' ? this.#routes.get(id) : undefined;
-      if (route) route.onError(errorFromSocketPayload(payload, 'stt.socket', this.#secrets));
+      const entry = typeof id === 'string' ? this.#routes.get(id) : undefined;
+      if (entry) entry.route.onError(errorFromSocketPayload(payload, entry.operation, this.#secrets));
       else if (typeof id !== 'string') {
         // A connection-level error (for example authentication): every operation fails.
-        const err = errorFromSocketPayload(payload, 'stt.socket', this.#secrets);
-        for (const r of [...this.#routes.values()]) r.onError(err);
+        for (const r of [...this.#routes.values()])
+          r.route.onError(errorFromSocketPayload(payload, r.operation, this.#secrets));
       }
     });
     socket.on('disconnect', (reason: string) => {
       if (this.#socket === socket) this.#socket = undefined;
-      const err = new TransportError('ERR_SOCKET_DISCONNECTED', `Socket.IO connection lost (${reason})`, {
-        ambiguous: true,
-      });
-      for (const route of [...this.#routes.values()]) route.onDisconnect(err);
+      for (const { route, operation } of [...this.#routes.values()]) {
+        route.onDisconnect(
+          new TransportError(
+            'ERR_SOCKET_DISCONNECTED',
+            `${operation ? `${operation}: ` : ''}Socket.IO connection lost (${reason})`,
+            { ambiguous: true, ...(operation ? { operation } : {}) },
+          ),
+        );
+      }
     });
   }
 
   /** Receive results and errors for `id`; returns the unsubscribe function. */
   route(id: string, route: Route): () => void {
-    this.#routes.set(id, route);
+    const entry = { route, operation: route.operation };
+    this.#routes.set(id, entry);
     return () => {
-      if (this.#routes.get(id) === route) this.#routes.delete(id);
+      if (this.#routes.get(id) === entry) this.#routes.delete(id);
     };
+  }
+
+  /** A route without its own operation takes that of the first emit carrying its id. */
+  #noteOperation(operation: OperationName, payload: unknown): void {
+    const id =
+      payload instanceof Uint8Array
+        ? payload.length >= FRAME_HEADER_BYTES
+          ? bytesToUuid(payload)
+          : undefined
+        : (payload as { id?: unknown } | null)?.id;
+    if (typeof id !== 'string') return;
+    const entry = this.#routes.get(id);
+    if (entry) entry.operation ??= operation;
   }
 
   /**
    * Emit with an acknowledgement. Resolves with the ack; rejects on timeout (ambiguous: the
-   * service may have acted), disconnect or abort.
+   * service may have acted), disconnect or abort. `timeoutMs` defaults to `ackTimeoutMs`.
    */
   async emitWithAck(
     operation: OperationName,
     event: string,
     payload: unknown,
-    options: { timeoutMs: number; signal?: AbortSignal | undefined },
+    options: { timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<FrameAck> {
+    const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
     const socket = await this.connect(operation, options.signal);
     options.signal?.throwIfAborted();
+    this.#noteOperation(operation, payload);
     return new Promise<FrameAck>((resolve, reject) => {
       let settled = false;
       const finish = (fn: () => void) => {
         if (settled) return;
         settled = true;
+        clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
         socket.off('disconnect', onDisconnect);
         fn();
@@ -211,25 +270,30 @@ export class SocketTransport {
         );
       options.signal?.addEventListener('abort', onAbort, { once: true });
       socket.once('disconnect', onDisconnect);
-      socket.timeout(options.timeoutMs).emit(event, payload, (err: Error | null, ack: FrameAck) => {
-        if (err) {
+      // Our own timer, not socket.timeout(): socket.io's timer can only be cleared by the ack or
+      // a disconnect, so an aborted operation would keep the process alive until then. The
+      // plain ack callback left behind on abort is no handle; socket.io drops it on the ack or
+      // the disconnect.
+      const timer = setTimeout(
+        () =>
           finish(() =>
             reject(
-              new TransportError(
-                'ERR_TIMEOUT',
-                `${operation}: no acknowledgement within ${options.timeoutMs} ms`,
-                { operation, ambiguous: true },
-              ),
+              new TransportError('ERR_TIMEOUT', `${operation}: no acknowledgement within ${timeoutMs} ms`, {
+                operation,
+                ambiguous: true,
+              }),
             ),
-          );
-        } else finish(() => resolve(ack));
-      });
+          ),
+        timeoutMs,
+      );
+      socket.emit(event, payload, (ack: FrameAck) => finish(() => resolve(ack)));
     });
   }
 
   /** Emit without an acknowledgement (connects first). */
   async emit(operation: OperationName, event: string, payload: unknown, signal?: AbortSignal): Promise<void> {
     const socket = await this.connect(operation, signal);
+    this.#noteOperation(operation, payload);
     socket.emit(event, payload);
   }
 
@@ -242,12 +306,15 @@ export class SocketTransport {
 
   close(): void {
     this.#closed = true;
-    const err = new TransportError('ERR_CLIENT_CLOSED', 'the client was closed');
+    const closed = (operation?: OperationName) =>
+      new TransportError('ERR_CLIENT_CLOSED', `${operation ? `${operation}: ` : ''}the client was closed`, {
+        ...(operation ? { operation } : {}),
+      });
     const routes = [...this.#routes.values()];
     this.#routes.clear();
-    for (const route of routes) route.onDisconnect(err);
+    for (const { route, operation } of routes) route.onDisconnect(closed(operation));
     this.#socket?.disconnect();
     this.#socket = undefined;
-    this.#opening?.disconnect();
+    this.#opening?.fail(closed());
   }
 }

@@ -42,7 +42,23 @@ export interface SynthesizeOptions {
   /** `http` (16 kHz, protocol capture) or `socketio` (24 kHz, playable). Default `http`. */
   transport?: 'http' | 'socketio';
   signal?: AbortSignal;
+  /** Socket.IO: wait for the service to accept the request. Default: the client's (30 s). */
+  ackTimeoutMs?: number;
+  /**
+   * Socket.IO: longest silence between two `tts_audio` events before the audio fails with
+   * `IncompleteStreamError`. Default: the client's body-idle timeout (120 s), as over HTTP.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Socket.IO: most audio bytes held for a consumer that does not read; past it the audio fails
+   * with `IncompleteStreamError`. Default 16 MiB, well above the audio of the longest text the
+   * tiers allow (1,000 code points), so only a stalled consumer reaches it.
+   */
+  maxBufferedBytes?: number;
 }
+
+/** See `SynthesizeOptions.maxBufferedBytes`: 16 MiB is about 5.8 min of 24 kHz PCM16. */
+export const DEFAULT_TTS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 export interface TtsSynthesis {
   /** The request UUID of the attempt that produced the audio. */
@@ -62,6 +78,8 @@ export interface TtsDeps {
   tier: Tier | undefined;
   retry: RetryOptions;
   realtimePrefix: string;
+  /** Wait for Socket.IO acknowledgements. Default: the Socket.IO transport's (30 s). */
+  socketAckTimeoutMs?: number;
 }
 
 export class TtsApi {
@@ -152,7 +170,7 @@ export class TtsApi {
       socket.events.listVoices,
       {},
       {
-        timeoutMs: options.timeoutMs ?? 30_000,
+        timeoutMs: options.timeoutMs ?? this.#deps.socketAckTimeoutMs,
         signal: options.signal,
       },
     );
@@ -218,8 +236,17 @@ export class TtsApi {
   ): Promise<TtsSynthesis> {
     const { socket } = this.#deps;
     const id = body.id;
+    const idleMs = options.idleTimeoutMs ?? this.#deps.http.timeouts.bodyIdleMs;
+    const maxBuffered = options.maxBufferedBytes ?? DEFAULT_TTS_MAX_BUFFERED_BYTES;
     let frames = 0;
     let carry: number | undefined;
+    /** The caller holds `audio` (the acknowledgement came): failures go to the stream. */
+    let handed = false;
+    let failure: Error | undefined;
+    let idle: NodeJS.Timeout | undefined;
+    // Ends the acknowledgement wait when the synthesis fails before it (an `error` event, a
+    // disconnect, the caller's abort), so the failure reaches the caller as the rejection.
+    const starting = new AbortController();
     const audio = new Readable({
       read() {},
       destroy(err, callback) {
@@ -227,10 +254,44 @@ export class TtsApi {
         callback(err);
       },
     });
+    // Destroying with an error a stream no one listens to yet throws it as an uncaught
+    // exception; such a failure waits until the caller starts consuming.
+    const consuming = () =>
+      audio.listenerCount('error') > 0 ||
+      audio.listenerCount('readable') > 0 ||
+      audio.readableFlowing === true;
+    const onListener = (event: string | symbol) => {
+      if (event !== 'error' && event !== 'data' && event !== 'readable') return;
+      audio.off('newListener', onListener);
+      process.nextTick(() => audio.destroy(failure));
+    };
     const fail = (err: Error) => {
-      if (!audio.destroyed && !audio.readableEnded) audio.destroy(err);
+      if (failure !== undefined || cleaned) return;
+      failure = err;
+      if (!handed) {
+        starting.abort(err);
+        return;
+      }
+      cleanup();
+      if (consuming()) audio.destroy(err);
+      else audio.on('newListener', onListener);
+    };
+    const armIdle = () => {
+      clearTimeout(idle);
+      idle = setTimeout(
+        () =>
+          fail(
+            new IncompleteStreamError(`tts.socket: no audio for ${id} within ${idleMs} ms`, {
+              operation: 'tts.socket',
+              id,
+              received: frames,
+            }),
+          ),
+        idleMs,
+      );
     };
     const unroute = socket.route(id, {
+      operation: 'tts.socket',
       onResult: (event, payload) => {
         if (event !== socket.events.ttsAudio) return;
         const p = payload as { audio?: unknown; is_final?: unknown };
@@ -250,6 +311,7 @@ export class TtsApi {
           return;
         }
         frames++;
+        if (handed) armIdle();
         // Whole samples only; a half sample waits for the next event.
         let data = carry === undefined ? bytes : Buffer.concat([Buffer.of(carry), bytes]);
         carry = undefined;
@@ -265,43 +327,67 @@ export class TtsApi {
             cleanup();
             audio.push(null);
           }
+          return;
+        }
+        // Socket.IO cannot pause one event stream without stalling every other operation on
+        // the shared connection, so audio the consumer does not read is buffered up to a bound,
+        // then the synthesis fails rather than holding memory without limit. (Events can come in
+        // the same tick as the acknowledgement: the caller gets its turn to read first.)
+        if (handed && audio.readableLength > maxBuffered) {
+          fail(
+            new IncompleteStreamError(
+              `tts.socket: ${id} stopped: ${audio.readableLength} bytes of audio unread, over maxBufferedBytes ${maxBuffered} (read the audio as it arrives)`,
+              { operation: 'tts.socket', id, received: frames },
+            ),
+          );
         }
       },
       onError: (err) => fail(err),
       onDisconnect: (err) =>
         fail(
-          new IncompleteStreamError(`tts.socket: connection lost during ${id}`, {
-            operation: 'tts.socket',
-            id,
-            received: frames,
-            cause: err,
-          }),
+          // Before the acknowledgement nothing was output: the transport error, so it is retried.
+          // A closed client says so, rather than that the audio broke off.
+          handed && err.code !== 'ERR_CLIENT_CLOSED'
+            ? new IncompleteStreamError(`tts.socket: connection lost during ${id}`, {
+                operation: 'tts.socket',
+                id,
+                received: frames,
+                cause: err,
+              })
+            : err,
         ),
     });
     let cleaned = false;
-    function cleanup() {
+    function cleanup(releaseSlot = true) {
       if (cleaned) return;
       cleaned = true;
+      clearTimeout(idle);
       unroute();
-      release();
+      if (releaseSlot) release();
       options.signal?.removeEventListener('abort', onAbort);
     }
     const onAbort = () => fail(options.signal!.reason);
-    options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const ack = await socket.emitWithAck('tts.socket', socket.events.ttsRequest, body, {
-        timeoutMs: 60_000,
-        signal: options.signal,
+        timeoutMs: options.ackTimeoutMs ?? this.#deps.socketAckTimeoutMs,
+        signal: starting.signal,
       });
       const rejected = socket.ackError(ack, 'tts.socket');
       if (rejected) throw rejected;
     } catch (err) {
-      cleaned = true; // the caller releases the slot before retrying
-      unroute();
-      options.signal?.removeEventListener('abort', onAbort);
+      cleanup(false); // synthesize() releases the slot, after reporting an admission rejection
       audio.destroy();
-      throw err;
+      throw failure ?? err;
     }
+    if (failure !== undefined) {
+      cleanup(false);
+      audio.destroy();
+      throw failure;
+    }
+    handed = true;
+    armIdle();
     return { id, transport: 'socketio', sampleRate: SOCKET_TTS_SAMPLE_RATE, channels: 1, audio };
   }
 }

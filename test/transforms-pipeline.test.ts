@@ -32,7 +32,11 @@ test('a 48 kHz stereo WAV becomes paced live frames; the pool gives the same fra
   const run = (options: Parameters<typeof decode>[0]) =>
     collectObjects<Buffer>(
       chunksOf(wav, 8192),
-      chain(decode(options), toFrames({ language: 'en', streamId }), pace({ speed: 10_000 })),
+      chain(
+        decode(options),
+        toFrames({ language: 'en', streamId, transport: 'socketio' }),
+        pace({ speed: 10_000 }),
+      ),
     );
   const inline = await run({});
   const pooled = await run({ pool });

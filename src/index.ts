@@ -11,7 +11,15 @@ export {
 } from './audio/resampler.ts';
 export * from './client/index.ts';
 export * from './protocol/index.ts';
+export {
+  type CaptionRelay,
+  type CaptionRelayOptions,
+  type CaptionRelayStats,
+  captionRelay,
+  type RelayCue,
+} from './sinks/caption-relay.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
+export { type LiveInputOptions, liveInput } from './sources/live-input.ts';
 export {
   type AlignSpeakersOptions,
   type AlignSpeakersStreamOptions,

@@ -12,6 +12,10 @@ const COMMANDS: Record<string, Command> = {
       'transcribe files or directories to captions and JSON: speechpipe transcribe <path>... --out DIR',
     load: () => import('./transcribe-command.ts'),
   },
+  caption: {
+    summary: 'live captions to an overlay page and SSE: speechpipe caption <url|file|-> [--port N]',
+    load: () => import('./caption-command.ts'),
+  },
   tts: {
     summary: 'speak text into a WAV file: speechpipe tts <text>... --out FILE.wav',
     load: () => import('./tts-command.ts'),

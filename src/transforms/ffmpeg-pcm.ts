@@ -8,7 +8,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Duplex } from 'node:stream';
+import { Duplex, Readable } from 'node:stream';
 import {
   type FfmpegRun,
   pcm16OutputArgs,
@@ -17,6 +17,7 @@ import {
   runFfmpeg,
 } from '../audio/ffmpeg.ts';
 import { MediaError } from '../audio/media-error.ts';
+import { destroyOnAbort } from './abort.ts';
 
 export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
   sampleRate: number;
@@ -127,23 +128,7 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
           pass(all);
         }
       });
-      const ended = new Promise<void>((resolve) => r.stdout.once('end', resolve));
-      Promise.all([ended, r.done]).then(
-        () => {
-          // At `-loglevel error`, anything ffmpeg says on a successful run is data it skipped.
-          const said = r.stderrTail();
-          if (said) {
-            const err = new MediaError(
-              'ERR_MEDIA_FORMAT',
-              `ffmpeg skipped input it could not decode: ${said}`,
-            );
-            if (!options.onDecodeErrors) return duplex.destroy(err);
-            options.onDecodeErrors(err);
-          }
-          duplex.push(null);
-        },
-        (err: Error) => duplex.destroy(err),
-      );
+      endWithRun(duplex, r, options.onDecodeErrors);
       return r;
     });
     return starting;
@@ -243,3 +228,92 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
 }
 
 function noop(): void {}
+
+/**
+ * End `stream` when `run`'s output has ended and ffmpeg has exited 0, or fail it with the exit
+ * status. At `-loglevel error`, whatever ffmpeg said on a successful run is input it skipped:
+ * `onDecodeErrors` hears it, or it is the stream's error.
+ */
+function endWithRun(
+  stream: Duplex | Readable,
+  run: FfmpegRun,
+  onDecodeErrors?: (err: MediaError) => void,
+): void {
+  const ended = new Promise<void>((resolve) => run.stdout.once('end', resolve));
+  Promise.all([ended, run.done]).then(
+    () => {
+      const said = run.stderrTail();
+      if (said) {
+        const err = new MediaError('ERR_MEDIA_FORMAT', `ffmpeg skipped input it could not decode: ${said}`);
+        if (!onDecodeErrors) return stream.destroy(err);
+        onDecodeErrors(err);
+      }
+      stream.push(null);
+    },
+    (err: Error) => stream.destroy(err),
+  );
+}
+
+export interface FfmpegInputOptions extends Omit<RunFfmpegOptions, 'signal'> {
+  /** What ffmpeg opens: a file, a URL, a device (with `inputArgs` naming its format). */
+  input: string;
+  /** Options before `-i` (`['-f', 'pulse']`, `['-f', 'lavfi']`, ...). */
+  inputArgs?: readonly string[];
+  /** Read the input at its own rate (`-re`): a file played as if it were live. Default false. */
+  realtime?: boolean;
+  sampleRate: number;
+  channels: number;
+  /** ffmpeg exited 0 but skipped input; without this callback that fails the stream. */
+  onDecodeErrors?: (err: MediaError) => void;
+  onSpawn?: (pid: number | undefined) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * A Readable of PCM16LE from an input ffmpeg opens itself (a URL, a device, a file read at its
+ * own pace). Each packet is passed on as ffmpeg decodes it (live latency). Backpressure pauses
+ * ffmpeg's output; destroy or abort stops ffmpeg, and the stream closes once it has exited.
+ */
+export function ffmpegInput(options: FfmpegInputOptions): Readable {
+  // Resolved now, so a missing ffmpeg fails the caller at once (FfmpegNotFoundError).
+  const ffmpegPath = resolveFfmpeg(options).path;
+  let run: FfmpegRun | undefined;
+  const starting = ffmpegHasSoxr(ffmpegPath).then((soxr) => {
+    if (readable.destroyed) return;
+    const args = [
+      ...(options.realtime ? ['-re'] : []),
+      ...(options.inputArgs ?? []),
+      '-i',
+      options.input,
+      '-af',
+      soxr ? SOXR_FILTER : SWR_FILTER,
+      ...pcm16OutputArgs(options.sampleRate, options.channels),
+    ];
+    const r = runFfmpeg(args, { ...options, signal: undefined, ffmpegPath });
+    run = r;
+    options.onSpawn?.(r.child.pid);
+    r.stdin.end();
+    r.stdout.on('data', (chunk: Buffer) => {
+      if (!readable.push(chunk)) r.stdout.pause();
+    });
+    endWithRun(readable, r, options.onDecodeErrors);
+  });
+  const readable = new Readable({
+    read() {
+      run?.stdout.resume();
+    },
+    destroy(err, callback) {
+      starting
+        .then(() => {
+          run?.stop();
+          return run?.done.then(noop, noop);
+        })
+        .then(
+          () => callback(err),
+          () => callback(err),
+        );
+    },
+  });
+  destroyOnAbort(readable, options.signal);
+  return readable;
+}

@@ -1,0 +1,192 @@
+// `speechpipe caption`: a live captioning relay. Audio from a stream URL, a capture device, a
+// file (played at its own pace with --realtime) or standard input goes through realtime ASR
+// (and diarization with --speakers); captions go to an overlay page for a broadcast, as
+// Server-Sent Events, and optionally to a WebVTT or SRT file as they are made.
+
+import { createWriteStream } from 'node:fs';
+import type { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { parseArgs } from 'node:util';
+import { SpeechpipeError } from '../protocol/errors.ts';
+import { isLanguage, type Language } from '../protocol/languages.ts';
+import { captionRelay } from '../sinks/caption-relay.ts';
+import { liveInput } from '../sources/live-input.ts';
+import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
+import { assembleTranscript } from '../transforms/assemble-transcript.ts';
+import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
+import { mergeDiarization } from '../transforms/merge-diarization.ts';
+import { Pacer, pace } from '../transforms/pace.ts';
+import { tee } from '../transforms/tee.ts';
+import { toCaptions } from '../transforms/to-captions.ts';
+import { toFrames } from '../transforms/to-frames.ts';
+import { openService } from './service.ts';
+
+export const USAGE = `usage: speechpipe caption <input> [options]
+
+  <input>               what ffmpeg opens (a stream URL, a file, a device with --input-format),
+                        or - for audio on standard input
+  --realtime            read a file at its own pace, as if it were a broadcast
+  --input-format F      ffmpeg's input format for a device (pulse, alsa, lavfi, ...)
+  --language L          auto, en, ar, codeswitch (default auto)
+  --speakers            label speakers (realtime diarization)
+  --transport T         http (default) or socketio
+  --port N              the relay's port (default 8080; 0: any free port)
+  --host H              address to bind (default 127.0.0.1)
+  --out FILE            also write the captions to FILE as they are made (.vtt or .srt)
+
+Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
+page. /events is the Server-Sent Events stream, /captions.vtt the recent cues. Prints
+{"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM.
+Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
+Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage, 130 when interrupted.`;
+
+class UsageError extends Error {}
+
+interface Options {
+  input: string;
+  realtime: boolean;
+  inputFormat: string | undefined;
+  language: Language;
+  speakers: boolean;
+  transport: 'http' | 'socketio';
+  port: number;
+  host: string;
+  out: string | undefined;
+}
+
+function parse(args: string[]): Options {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      realtime: { type: 'boolean', default: false },
+      'input-format': { type: 'string' },
+      language: { type: 'string', default: 'auto' },
+      speakers: { type: 'boolean', default: false },
+      transport: { type: 'string', default: 'http' },
+      port: { type: 'string', default: '8080' },
+      host: { type: 'string', default: '127.0.0.1' },
+      out: { type: 'string' },
+    },
+  });
+  if (positionals.length !== 1) throw new UsageError('give exactly one input');
+  if (!isLanguage(values.language)) throw new UsageError(`unknown --language ${values.language}`);
+  const transport = values.transport;
+  if (transport !== 'http' && transport !== 'socketio')
+    throw new UsageError(`unknown --transport ${transport}`);
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new UsageError('--port must be an integer from 0 to 65535');
+  if (values.out !== undefined && !/\.(vtt|srt)$/i.test(values.out))
+    throw new UsageError('--out must name a .vtt or .srt file');
+  return {
+    input: positionals[0]!,
+    realtime: values.realtime!,
+    inputFormat: values['input-format'],
+    language: values.language,
+    speakers: values.speakers!,
+    transport,
+    port,
+    host: values.host!,
+    out: values.out,
+  };
+}
+
+export async function run(args: string[]): Promise<number> {
+  let options: Options;
+  try {
+    options = parse(args);
+  } catch (err) {
+    if (!(err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')))
+      throw err;
+    process.stderr.write(`speechpipe caption: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const controller = new AbortController();
+  const signal = controller.signal;
+  const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const service = await openService(process.env, log);
+  let relay: Awaited<ReturnType<typeof captionRelay>> | undefined;
+  try {
+    relay = await captionRelay({ port: options.port, host: options.host });
+    process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
+    log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);
+
+    const audio = liveInput(options.input, {
+      realtime: options.realtime,
+      inputArgs: options.inputFormat ? ['-f', options.inputFormat] : [],
+      signal,
+    });
+    audio.on('warning', (w: Error) => log(`warning: ${w.message}`));
+    // A live source is real time already; a file is sent as fast as the session allows.
+    const pacer = new Pacer();
+    const live = options.realtime || options.input === '-' || options.inputFormat !== undefined;
+    const framesFor = (stream: 'stt' | 'diarization'): Readable[] => [
+      toFrames({ transport: options.transport, language: options.language }),
+      ...(stream === 'stt' ? [pace({ pacer, live })] : [pace({ live })]),
+    ];
+    // Days of captions: nothing kept for a final transcript.
+    const transcript = [
+      ...framesFor('stt'),
+      sttStream({ client: service.client, transport: options.transport, pacer }),
+      assembleTranscript({ keepWords: false }),
+    ];
+    const split = tee(options.speakers ? 2 : 1);
+    const [forAsr, forSpeakers] = split.branches;
+    const timeline = new SpeakerTimeline();
+    const outputs = tee(options.out ? 2 : 1, { objectMode: true });
+    const [toRelay, toFile] = outputs.branches;
+    const done = [
+      pipeline(audio, split.input, { signal }),
+      pipeline(
+        [
+          forAsr!,
+          ...transcript,
+          ...(options.speakers ? [alignSpeakersStream({ timeline, keepWords: false })] : []),
+          outputs.input,
+        ] as unknown as [Readable, Writable],
+        { signal },
+      ),
+      pipeline(toRelay!, relay, { signal }),
+    ];
+    if (forSpeakers) {
+      done.push(
+        pipeline(
+          [
+            forSpeakers,
+            ...framesFor('diarization'),
+            diarizationStream({ client: service.client, transport: options.transport }),
+            mergeDiarization({ keepTimeline: false }),
+            timeline.writable(),
+          ] as unknown as [Readable, Writable],
+          { signal },
+        ),
+      );
+    }
+    if (toFile) {
+      const format = options.out!.toLowerCase().endsWith('.srt') ? 'srt' : 'vtt';
+      done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
+    }
+    await Promise.all(done);
+    const stats = relay.stats();
+    log(`the input ended: ${stats.cues} cues, ${stats.dropped} viewers dropped for falling behind`);
+    return 0;
+  } catch (err) {
+    if (signal.aborted) {
+      log('interrupted');
+      return 130;
+    }
+    const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
+    log(`speechpipe caption: ${code}: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await relay?.close();
+    await service.close();
+  }
+}

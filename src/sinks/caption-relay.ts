@@ -1,0 +1,284 @@
+// captionRelay(): live captions to browsers. A Writable of transcript events (partial,
+// utterance, final) that lays utterances out as caption cues and serves them over HTTP: an
+// overlay page for a broadcast (a browser source), Server-Sent Events, and the recent cues as
+// WebVTT. A viewer that cannot keep up is dropped, never waited for: one slow browser must not
+// hold back the broadcast.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { InvalidArgumentError } from '../protocol/errors.ts';
+import {
+  CaptionBuilder,
+  type CaptionOptions,
+  type Cue,
+  formatVttCue,
+  VTT_HEADER,
+} from '../transforms/to-captions.ts';
+
+export interface CaptionRelayOptions extends Omit<CaptionOptions, 'format'> {
+  /** Default 0 (any free port). */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Cues kept for `/captions.vtt` and for viewers who join late. Default 200. */
+  history?: number;
+  /** Viewers at once (`/events`); more are answered 503. Default 100. */
+  maxViewers?: number;
+  /** Bytes a viewer may fall behind before it is dropped. Default 256 KiB. */
+  maxViewerBufferBytes?: number;
+  /** Seconds between keep-alive comments on `/events` (proxies close quiet streams). Default 15. */
+  heartbeatSec?: number;
+  /** The overlay page's title. */
+  title?: string;
+}
+
+/** A cue as the relay sends it (`cue` events, and `/cues.json`). */
+export interface RelayCue {
+  index: number;
+  startMs: number;
+  endMs: number;
+  lines: string[];
+  speaker: string | null;
+}
+
+export interface CaptionRelayStats {
+  viewers: number;
+  cues: number;
+  /** Viewers dropped for falling behind. */
+  dropped: number;
+  /** Viewers refused because `maxViewers` were connected. */
+  refused: number;
+}
+
+export interface CaptionRelay extends Writable {
+  /** `http://host:port` (the overlay page is at `/`). */
+  readonly url: string;
+  stats(): CaptionRelayStats;
+  /** Tell viewers the captions ended, then stop serving. */
+  close(): Promise<void>;
+}
+
+interface TranscriptLike {
+  type?: unknown;
+  text?: unknown;
+  words?: unknown;
+}
+
+const PAGE = (title: string) => `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`)}</title>
+<link rel="stylesheet" href="/overlay.css">
+<script src="/overlay.js" defer></script>
+</head>
+<body>
+<div id="captions" aria-live="polite"><p id="cue"></p><p id="partial"></p></div>
+</body>
+</html>
+`;
+
+const CSS = `html, body { margin: 0; background: transparent; }
+#captions { position: fixed; left: 5%; right: 5%; bottom: 6%; text-align: center;
+  font: 600 clamp(18px, 4vw, 44px)/1.3 system-ui, sans-serif; color: #fff; }
+#captions p { margin: 0.2em auto; display: table; padding: 0.1em 0.4em; border-radius: 0.2em;
+  background: rgba(0, 0, 0, 0.72); white-space: pre-line; }
+#captions p:empty { display: none; }
+#partial { opacity: 0.7; font-style: italic; font-weight: 400; }
+.speaker { color: #ffd54a; }
+`;
+
+// The cue stays until the next one, or as long as it lasted in the audio plus a moment to read.
+const SCRIPT = `'use strict';
+const cueEl = document.getElementById('cue');
+const partialEl = document.getElementById('partial');
+let clearTimer;
+function showCue(cue) {
+  cueEl.textContent = '';
+  if (cue.speaker) {
+    const who = document.createElement('span');
+    who.className = 'speaker';
+    who.textContent = cue.speaker + ': ';
+    cueEl.append(who);
+  }
+  cueEl.append(document.createTextNode(cue.lines.join('\\n')));
+  partialEl.textContent = '';
+  clearTimeout(clearTimer);
+  clearTimer = setTimeout(() => { cueEl.textContent = ''; }, Math.max(1500, cue.endMs - cue.startMs + 1500));
+}
+const events = new EventSource('/events');
+events.addEventListener('cue', (e) => showCue(JSON.parse(e.data)));
+events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).text; });
+events.addEventListener('end', () => { partialEl.textContent = ''; events.close(); });
+`;
+
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+function count(name: string, value: number | undefined, fallback: number, min = 1): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < min)
+    throw new InvalidArgumentError(`captionRelay: ${name} must be an integer >= ${min}, got ${v}`);
+  return v;
+}
+
+/**
+ * Start a caption relay. Write transcript events into it (from `assembleTranscript()` or
+ * `alignSpeakersStream()`): each `utterance` becomes cues at once (`cue` events), each
+ * `partial` is passed on as provisional text (`partial` events), and the end of the writes
+ * sends `end` (the relay keeps serving the page and the cues until `close()`). Served: `/` the overlay page, `/events` Server-Sent Events, `/captions.vtt`
+ * and `/cues.json` the recent cues.
+ */
+export async function captionRelay(options: CaptionRelayOptions = {}): Promise<CaptionRelay> {
+  const builder = new CaptionBuilder({ ...options, format: 'vtt' });
+  const labels = builder.layout.labels;
+  const history = count('history', options.history, 200);
+  const maxViewers = count('maxViewers', options.maxViewers, 100);
+  const maxBuffer = count('maxViewerBufferBytes', options.maxViewerBufferBytes, 256 * 1024);
+  const heartbeatMs = count('heartbeatSec', options.heartbeatSec, 15) * 1000;
+  const port = count('port', options.port, 0, 0);
+  const page = PAGE(options.title ?? 'speechpipe captions');
+
+  const recent: RelayCue[] = [];
+  const viewers = new Set<ServerResponse>();
+  const stats = { cues: 0, dropped: 0, refused: 0 };
+  let ended = false;
+
+  const send = (res: ServerResponse, event: string, data: unknown) => {
+    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    // Past the bound the viewer is not reading: drop it rather than buffer for it.
+    if (res.writableLength > maxBuffer) {
+      stats.dropped++;
+      viewers.delete(res);
+      res.destroy();
+    }
+  };
+  const broadcast = (event: string, data: unknown) => {
+    for (const res of viewers) send(res, event, data);
+  };
+
+  const onEvents = (res: ServerResponse) => {
+    if (viewers.size >= maxViewers) {
+      stats.refused++;
+      res.writeHead(503, { 'retry-after': '5', 'content-type': 'text/plain' }).end('too many viewers\n');
+      return;
+    }
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-accel-buffering': 'no',
+    });
+    res.write('retry: 2000\n\n');
+    viewers.add(res);
+    res.once('close', () => viewers.delete(res));
+    // A late viewer sees the cue on screen now, not a blank overlay until the next one.
+    const last = recent.at(-1);
+    if (last) send(res, 'cue', last);
+    if (ended) {
+      send(res, 'end', {});
+      res.end();
+    }
+  };
+
+  const vtt = () => VTT_HEADER + recent.map((c) => formatVttCue(c, labels)).join('');
+
+  const server: Server = createServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://relay').pathname;
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return;
+    }
+    const reply = (type: string, body: string) =>
+      res
+        .writeHead(200, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': 'no-store' })
+        .end(req.method === 'HEAD' ? undefined : body);
+    if (path === '/') return reply('text/html; charset=utf-8', page);
+    if (path === '/overlay.css') return reply('text/css; charset=utf-8', CSS);
+    if (path === '/overlay.js') return reply('text/javascript; charset=utf-8', SCRIPT);
+    if (path === '/captions.vtt') return reply('text/vtt; charset=utf-8', vtt());
+    if (path === '/cues.json') return reply('application/json', JSON.stringify(recent));
+    if (path === '/events') return onEvents(res);
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  const heartbeat = setInterval(() => {
+    for (const res of viewers) res.write(': keep-alive\n\n');
+  }, heartbeatMs);
+  heartbeat.unref();
+
+  const addCues = (cues: Cue[]) => {
+    for (const cue of cues) {
+      const relayed: RelayCue = { index: ++stats.cues, ...cue };
+      recent.push(relayed);
+      if (recent.length > history) recent.shift();
+      broadcast('cue', relayed);
+    }
+  };
+  const finish = () => {
+    if (ended) return;
+    ended = true;
+    broadcast('end', {});
+    for (const res of viewers) res.end();
+    viewers.clear();
+  };
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= new Promise<void>((resolve) => {
+      finish();
+      clearInterval(heartbeat);
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    return closing;
+  };
+
+  const relay = new Writable({
+    objectMode: true,
+    // The end of the captions is not the end of the service: viewers may still fetch the cues.
+    autoDestroy: false,
+    write(event: TranscriptLike, _encoding, callback) {
+      if (event?.type === 'utterance' && Array.isArray(event.words)) {
+        addCues(builder.add(event.words, { live: true }));
+      } else if (event?.type === 'partial' && typeof event.text === 'string') {
+        broadcast('partial', { text: event.text });
+      } else if (typeof event?.type !== 'string') {
+        callback(
+          new InvalidArgumentError('captionRelay: expected transcript events (partial, utterance, final)'),
+        );
+        return;
+      }
+      callback();
+    },
+    final(callback) {
+      finish();
+      callback();
+    },
+    destroy(err, callback) {
+      close().then(
+        () => callback(err),
+        () => callback(err),
+      );
+    },
+  }) as CaptionRelay;
+  Object.defineProperties(relay, {
+    url: { value: url, enumerable: true },
+    stats: { value: (): CaptionRelayStats => ({ viewers: viewers.size, ...stats }) },
+    close: { value: close },
+  });
+  return relay;
+}

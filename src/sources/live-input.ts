@@ -1,0 +1,51 @@
+// Live audio for captioning: what ffmpeg can open (a stream URL, a capture device, a file played
+// at its own pace), or bytes on standard input, as PCM16LE at 16 kHz mono by default.
+
+import type { Readable } from 'node:stream';
+import { decode } from '../transforms/decode.ts';
+import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
+
+export interface LiveInputOptions {
+  /** Read the input at its own rate (a file played as if it were a broadcast). Default false. */
+  realtime?: boolean;
+  /** ffmpeg options before `-i`, e.g. `['-f', 'pulse']` for a capture device. */
+  inputArgs?: readonly string[];
+  /** Output rate. Default 16000. */
+  sampleRate?: number;
+  /** Where standard input comes from for `'-'` (default `process.stdin`). */
+  stdin?: Readable;
+  ffmpegPath?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * PCM16LE mono from `input`: `'-'` decodes standard input (any format `decode()` reads, packets
+ * passed on as they come); anything else is opened by ffmpeg. The stream emits `'warning'` when
+ * ffmpeg skipped input it could not decode, and stops ffmpeg when destroyed or aborted.
+ */
+export function liveInput(input: string, options: LiveInputOptions = {}): Readable {
+  const sampleRate = options.sampleRate ?? 16_000;
+  if (input === '-') {
+    const decoder = decode({
+      sampleRate,
+      lowLatency: true,
+      ffmpegPath: options.ffmpegPath,
+      signal: options.signal,
+    });
+    const stdin = options.stdin ?? process.stdin;
+    stdin.on('error', (err) => decoder.destroy(err));
+    stdin.pipe(decoder);
+    return decoder;
+  }
+  const stream: Readable = ffmpegInput({
+    input,
+    inputArgs: options.inputArgs,
+    realtime: options.realtime,
+    sampleRate,
+    channels: 1,
+    ffmpegPath: options.ffmpegPath,
+    signal: options.signal,
+    onDecodeErrors: (err) => stream.emit('warning', err),
+  });
+  return stream;
+}

@@ -1,0 +1,112 @@
+// `speechpipe caption` as a user runs it: a recording played as a broadcast, captions to a viewer
+// over Server-Sent Events and to a WebVTT file; interrupted, it stops ffmpeg and exits 130.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, test } from 'node:test';
+import { speechWav } from './helpers/speech.ts';
+import { readEvents } from './helpers/sse.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-caption-'));
+after(() => rm(root, { recursive: true, force: true }));
+
+function start(args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+  const env = { ...process.env };
+  delete env.API_URL;
+  delete env.API_KEY;
+  const child = spawn(process.execPath, ['src/cli/main.ts', 'caption', ...args], {
+    cwd: new URL('..', import.meta.url),
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const lines = createInterface({ input: child.stdout! });
+  const url = new Promise<string>((resolve, reject) => {
+    lines.once('line', (line) => resolve((JSON.parse(line) as { url: string }).url));
+    child.once('exit', () => reject(new Error(`exited before serving: ${stderr}`)));
+  });
+  url.catch(() => {});
+  return { child, url, stderr: () => stderr };
+}
+
+test('a recording played as a broadcast: a viewer sees cues and the end; the file gets them too', async () => {
+  const wav = join(root, 'news.wav');
+  await writeFile(
+    wav,
+    await speechWav('Good evening and welcome. Here is the news at nine. That is all for tonight.', {
+      pauseMs: 600,
+    }),
+  );
+  const out = join(root, 'news.vtt');
+  const run = start([wav, '--realtime', '--port', '0', '--out', out, '--speakers']);
+  const exited = once(run.child, 'exit');
+  const events = await readEvents(`${await run.url}/events`, (e) => e.some((x) => x.event === 'end'));
+  const [code] = await exited;
+  assert.equal(code, 0, run.stderr());
+  const cues = events
+    .filter((e) => e.event === 'cue')
+    .map((e) => e.data as { lines: string[]; speaker: string });
+  assert.ok(cues.length >= 2, `${cues.length} cues`);
+  assert.ok(cues.every((c) => c.lines.join(' ').length > 0 && c.speaker.startsWith('SPEAKER_')));
+  assert.equal(events.at(-1)!.event, 'end');
+  const vtt = await readFile(out, 'utf8');
+  assert.match(vtt, /^WEBVTT\n\n\d{2}:\d{2}:\d{2}\.\d{3} --> /);
+  assert.equal(vtt.match(/ --> /g)!.length, cues.length, 'the file holds the cues the viewer saw');
+});
+
+/** Pids of the `ffmpeg` processes whose parent is `parent` (Linux /proc). */
+function ffmpegChildren(parent: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const [, comm, rest] = /^\d+ \((.*)\) (.*)$/s.exec(stat)!;
+      if (comm === 'ffmpeg' && Number(rest!.split(' ')[1]) === parent) found.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return found;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test('SIGINT stops an endless input: exit 130, its ffmpeg is gone', async () => {
+  const run = start(['sine=frequency=300:sample_rate=16000', '--input-format', 'lavfi', '--port', '0']);
+  await run.url;
+  let ffmpegs: number[] = [];
+  while (ffmpegs.length === 0) {
+    ffmpegs = ffmpegChildren(run.child.pid!);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const exited = once(run.child, 'exit');
+  run.child.kill('SIGINT');
+  const [code] = await exited;
+  assert.equal(code, 130, run.stderr());
+  assert.match(run.stderr(), /interrupted/);
+  assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
+});
+
+test('bad usage exits 2 with the usage text', async () => {
+  for (const args of [[], ['a', 'b'], ['x.wav', '--out', 'x.txt'], ['x.wav', '--port', 'nope']]) {
+    const run = start(args);
+    const [code] = await once(run.child, 'exit');
+    assert.equal(code, 2, args.join(' '));
+    assert.match(run.stderr(), /usage: speechpipe caption/);
+  }
+});

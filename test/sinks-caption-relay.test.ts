@@ -1,0 +1,138 @@
+// captionRelay(): transcript events in, caption cues out to viewers over Server-Sent Events, the
+// overlay page, and the recent cues as WebVTT; a viewer that does not read is dropped.
+
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { test } from 'node:test';
+import { captionRelay } from '../src/sinks/caption-relay.ts';
+import { readEvents } from './helpers/sse.ts';
+
+const words = (text: string, start: number) =>
+  text.split(' ').map((word, i) => ({ word, start_time: start + i * 0.4, end_time: start + i * 0.4 + 0.3 }));
+
+test('utterances become cues at once; partials pass on; the end reaches every viewer', async () => {
+  const relay = await captionRelay();
+  try {
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
+    await open;
+    relay.write({ type: 'partial', id: 'a', text: 'Good evening and', words: [] });
+    relay.write({
+      type: 'utterance',
+      id: 'a',
+      index: 0,
+      text: '',
+      words: words('Good evening and welcome.', 0),
+    });
+    relay.write({
+      type: 'utterance',
+      id: 'a',
+      index: 1,
+      text: '',
+      words: words('Here is the news.', 3).map((w) => ({ ...w, speaker: 'SPEAKER_01' })),
+    });
+    relay.end({ type: 'final', id: 'a', text: '', words: [], utterances: [] });
+    const events = await reading;
+    assert.deepEqual(
+      events.map((e) => e.event),
+      ['partial', 'cue', 'cue', 'end'],
+    );
+    assert.deepEqual(events[0]!.data, { text: 'Good evening and' });
+    const first = events[1]!.data as { index: number; startMs: number; lines: string[]; speaker: null };
+    assert.equal(first.index, 1);
+    assert.equal(first.startMs, 0);
+    assert.deepEqual(first.lines, ['Good evening and welcome.']);
+    const second = events[2]!.data as { startMs: number; speaker: string };
+    assert.equal(second.speaker, 'SPEAKER_01');
+    assert.equal(second.startMs, 3000);
+
+    const vtt = await (await fetch(`${relay.url}/captions.vtt`)).text();
+    assert.match(vtt, /^WEBVTT\n\n00:00:00\.000 --> 00:00:0\d\.\d{3}\nGood evening and welcome\.\n\n/);
+    assert.match(vtt, /<v SPEAKER_01>Here is the news\./);
+    assert.equal(relay.stats().cues, 2);
+  } finally {
+    await relay.close();
+  }
+});
+
+test('the overlay page: its script and style from the relay only, text set as text, never HTML', async () => {
+  const relay = await captionRelay({ title: '<Evening news>' });
+  try {
+    const page = await fetch(`${relay.url}/`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-security-policy')!, /default-src 'none'; script-src 'self'/);
+    const html = await page.text();
+    assert.match(html, /<title>&#60;Evening news&#62;<\/title>/);
+    assert.match(html, /<script src="\/overlay\.js" defer><\/script>/);
+    const script = await (await fetch(`${relay.url}/overlay.js`)).text();
+    assert.match(script, /new EventSource\('\/events'\)/);
+    assert.doesNotMatch(script, /innerHTML/);
+    assert.equal((await fetch(`${relay.url}/nope`)).status, 404);
+    assert.equal((await fetch(`${relay.url}/events`, { method: 'POST' })).status, 405);
+  } finally {
+    await relay.close();
+  }
+});
+
+test('a late viewer gets the cue on screen; viewers beyond maxViewers are refused', async () => {
+  const relay = await captionRelay({ maxViewers: 1 });
+  try {
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words('Already said.', 0) });
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
+    await open;
+    const refused = await fetch(`${relay.url}/events`);
+    assert.equal(refused.status, 503);
+    await refused.body?.cancel();
+    relay.end();
+    const [late, end] = await reading;
+    assert.equal(end!.event, 'end');
+    assert.equal(late!.event, 'cue');
+    assert.deepEqual((late!.data as { lines: string[] }).lines, ['Already said.']);
+    assert.equal(relay.stats().refused, 1);
+  } finally {
+    await relay.close();
+  }
+});
+
+test('a viewer that stops reading is dropped; the writer is never held back', async () => {
+  const relay = await captionRelay({ maxViewerBufferBytes: 16 * 1024 });
+  const socket = connect(new URL(relay.url).port === '' ? 80 : Number(new URL(relay.url).port), '127.0.0.1');
+  try {
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write('GET /events HTTP/1.1\r\nHost: relay\r\n\r\n');
+    socket.pause(); // a viewer whose tab froze
+    while (relay.stats().viewers === 0) await new Promise((r) => setTimeout(r, 5));
+    const text = 'x'.repeat(1000);
+    // Writes keep completing (the relay never waits for a viewer) until the viewer is dropped.
+    for (let i = 0; i < 100_000 && relay.stats().dropped === 0; i++) {
+      await new Promise<void>((resolve, reject) =>
+        relay.write({ type: 'partial', id: 'a', text, words: [] }, (err) => (err ? reject(err) : resolve())),
+      );
+      if (i % 50 === 0) await new Promise((r) => setImmediate(r));
+    }
+    assert.equal(relay.stats().dropped, 1);
+    assert.equal(relay.stats().viewers, 0);
+  } finally {
+    socket.destroy();
+    await relay.close();
+  }
+});
+
+test('bad input and bad options are typed errors', async () => {
+  await assert.rejects(captionRelay({ history: 0 }), { code: 'ERR_INVALID_ARGUMENT' });
+  const relay = await captionRelay();
+  try {
+    await assert.rejects(
+      new Promise<void>((resolve, reject) => {
+        relay.once('error', reject);
+        relay.write(42, (err) => (err ? reject(err) : resolve()));
+      }),
+      { code: 'ERR_INVALID_ARGUMENT' },
+    );
+  } finally {
+    await relay.close();
+  }
+});

@@ -5,6 +5,7 @@ import {
   ERROR_CODES,
   errorFromResponse,
   localServiceError,
+  MAX_RETRY_AFTER_MS,
   parseRetryAfter,
   SpeechpipeError,
   SpeechServiceError,
@@ -83,6 +84,52 @@ test('parseRetryAfter', () => {
   assert.equal(parseRetryAfter(undefined), undefined);
 });
 
+test('Retry-After: the three HTTP-date forms are GMT whatever the local time zone', () => {
+  const now = Date.UTC(1994, 10, 6, 8, 49, 0);
+  const expected = Date.UTC(1994, 10, 6, 8, 49, 37) - now;
+  const saved = process.env.TZ;
+  try {
+    for (const tz of ['America/New_York', 'Asia/Tokyo', 'UTC']) {
+      process.env.TZ = tz;
+      assert.equal(parseRetryAfter('Sun, 06 Nov 1994 08:49:37 GMT', now), expected, `IMF-fixdate in ${tz}`);
+      assert.equal(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT', now), expected, `RFC 850 in ${tz}`);
+      assert.equal(parseRetryAfter('Sun Nov  6 08:49:37 1994', now), expected, `asctime in ${tz}`);
+    }
+  } finally {
+    if (saved === undefined) delete process.env.TZ;
+    else process.env.TZ = saved;
+  }
+  assert.equal(parseRetryAfter('Tue Nov 22 10:00:30 2026', NOW), 30_000, 'asctime with a two-digit day');
+  // RFC 850's two-digit year: more than 50 years ahead means the previous century.
+  assert.equal(parseRetryAfter('Sunday, 22-Nov-26 10:00:30 GMT', NOW), 30_000);
+  assert.equal(parseRetryAfter('Thursday, 22-Nov-90 10:00:00 GMT', NOW), 0, '1990, not 2090');
+});
+
+test('Retry-After: loose text is not a date; absurd waits are clamped', () => {
+  for (const value of [
+    'try 2099',
+    'Retry 3',
+    'abc 12',
+    'in 5 minutes',
+    '2026-11-22T10:00:30Z',
+    'Sun, 22 Nov 2026 10:00:30 UTC', // HTTP-dates are GMT
+    'sun, 22 nov 2026 10:00:30 gmt', // and case-sensitive
+    'Sun, 22 Nov 2026 10:00:30', // no zone in the IMF form
+    'Sun, 31 Feb 2026 10:00:30 GMT', // no such day
+    'Sun, 22 Nov 2026 24:00:30 GMT',
+    'Sun,  22 Nov 2026 10:00:30 GMT',
+    '+5',
+    '1e3',
+    '0x10',
+    '5 s',
+  ]) {
+    assert.equal(parseRetryAfter(value, NOW), undefined, value);
+  }
+  assert.equal(parseRetryAfter('Sun, 22 Nov 2099 10:00:00 GMT', NOW), MAX_RETRY_AFTER_MS);
+  assert.equal(parseRetryAfter('99999999', NOW), MAX_RETRY_AFTER_MS);
+  assert.equal(MAX_RETRY_AFTER_MS, 3_600_000);
+});
+
 test('the missing-key 401 with `message` and without `code`', () => {
   const err = errorFromResponse({
     status: 401,
@@ -134,6 +181,22 @@ test('decisions never come from `error` or `message`', () => {
   const noCode = errorFromResponse({ status: 400, body: JSON.stringify({ error: 'SERVER_INTERNAL' }) });
   assert.equal(noCode.code, 'HTTP_400');
   assert.equal(noCode.retryable, false);
+});
+
+test('a JSON body without `code` or `retryable` is not a service body, whatever its `error` says', () => {
+  const proxy = errorFromResponse({
+    status: 403,
+    body: JSON.stringify({ error: 'Forbidden', message: 'blocked by policy', job_id: 'j', data: { a: 1 } }),
+  });
+  assert.equal(proxy.origin, 'intermediary');
+  assert.equal(proxy.code, 'HTTP_403');
+  assert.equal(proxy.detail, 'blocked by policy', 'shown for humans');
+  assert.equal(proxy.jobId, undefined);
+  assert.equal(proxy.data, undefined);
+  const other = errorFromResponse({ status: 502, body: '{"upstream":"down"}' });
+  assert.equal(other.origin, 'intermediary');
+  assert.equal(other.detail, 'response body: {"upstream":"down"}', 'JSON, so not labelled non-JSON');
+  assert.match(errorFromResponse({ status: 502, body: 'Bad Gateway' }).detail!, /^non-JSON response body: /);
 });
 
 test('a missing `retryable` falls back to the catalog for the code', () => {
@@ -188,4 +251,50 @@ test('the catalog covers every code of the interface with its status', () => {
   assert.equal(unitOfBound('account_concurrency_tts'), 'operations');
   assert.equal(unitOfBound('session_idle'), 'seconds');
   assert.equal(unitOfBound('nope'), undefined);
+});
+
+test('secrets are redacted from every field: jobId, requestId, timestamp and data (nested)', () => {
+  const key = 'sk-SECRET-4f1e9a';
+  const err = errorFromResponse({
+    status: 400,
+    body: JSON.stringify({
+      code: 'VALIDATION_INVALID_UUID',
+      retryable: false,
+      detail: 'bad id',
+      job_id: key,
+      request_id: `req-${key}`,
+      timestamp: `2026-11-22T10:00:00.000Z ${key}`,
+      data: { echoed: [{ value: `x${key}x` }, key], [key]: 1, limit: 1 },
+    }),
+    secrets: [key],
+  });
+  for (const text of [
+    JSON.stringify(err),
+    inspect(err),
+    inspect(err, { depth: Number.POSITIVE_INFINITY, showHidden: true }),
+    err.message,
+    String(err.stack),
+  ]) {
+    assert.ok(!text.includes(key), text);
+  }
+  assert.equal(err.jobId, '[redacted]');
+  assert.equal(err.requestId, 'req-[redacted]');
+  assert.equal(err.timestamp, '2026-11-22T10:00:00.000Z [redacted]');
+  assert.deepEqual(err.data, {
+    echoed: [{ value: 'x[redacted]x' }, '[redacted]'],
+    '[redacted]': 1,
+    limit: 1,
+  });
+  const fromHeader = errorFromResponse({ status: 502, headers: { 'x-request-id': key }, secrets: [key] });
+  assert.equal(fromHeader.requestId, '[redacted]');
+  const direct = new SpeechServiceError({
+    status: 500,
+    code: 'SERVER_INTERNAL',
+    retryable: true,
+    jobId: key,
+    data: { nested: { deeper: [key] } },
+    secrets: [key],
+  });
+  assert.ok(!inspect(direct, { depth: Number.POSITIVE_INFINITY }).includes(key));
+  assert.ok(!JSON.stringify(direct).includes(key));
 });

@@ -88,10 +88,11 @@ export class SpeechServiceError extends SpeechpipeError {
     this.retryable = init.retryable;
     this.retryAfterMs = init.retryAfterMs;
     this.detail = detail;
-    this.requestId = init.requestId;
-    this.jobId = init.jobId;
-    this.data = init.data;
-    this.timestamp = init.timestamp;
+    // Bodies echo client-supplied values (`job_id`, `data`): none may carry the key out.
+    this.requestId = init.requestId === undefined ? undefined : redactSecrets(init.requestId, secrets);
+    this.jobId = init.jobId === undefined ? undefined : redactSecrets(init.jobId, secrets);
+    this.data = secrets.length === 0 ? init.data : (redactDeep(init.data, secrets) as typeof init.data);
+    this.timestamp = init.timestamp === undefined ? undefined : redactSecrets(init.timestamp, secrets);
     this.origin = init.origin ?? 'service';
     this.operation = init.operation;
     this.ambiguous = init.ambiguous ?? false;
@@ -258,6 +259,24 @@ export function redactSecrets(text: string, secrets: readonly string[]): string 
   return out;
 }
 
+/** A copy of `value` with every string in it (object keys too) redacted. */
+function redactDeep(value: unknown, secrets: readonly string[], seen = new WeakSet<object>()): unknown {
+  if (typeof value === 'string') return redactSecrets(value, secrets);
+  if (typeof value !== 'object' || value === null) return value;
+  if (seen.has(value)) return '[circular]';
+  seen.add(value);
+  let out: unknown;
+  if (Array.isArray(value)) out = value.map((v) => redactDeep(v, secrets, seen));
+  else {
+    const copy: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value))
+      copy[redactSecrets(k, secrets)] = redactDeep(v, secrets, seen);
+    out = copy;
+  }
+  seen.delete(value);
+  return out;
+}
+
 export type HeaderSource =
   | { get(name: string): string | null }
   | Record<string, string | string[] | number | undefined>
@@ -276,8 +295,56 @@ export function getHeader(headers: HeaderSource, name: string): string | undefin
 }
 
 /**
- * `Retry-After` as milliseconds: delay-seconds or an HTTP-date (RFC 9110 10.2.3).
- * Returns `undefined` for a missing or unparseable value; a date in the past gives 0.
+ * Longest `Retry-After` we honour: 1 hour. No wait the interface names comes near it (its
+ * longest window is the 900 s idle retirement), so a larger value is a misconfigured or hostile
+ * header, and a client should not sleep for days on it.
+ */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+
+const MONTH_NAMES = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const MONTH = `(?<month>${MONTH_NAMES.join('|')})`;
+const TIME = '(?<hh>\\d{2}):(?<mm>\\d{2}):(?<ss>\\d{2})';
+/** The three HTTP-date forms of RFC 9110 5.6.7, matched exactly (case-sensitive, as it says). */
+const HTTP_DATES = [
+  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+  new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (?<day>\\d{2}) ${MONTH} (?<year>\\d{4}) ${TIME} GMT$`),
+  // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+  new RegExp(
+    `^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (?<day>\\d{2})-${MONTH}-(?<year>\\d{2}) ${TIME} GMT$`,
+  ),
+  // asctime: Sun Nov  6 08:49:37 1994
+  new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ${MONTH} (?<day>[ \\d]\\d) ${TIME} (?<year>\\d{4})$`),
+];
+
+/**
+ * An HTTP-date as epoch milliseconds, always GMT (asctime carries no zone and means GMT too),
+ * or `undefined` when `text` is not exactly one of the three forms or names no real time.
+ */
+function parseHttpDate(text: string, now: number): number | undefined {
+  const groups = HTTP_DATES.map((form) => form.exec(text)?.groups).find((g) => g !== undefined);
+  if (groups === undefined) return undefined;
+  const day = Number(groups.day);
+  const [hh, mm, ss] = [Number(groups.hh), Number(groups.mm), Number(groups.ss)];
+  let year = Number(groups.year);
+  if (groups.year!.length === 2) {
+    // RFC 9110: a two-digit year more than 50 years ahead is the most recent past such year.
+    const thisYear = new Date(now).getUTCFullYear();
+    year += Math.floor(thisYear / 100) * 100;
+    if (year > thisYear + 50) year -= 100;
+  }
+  if (day < 1 || hh > 23 || mm > 59 || ss > 60) return undefined;
+  const when = Date.UTC(year, MONTH_NAMES.indexOf(groups.month!), day, hh, mm, ss);
+  // Date.UTC rolls 31 Feb over into March: such a date names no real day. (A leap second,
+  // :60, is read as the next second.)
+  if (new Date(when - (ss === 60 ? 1000 : 0)).getUTCDate() !== day) return undefined;
+  return when;
+}
+
+/**
+ * `Retry-After` as milliseconds (RFC 9110 10.2.3): delay-seconds (digits only; a decimal
+ * fraction is also read, as the emulator's fault rules can send one) or an HTTP-date in one of
+ * its three exact forms. `undefined` for a missing or unparseable value; a date in the past
+ * gives 0; anything longer is clamped to `MAX_RETRY_AFTER_MS`.
  */
 export function parseRetryAfter(
   value: string | undefined | null,
@@ -286,11 +353,10 @@ export function parseRetryAfter(
   if (value === undefined || value === null) return undefined;
   const text = value.trim();
   if (text === '') return undefined;
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
-  if (!/[a-z]/i.test(text)) return undefined;
-  const when = Date.parse(text);
-  if (Number.isNaN(when)) return undefined;
-  return Math.max(0, when - now);
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.min(MAX_RETRY_AFTER_MS, Math.round(Number(text) * 1000));
+  const when = parseHttpDate(text, now);
+  if (when === undefined) return undefined;
+  return Math.min(MAX_RETRY_AFTER_MS, Math.max(0, when - now));
 }
 
 export interface ResponseErrorInput {
@@ -315,9 +381,10 @@ export function errorFromResponse(input: ResponseErrorInput): SpeechServiceError
   const { status } = input;
   const text = bodyText(input.body);
   const body = parseJsonObject(text);
+  // A service error body is told by the fields clients decide on (`code`, `retryable`), never by
+  // `error` or `message`: a proxy's JSON page can carry those too.
   const isServiceBody =
-    body !== undefined &&
-    (typeof body.code === 'string' || typeof body.error === 'string' || typeof body.retryable === 'boolean');
+    body !== undefined && (typeof body.code === 'string' || typeof body.retryable === 'boolean');
 
   const bodyCode = isServiceBody && typeof body.code === 'string' && body.code !== '' ? body.code : undefined;
   const code = bodyCode ?? (status === 401 ? 'AUTH_UNAUTHORIZED' : `HTTP_${status}`);
@@ -328,9 +395,12 @@ export function errorFromResponse(input: ResponseErrorInput): SpeechServiceError
   else retryable = status === 429 || status === 502 || status === 503 || status === 504 || status === 500;
 
   let detail: string | undefined;
-  if (isServiceBody) {
+  if (body !== undefined) {
     // `message` appears only on the missing-key 401; shown for humans, never branched on.
-    detail = stringOrUndefined(body.detail) ?? stringOrUndefined(body.message);
+    detail =
+      stringOrUndefined(body.detail) ??
+      stringOrUndefined(body.message) ??
+      (isServiceBody ? undefined : `response body: ${summarize(text)}`);
   } else if (text) {
     detail = `non-JSON response body: ${summarize(text)}`;
   }

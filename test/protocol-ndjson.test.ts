@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Readable } from 'node:stream';
+import { Readable, type Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -59,6 +59,26 @@ test('maxLineBytes bounds memory before the line break arrives', () => {
   assert.throws(() => new NdjsonDecoder({ maxLineBytes: 4 }).push(Buffer.from('123456')), {
     code: 'ERR_NDJSON_LINE_TOO_LONG',
   });
+});
+
+test('a long line split into many small reads is parsed; maxLineBytes holds on the running length', () => {
+  const value = { t: 'é'.repeat(30_000) }; // 60 KB of two-byte characters
+  const line = Buffer.from(`${JSON.stringify(value)}\r\n`);
+  for (const size of [1, 7, 1024]) {
+    assert.deepEqual(decodeAll(chunksOf(line, size)), [value], `${size}-byte reads`);
+  }
+  const bytes = line.length - 1; // the CR counts, the LF does not
+  assert.deepEqual(decodeAll(chunksOf(line, 3), { maxLineBytes: bytes }), [value], 'at the limit');
+  const d = new NdjsonDecoder({ maxLineBytes: bytes - 1 });
+  const reads = chunksOf(Buffer.concat([Buffer.from('{}\n'), line]), 3);
+  assert.throws(
+    () => {
+      for (const r of reads) d.push(r);
+    },
+    (err: unknown) =>
+      err instanceof ProtocolError && err.code === 'ERR_NDJSON_LINE_TOO_LONG' && err.line === 2,
+  );
+  assert.ok(d.pendingBytes <= bytes - 1, 'never holds more than maxLineBytes');
 });
 
 test('invalid JSON names its line number, counting blank lines', () => {
@@ -153,6 +173,80 @@ test('parseNdjson rejects a null line (object streams cannot carry null)', async
     }),
     (err: unknown) =>
       err instanceof ProtocolError && err.code === 'ERR_NDJSON_NULL' && /line 2/.test(err.message),
+  );
+});
+
+/** Values a stream passed on before it failed, and the error; a Writable sink (flowing mode). */
+async function runUntilError(
+  stream: Transform,
+  chunks: Buffer[],
+): Promise<{ values: unknown[]; error: unknown }> {
+  const values: unknown[] = [];
+  let error: unknown;
+  try {
+    await pipeline(
+      Readable.from(chunks),
+      stream,
+      new Writable({
+        objectMode: true,
+        write(value, _encoding, callback) {
+          values.push(value);
+          callback();
+        },
+      }),
+    );
+  } catch (err) {
+    error = err;
+  }
+  return { values, error };
+}
+
+test('parseNdjson: a null line is named by its own line number, blank lines counted', async () => {
+  for (const [text, line, before] of [
+    ['null\n\n{"a":1}\n', 1, []],
+    ['{"a":1}\n\n\r\nnull\n{"b":2}\n', 4, [{ a: 1 }]],
+    ['\n{"a":1}\n \n{"b":2}\nnull\n', 5, [{ a: 1 }, { b: 2 }]],
+  ] as const) {
+    const { values, error } = await runUntilError(parseNdjson(), [Buffer.from(text)]);
+    assert.ok(error instanceof ProtocolError && error.code === 'ERR_NDJSON_NULL', String(error));
+    assert.equal(error.line, line, text);
+    assert.match(error.message, new RegExp(`line ${line} is null`));
+    assert.deepEqual(values, before, 'the lines before it are passed on');
+  }
+});
+
+test('property: parseNdjson passes on the same values before an error for any split', async () => {
+  const badLine = fc.constantFrom('null', '{"a":', 'x'.repeat(80), '[1,]');
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.tuple(recordArb, fc.constantFrom('', ' ', '\r')), { maxLength: 6 }),
+      badLine,
+      fc.nat(),
+      fc.constantFrom('\n', '\r\n'),
+      fc.boolean(),
+      (entries, bad, at, eol, truncated) => {
+        const lines = entries.map(
+          ([r, blank]) => `${JSON.stringify(r)}${eol}${blank ? `${blank}${eol}` : ''}`,
+        );
+        // A bad line somewhere, or a last line cut short.
+        if (truncated) lines.push('{"cut":');
+        else lines.splice(at % (lines.length + 1), 0, `${bad}${eol}`);
+        const bytes = Buffer.from(lines.join(''));
+        return fc.assert(
+          fc.asyncProperty(cutsFor(bytes.length), async (cuts) => {
+            const one = await runUntilError(parseNdjson({ maxLineBytes: 64 * 1024 }), [bytes]);
+            const many = await runUntilError(parseNdjson({ maxLineBytes: 64 * 1024 }), splitAt(bytes, cuts));
+            assert.ok(one.error instanceof ProtocolError, String(one.error));
+            assert.ok(many.error instanceof ProtocolError, String(many.error));
+            assert.equal(many.error.code, one.error.code);
+            assert.equal(many.error.line, one.error.line);
+            assert.deepEqual(many.values, one.values);
+          }),
+          { numRuns: 5 },
+        );
+      },
+    ),
+    { numRuns: 40 },
   );
 });
 

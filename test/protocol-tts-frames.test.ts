@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Readable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -223,4 +223,89 @@ test('demuxTts fails the pipeline with IncompleteStreamError on a truncated body
     }),
     IncompleteStreamError,
   );
+});
+
+/** What demuxTts passed on before it failed (a Writable sink: flowing mode), and the error. */
+async function demuxUntilError(
+  chunks: Buffer[],
+  coalesceBytes?: number,
+): Promise<{ pcm: Buffer; error: unknown }> {
+  const got: Buffer[] = [];
+  let error: unknown;
+  try {
+    await pipeline(
+      Readable.from(chunks),
+      demuxTts(coalesceBytes === undefined ? { requestId: ID } : { requestId: ID, coalesceBytes }),
+      new Writable({
+        objectMode: true,
+        write(chunk: TtsChunk, _encoding, callback) {
+          got.push(chunk.pcm);
+          callback();
+        },
+      }),
+    );
+  } catch (err) {
+    error = err;
+  }
+  return { pcm: Buffer.concat(got), error };
+}
+
+test('property: demuxTts passes on the same PCM before an error for any split', async () => {
+  const broken = framesArb.chain((frames) => {
+    const whole = body(frames);
+    const starts: number[] = [];
+    for (let i = 0, at = 0; i < frames.length; at += 17 + frames[i]!.length, i++) starts.push(at);
+    return fc.oneof(
+      // cut anywhere: inside a header, inside PCM, or a half sample at the end
+      fc.integer({ min: 1, max: whole.length }).map((n) => whole.subarray(0, n)),
+      // a bad flag byte in some header
+      fc.tuple(fc.constantFrom(...starts), fc.integer({ min: 2, max: 255 })).map(([at, flag]) => {
+        const b = Buffer.from(whole);
+        b[at + 16] = flag;
+        return b;
+      }),
+      // a frame after the final one
+      fc.uint8Array({ maxLength: 20 }).map((pcm) => Buffer.concat([whole, encodeTtsFrame(ID, false, pcm)])),
+    );
+  });
+  await fc.assert(
+    fc.asyncProperty(
+      broken.chain((bytes) =>
+        fc.tuple(fc.constant(bytes), cutsFor(bytes.length), fc.constantFrom(0, 1, 3, 16, 4096)),
+      ),
+      async ([bytes, cuts, coalesce]) => {
+        const one = await demuxUntilError([bytes]);
+        const many = await demuxUntilError(splitAt(bytes, cuts), coalesce);
+        assert.equal(String(many.error), String(one.error));
+        assert.equal(
+          (many.error as { code?: string } | undefined)?.code,
+          (one.error as { code?: string } | undefined)?.code,
+        );
+        assert.deepEqual(many.pcm, one.pcm);
+      },
+    ),
+    { numRuns: Number(process.env.FC_RUNS ?? 300) },
+  );
+});
+
+test('the PCM before an error is passed on, not dropped with its chunk', async () => {
+  const good = encodeTtsFrame(ID, false, Buffer.alloc(8, 1));
+  const bad = encodeTtsFrame(ID, false, Buffer.alloc(2));
+  bad[16] = 9;
+  const afterFinal = Buffer.concat([
+    encodeTtsFrame(ID, true, Buffer.alloc(6, 2)),
+    encodeTtsFrame(ID, false, Buffer.alloc(2)),
+  ]);
+  for (const coalesceBytes of [0, 4, 16384]) {
+    const flag = await demuxUntilError([Buffer.concat([good, bad])], coalesceBytes);
+    assert.equal((flag.error as ProtocolError).code, 'ERR_TTS_FRAME');
+    assert.deepEqual(flag.pcm, Buffer.alloc(8, 1), `bad flag, coalesceBytes ${coalesceBytes}`);
+    const extra = await demuxUntilError([afterFinal], coalesceBytes);
+    assert.equal((extra.error as ProtocolError).code, 'ERR_TTS_FRAME');
+    assert.deepEqual(extra.pcm, Buffer.alloc(6, 2), `frame after final, coalesceBytes ${coalesceBytes}`);
+    const cut = await demuxUntilError([good.subarray(0, 23)], coalesceBytes);
+    assert.ok(cut.error instanceof IncompleteStreamError);
+    assert.equal(cut.error.operation, 'tts.http');
+    assert.deepEqual(cut.pcm, Buffer.alloc(6, 1), `truncated, coalesceBytes ${coalesceBytes}`);
+  }
 });

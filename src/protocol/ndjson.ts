@@ -12,18 +12,28 @@ export interface NdjsonDecoderOptions {
    * `parse` them as a last line, or `ignore` them.
    */
   trailing?: 'error' | 'parse' | 'ignore';
+  /** A `null` line is an error (`ERR_NDJSON_NULL`) instead of a value; for object streams. */
+  rejectNull?: boolean;
 }
 
 export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
 
 const LF = 0x0a;
 const CR = 0x0d;
+/** A line buffer up to this size is kept for the next unfinished line. */
+const CARRY_KEEP_BYTES = 64 * 1024;
 
 export class NdjsonDecoder {
   readonly maxLineBytes: number;
   readonly #trailing: 'error' | 'parse' | 'ignore';
-  /** Bytes of an unfinished line from earlier chunks. */
+  readonly #rejectNull: boolean;
+  /**
+   * Bytes of an unfinished line from earlier chunks: #carry[0, #carryLength). Grown by doubling
+   * (up to maxLineBytes), so a long line arriving in many small reads costs linear time; our own
+   * memory, so it never pins a caller's chunk.
+   */
   #carry: Buffer | null = null;
+  #carryLength = 0;
   /** Lines seen so far, blank ones included; the next line is number `#line + 1`. */
   #line = 0;
   /** Bytes consumed before the current carry, for error offsets. */
@@ -35,6 +45,7 @@ export class NdjsonDecoder {
       throw new RangeError(`maxLineBytes must be a positive integer`);
     this.maxLineBytes = max;
     this.#trailing = options.trailing ?? 'error';
+    this.#rejectNull = options.rejectNull ?? false;
   }
 
   /** Lines completed so far. */
@@ -44,25 +55,32 @@ export class NdjsonDecoder {
 
   /** Bytes held for an unfinished line. */
   get pendingBytes(): number {
-    return this.#carry?.length ?? 0;
+    return this.#carryLength;
   }
 
-  /** Feed a chunk; returns the values of the lines it completed (appended to `out`). */
+  /**
+   * Feed a chunk; returns the values of the lines it completed (appended to `out`). On an
+   * error, `out` already holds the values of the lines before the failing one.
+   */
   push(chunk: Uint8Array, out: unknown[] = []): unknown[] {
     let buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     let start = 0;
-    if (this.#carry !== null) {
+    if (this.#carryLength > 0) {
       const nl = buf.indexOf(LF);
       if (nl === -1) {
-        this.#checkLength(this.#carry.length + buf.length, false);
-        this.#carry = Buffer.concat([this.#carry, buf]);
+        this.#checkLength(this.#carryLength + buf.length, false);
+        this.#carryAppend(buf, 0, buf.length);
         return out;
       }
-      this.#checkLength(this.#carry.length + nl, true);
-      const line = Buffer.concat([this.#carry, buf.subarray(0, nl)]);
-      const carried = this.#carry.length;
-      this.#carry = null;
-      this.#emit(line, 0, line.length, out);
+      this.#checkLength(this.#carryLength + nl, true);
+      this.#carryAppend(buf, 0, nl);
+      const carried = this.#carryLength - nl;
+      const line = this.#carry!;
+      const length = this.#carryLength;
+      this.#carryLength = 0;
+      // A long line's buffer is not kept for the next one.
+      if (line.length > CARRY_KEEP_BYTES) this.#carry = null;
+      this.#emit(line, 0, length, out);
       this.#offset += carried + nl + 1;
       start = nl + 1;
       if (start === buf.length) return out;
@@ -80,17 +98,30 @@ export class NdjsonDecoder {
     }
     if (start < buf.length) {
       this.#checkLength(buf.length - start, false);
-      // Copy: the carry must not pin the caller's (possibly large, reused) chunk.
-      this.#carry = Buffer.from(buf.subarray(start));
+      this.#carryAppend(buf, start, buf.length);
     }
     return out;
   }
 
+  #carryAppend(buf: Buffer, start: number, end: number): void {
+    const need = this.#carryLength + end - start;
+    if (this.#carry === null || need > this.#carry.length) {
+      // Callers checked need <= maxLineBytes (the LF is never stored), so this is the cap.
+      const size = Math.min(this.maxLineBytes, Math.max(need, 2 * (this.#carry?.length ?? 0), 1024));
+      const grown = Buffer.allocUnsafe(size);
+      if (this.#carry !== null) this.#carry.copy(grown, 0, 0, this.#carryLength);
+      this.#carry = grown;
+    }
+    buf.copy(this.#carry, this.#carryLength, start, end);
+    this.#carryLength = need;
+  }
+
   /** End of input: handles an unterminated last line per the `trailing` option. */
   end(out: unknown[] = []): unknown[] {
-    const carry = this.#carry;
+    const carry = this.#carry?.subarray(0, this.#carryLength) ?? null;
     this.#carry = null;
-    if (carry === null || isBlank(carry, 0, carry.length)) return out;
+    this.#carryLength = 0;
+    if (carry === null || carry.length === 0 || isBlank(carry, 0, carry.length)) return out;
     if (this.#trailing === 'ignore') return out;
     if (this.#trailing === 'parse') {
       this.#emit(carry, 0, carry.length, out);
@@ -128,6 +159,12 @@ export class NdjsonDecoder {
         `line ${this.#line}: invalid JSON (${(err as Error).message})`,
         { line: this.#line, offset: this.#offset, cause: err },
       );
+    }
+    if (value === null && this.#rejectNull) {
+      throw new ProtocolError('ERR_NDJSON_NULL', `line ${this.#line} is null`, {
+        line: this.#line,
+        offset: this.#offset,
+      });
     }
     out.push(value);
   }

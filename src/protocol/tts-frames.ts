@@ -3,6 +3,7 @@
 // boundaries are found by searching for the request UUID. This core splits it incrementally.
 
 import { IncompleteStreamError, InvalidArgumentError, ProtocolError } from './errors.ts';
+import type { OperationName } from './operations.ts';
 import { bytesToUuid, idToBytes } from './uuid.ts';
 
 export const TTS_FRAME_HEADER_BYTES = 17;
@@ -36,6 +37,8 @@ export interface TtsDemuxerOptions {
 }
 
 const DEFAULT_COALESCE_BYTES = 16384;
+/** Service frames are the body of an HTTP TTS answer only (Socket.IO TTS carries plain PCM). */
+const TTS_OPERATION: OperationName = 'tts.http';
 const SLAB_BYTES = 256 * 1024;
 
 /**
@@ -100,22 +103,32 @@ export class TtsDemuxer {
     return this.#pcmBytes;
   }
 
-  /** Feed a chunk; returns the chunks it completed (appended to `out`). */
+  /**
+   * Feed a chunk; returns the chunks it completed (appended to `out`). On an error, `out`
+   * already holds every whole sample before the failure, however the body was split.
+   */
   push(chunk: Uint8Array, out: TtsChunk[] = []): TtsChunk[] {
     if (this.#ended) throw new ProtocolError('ERR_TTS_FRAME', 'push() after end()');
     const bytes =
       chunk instanceof Buffer ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (this.#opening < TTS_FRAME_HEADER_BYTES) this.#checkOpening(bytes);
-    // Small reads are staged and parsed together: one search per block instead of per read,
-    // and views of our own staging memory instead of a copy or a view per read. Errors in
-    // staged bytes surface when their block is parsed (at most `coalesceBytes` later, or at end()).
-    if (bytes.length < this.#coalesce) {
-      this.#stageAppend(bytes);
-      if (this.#stageLen >= this.#coalesce) this.#parse(this.#stageTake(), out, 0);
-      return out;
+    try {
+      if (this.#opening < TTS_FRAME_HEADER_BYTES) this.#checkOpening(bytes);
+      // Small reads are staged and parsed together: one search per block instead of per read,
+      // and views of our own staging memory instead of a copy or a view per read. Errors in
+      // staged bytes surface when their block is parsed (at most `coalesceBytes` later, or at end()).
+      if (bytes.length < this.#coalesce) {
+        this.#stageAppend(bytes);
+        if (this.#stageLen >= this.#coalesce) this.#parse(this.#stageTake(), out, 0);
+        return out;
+      }
+      if (this.#stageLen > 0) this.#parse(this.#stageTake(), out, 0);
+      return this.#parse(bytes, out, this.#coalesce);
+    } catch (err) {
+      // PCM gathered for a later chunk would otherwise be lost, making the output before the
+      // error depend on read boundaries.
+      this.#flush(out);
+      throw err;
     }
-    if (this.#stageLen > 0) this.#parse(this.#stageTake(), out, 0);
-    return this.#parse(bytes, out, this.#coalesce);
   }
 
   /** Validate the opening header byte by byte as it arrives, so a wrong body fails at once. */
@@ -200,6 +213,9 @@ export class TtsDemuxer {
         return out;
       }
       if (this.#finalSeen) {
+        // The final frame's PCM up to the extra header is passed on, as when it came in an
+        // earlier read.
+        this.#segment(data, pos, next, true, out);
         throw new ProtocolError('ERR_TTS_FRAME', `data after the final frame of request ${this.requestId}`, {
           offset: base + next,
         });
@@ -219,19 +235,27 @@ export class TtsDemuxer {
   /** End of input. Emits the closing `{ final: true }` chunk, or throws if the body is incomplete. */
   end(out: TtsChunk[] = []): TtsChunk[] {
     if (this.#ended) return out;
-    if (this.#stageLen > 0) this.#parse(this.#stageTake(), out, 0);
     this.#ended = true;
+    try {
+      if (this.#stageLen > 0) this.#parse(this.#stageTake(), out, 0);
+    } catch (err) {
+      this.#flush(out);
+      throw err;
+    }
     const pending = this.#pending;
     this.#pending = null;
     if (!this.#finalSeen) {
+      // What arrived is passed on (bytes that may be a header cut short are not PCM).
+      this.#flush(out);
       throw new IncompleteStreamError(
         `TTS body for request ${this.requestId} ended without its final frame (${this.#frames} frames, ${this.#pcmBytes} PCM bytes)`,
-        { operation: 'tts', id: this.requestId, received: this.#frames },
+        { operation: TTS_OPERATION, id: this.requestId, received: this.#frames },
       );
     }
     // Held-back bytes that never became a header are PCM of the final frame.
     if (pending !== null) this.#append(pending, 0, pending.length);
     if (this.#accLen % 2 !== 0) {
+      this.#flush(out);
       throw new ProtocolError('ERR_TTS_FRAME', 'TTS body ends with half a PCM16 sample', {
         offset: this.#offset - 1,
       });

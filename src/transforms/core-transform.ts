@@ -5,34 +5,45 @@
 import { Transform, type TransformOptions } from 'node:stream';
 
 export interface StreamCore<In, Out> {
-  push(input: In): Iterable<Out>;
-  end?(): Iterable<Out> | undefined;
+  /**
+   * Outputs for one input: returned, or appended to `out`. What a core appended to `out` (or
+   * yielded) before it threw is passed on ahead of the error, so the output before an error
+   * does not depend on how the input was split into chunks.
+   */
+  push(input: In, out: Out[]): Iterable<Out>;
+  end?(out: Out[]): Iterable<Out> | undefined;
 }
 
 export function coreTransform<In, Out>(
   core: StreamCore<In, Out>,
   options: Pick<TransformOptions, 'objectMode' | 'readableObjectMode' | 'writableObjectMode'> = {},
 ): Transform {
-  const pushAll = (stream: Transform, outputs: Iterable<Out> | undefined) => {
-    if (outputs) for (const out of outputs) stream.push(out);
+  const run = (
+    stream: Transform,
+    step: (out: Out[]) => Iterable<Out> | undefined,
+    callback: (err?: Error) => void,
+  ) => {
+    const out: Out[] = [];
+    let stepped = false;
+    try {
+      const outputs = step(out);
+      stepped = true;
+      for (const value of out) stream.push(value);
+      if (outputs !== undefined && outputs !== out) for (const value of outputs) stream.push(value);
+    } catch (err) {
+      if (!stepped) for (const value of out) stream.push(value);
+      callback(err as Error);
+      return;
+    }
+    callback();
   };
   return new Transform({
     ...options,
     transform(this: Transform, chunk: In, _encoding, callback) {
-      try {
-        pushAll(this, core.push(chunk));
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
+      run(this, (out) => core.push(chunk, out), callback);
     },
     flush(this: Transform, callback) {
-      try {
-        pushAll(this, core.end?.());
-        callback();
-      } catch (err) {
-        callback(err as Error);
-      }
+      run(this, (out) => core.end?.(out), callback);
     },
   });
 }

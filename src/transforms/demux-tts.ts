@@ -1,7 +1,7 @@
 // demuxTts(): a TTS 200 body (undelimited service frames) in, `{ final, pcm }` chunks out.
 
 import type { Transform } from 'node:stream';
-import { TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
+import { type TtsChunk, TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
 import { coreTransform } from './core-transform.ts';
 
 export interface DemuxTtsOptions extends TtsDemuxerOptions {
@@ -12,12 +12,13 @@ export interface DemuxTtsOptions extends TtsDemuxerOptions {
 /**
  * A Transform from TTS body bytes to `TtsChunk`s: PCM16LE 16 kHz mono in whole samples; the
  * last chunk has `final: true`. Ending without the final frame fails with
- * `IncompleteStreamError`; malformed bodies fail with `ProtocolError` (`ERR_TTS_FRAME`).
+ * `IncompleteStreamError`; malformed bodies fail with `ProtocolError` (`ERR_TTS_FRAME`). The
+ * whole samples before the failure are passed on first, however the body was split into reads.
  */
 export function demuxTts(options: DemuxTtsOptions): Transform {
   const demuxer = new TtsDemuxer(options.requestId, options);
   return coreTransform(
-    { push: (chunk: Buffer) => demuxer.push(chunk), end: () => demuxer.end() },
+    { push: (chunk: Buffer, out: TtsChunk[]) => demuxer.push(chunk, out), end: (out) => demuxer.end(out) },
     { readableObjectMode: true },
   );
 }

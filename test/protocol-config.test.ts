@@ -6,8 +6,10 @@ import {
   bytesToUuid,
   ConfigError,
   DEFAULT_LIMITS,
+  InvalidArgumentError,
   idToString,
   isUuid,
+  type LimitOverrides,
   randomUuid,
   resolveConfig,
   resolveLimits,
@@ -38,6 +40,12 @@ test('resolveConfig reads options first, then API_KEY, API_URL, API_PATH', () =>
   assert.equal(fromOptions.socketPath, '/io');
   assert.equal(fromOptions.apiKey.reveal(), 'other');
   assert.equal(resolveConfig({ env: { API_KEY: KEY, API_URL: 'http://h' } }).socketPath, '/socket.io');
+  assert.equal(
+    resolveConfig({ env: { API_KEY: KEY, API_URL: 'http://h', API_PATH: '' } }).socketPath,
+    '/socket.io',
+    'an empty API_PATH is unset, as for API_URL and API_KEY',
+  );
+  assert.equal(resolveConfig({ env, apiPath: '' }).socketPath, '/custom/socket', 'an empty option is unset');
   assert.equal(resolveConfig({ env, legacySocketPath: true }).socketPath, '/realtime/socket.io');
   assert.equal(resolveConfig({ env, realtimeHttpPrefix: '/' }).realtimeHttpPrefix, '');
 });
@@ -90,10 +98,83 @@ test('limits: defaults from the interface, overridable', () => {
   assert.equal(l.fastAudioBytes, 10);
   assert.equal(l.accountConcurrency.tts, 1);
   assert.equal(l.accountConcurrency.batch, DEFAULT_LIMITS.accountConcurrency.batch);
-  assert.throws(() => resolveLimits({ sessionExpirySec: 0 }), RangeError);
+  assert.throws(() => resolveLimits({ sessionExpirySec: 0 }), InvalidArgumentError);
   assert.equal(ttsInputLimit(l, undefined), 500);
   assert.equal(ttsInputLimit(l, 'standard'), 1000);
   assert.equal(ttsInputLimit(l, 'toString'), 500, 'prototype keys are not tiers');
+});
+
+test("DEFAULT_LIMITS is the interface's Limits table", () => {
+  assert.deepEqual(DEFAULT_LIMITS, {
+    batchRequestBytes: 536_870_912, // 512 MiB
+    batchAudioDurationSec: 14_400, // 4 hours
+    batchFileParts: 1,
+    batchMultipartParts: 8,
+    batchUnvalidatableTailBytes: 524_288,
+    fastAudioBytes: 67_108_864, // 64 MiB
+    fastAudioDurationSec: 1_800,
+    realtimeAsrFrameBytes: 16_777_216, // 16 MiB
+    realtimeDiarizationFrameBytes: 16_777_216,
+    sessionAudioDurationSec: 14_400,
+    sessionAudioRateRealtime: 4, // 4 times real time sustained
+    sessionAudioRateBurstBytes: 16_777_216, // with a 16 MiB burst
+    sessionExpirySec: 60,
+    sessionIdleSec: 900, // the example body's limit
+    nonFinalResponseWindowMs: 2_000,
+    ttsRequestBytes: 16_777_216,
+    ttsInputCharacters: { free: 500, standard: 1_000, enterprise: 1_000 },
+    ttsVoiceReferenceTextCharacters: 500,
+    ttsVoiceReferenceCount: 1,
+    ttsVoiceReferenceBytes: 2_097_152, // 2 MiB
+    ttsVoiceReferenceDurationSec: 15,
+    ttsSynthesisDeadlineMs: 25_000,
+    // The interface's examples (TTS 4, realtime ASR 8); batch, fast and diarization: DECISIONS.
+    accountConcurrency: { batch: 8, fast: 8, realtime_asr: 8, diarization: 8, tts: 4 },
+  });
+});
+
+test('resolveLimits: undefined keeps the default; unknown keys and fractional counts are refused', () => {
+  const kept = resolveLimits({
+    fastAudioBytes: undefined,
+    ttsInputCharacters: { free: undefined, standard: 700 },
+    accountConcurrency: undefined,
+  } as LimitOverrides);
+  assert.equal(kept.fastAudioBytes, DEFAULT_LIMITS.fastAudioBytes);
+  assert.deepEqual(kept.ttsInputCharacters, { free: 500, standard: 700, enterprise: 1000 });
+  assert.deepEqual(kept.accountConcurrency, DEFAULT_LIMITS.accountConcurrency);
+  // Seconds, milliseconds and the real-time multiple may be fractional.
+  const fine = resolveLimits({
+    sessionExpirySec: 0.5,
+    sessionAudioRateRealtime: 0.01,
+    nonFinalResponseWindowMs: 1.5,
+  });
+  assert.equal(fine.sessionExpirySec, 0.5);
+  assert.equal(fine.sessionAudioRateRealtime, 0.01);
+  for (const bad of [
+    { fastAudioByte: 10 },
+    { toString: 1 },
+    { accountConcurrency: { gpu: 1 } },
+    { ttsInputCharacters: { platinum: 5 } },
+    { batchFileParts: 1.5 },
+    { fastAudioBytes: 1000.5 },
+    { ttsInputCharacters: { free: 10.5 } },
+    { accountConcurrency: { tts: 0.5 } },
+    { accountConcurrency: 4 },
+    { sessionIdleSec: Number.POSITIVE_INFINITY },
+    { sessionIdleSec: '900' },
+    { sessionIdleSec: -1 },
+  ]) {
+    assert.throws(
+      () => resolveLimits(bad as unknown as LimitOverrides),
+      InvalidArgumentError,
+      JSON.stringify(bad),
+    );
+  }
+  assert.throws(
+    () => resolveLimits({}, { TTS_MAX_INPUT_CHARACTERS_STANDARD: '7.5' }),
+    (err: unknown) => err instanceof ConfigError && /TTS_MAX_INPUT_CHARACTERS_STANDARD/.test(err.message),
+  );
+  assert.equal(resolveLimits(undefined).batchFileParts, 1);
 });
 
 test('UUID helpers convert both ways', () => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   base64DecodedBytes,
+  ConfigError,
   checkTtsRequest,
   checkTtsRequestBytes,
   countCodePoints,
@@ -96,6 +97,34 @@ test('reference audio not base64 mono PCM16 RIFF/WAVE: VALIDATION_INVALID_FORMAT
   }
 });
 
+test('a reference whose data chunk declares 0 bytes is empty, whatever chunks follow it', () => {
+  const header = writeWavHeader({ sampleRate: 16000, dataBytes: 0 });
+  const list = Buffer.concat([Buffer.from('LIST'), Buffer.from([8, 0, 0, 0]), Buffer.from('INFOabcd')]);
+  const emptyThenList = Buffer.concat([header, list]);
+  emptyThenList.writeUInt32LE(emptyThenList.length - 8, 4);
+  rejected(
+    checkTtsRequest({ id: ID, text: 'hi', voice_references: [ref(emptyThenList)] }),
+    400,
+    'VALIDATION_INVALID_FORMAT',
+  );
+  // A streaming header (size unknown, 0xFFFFFFFF) still counts the bytes that follow.
+  const streaming = Buffer.concat([writeWavHeader({ sampleRate: 16000 }), Buffer.alloc(3200)]);
+  assert.ok(checkTtsRequest({ id: ID, text: 'hi', voice_references: [ref(streaming)] }).ok);
+});
+
+test('voice_references not an array, or its element not an object: VALIDATION_INVALID_FORMAT', () => {
+  for (const voice_references of [ref(), 'abc', 3, { 0: ref() }]) {
+    rejected(checkTtsRequest({ id: ID, text: 'hi', voice_references }), 400, 'VALIDATION_INVALID_FORMAT');
+  }
+  for (const element of [null, 'audio', 7, [ref().audio, ref().text]]) {
+    rejected(
+      checkTtsRequest({ id: ID, text: 'hi', voice_references: [element] }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+  }
+});
+
 test('missing reference audio or transcript: VALIDATION_REQUIRED_FIELD', () => {
   rejected(
     checkTtsRequest({ id: ID, text: 'hi', voice_references: [{ text: 'x' }] }),
@@ -162,7 +191,7 @@ test('tier limits follow TTS_MAX_INPUT_CHARACTERS_* overrides', () => {
   assert.deepEqual(limits.ttsInputCharacters, { free: 10, standard: 20, enterprise: 1000 });
   assert.ok(checkTtsRequest({ id: ID, text: 'a'.repeat(10) }, { limits }).ok);
   rejected(checkTtsRequest({ id: ID, text: 'a'.repeat(11) }, { limits }), 422, 'CHARACTER_COUNT_EXCEEDED');
-  assert.throws(() => resolveLimits({}, { TTS_MAX_INPUT_CHARACTERS_FREE: 'ten' }), RangeError);
+  assert.throws(() => resolveLimits({}, { TTS_MAX_INPUT_CHARACTERS_FREE: 'ten' }), ConfigError);
 });
 
 test('reference transcript over 500 characters: 422', () => {

@@ -40,7 +40,7 @@ export interface ConfigOptions {
   apiUrl?: string | URL | undefined;
   /** Credential; else `API_KEY`. */
   apiKey?: string | ApiKey | undefined;
-  /** Socket.IO path; else `API_PATH`, else `/socket.io`. */
+  /** Socket.IO path; else `API_PATH`, else `/socket.io` (empty counts as unset). */
   apiPath?: string | undefined;
   /** Use the legacy, not yet consolidated Socket.IO endpoint `/realtime/socket.io`. */
   legacySocketPath?: boolean | undefined;
@@ -82,7 +82,7 @@ export function resolveConfig(options: ConfigOptions = {}): ServiceConfig {
   const apiKey = rawKey instanceof ApiKey ? rawKey : new ApiKey(rawKey);
   const socketPath = options.legacySocketPath
     ? SOCKET_PATHS.legacy
-    : normalizePath(options.apiPath ?? env.API_PATH ?? SOCKET_PATHS.default, 'API_PATH');
+    : normalizePath(nonEmpty(options.apiPath) ?? nonEmpty(env.API_PATH) ?? SOCKET_PATHS.default, 'API_PATH');
   const realtimeHttpPrefix = normalizePath(
     options.realtimeHttpPrefix ?? DEFAULT_REALTIME_HTTP_PREFIX,
     'realtimeHttpPrefix',
@@ -111,6 +111,11 @@ function parseServiceUrl(raw: string): URL {
   if (url.search || url.hash)
     throw new ConfigError('the service address must not contain a query or fragment');
   return url;
+}
+
+/** Set but empty means unset, as for `API_URL` and `API_KEY`. */
+function nonEmpty(value: string | undefined): string | undefined {
+  return typeof value === 'string' && value.trim() === '' ? undefined : value;
 }
 
 function normalizePath(path: string, name: string): string {

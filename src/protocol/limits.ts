@@ -1,6 +1,8 @@
 // Every limit of the interface's Limits table, as named defaults that deployments (and the
 // emulator, and client pre-flight) override. A value exactly at a limit is accepted.
 
+import { ConfigError, InvalidArgumentError } from './errors.ts';
+
 export type Tier = 'free' | 'standard' | 'enterprise';
 export const TIERS: readonly Tier[] = ['free', 'standard', 'enterprise'];
 
@@ -96,8 +98,31 @@ const TIER_ENV: Record<Tier, string> = {
 };
 
 /**
- * Limits from the defaults, then `TTS_MAX_INPUT_CHARACTERS_*` in `env`, then `overrides`.
- * Throws `RangeError` for a value that is not a positive number.
+ * Limits whose values are counts (bytes, parts, characters, references, operations): whole
+ * numbers. The others (seconds, milliseconds, the real-time multiple) may be fractional.
+ */
+const COUNT_LIMITS: ReadonlySet<string> = new Set<keyof Limits>([
+  'batchRequestBytes',
+  'batchFileParts',
+  'batchMultipartParts',
+  'batchUnvalidatableTailBytes',
+  'fastAudioBytes',
+  'realtimeAsrFrameBytes',
+  'realtimeDiarizationFrameBytes',
+  'sessionAudioRateBurstBytes',
+  'ttsRequestBytes',
+  'ttsInputCharacters',
+  'ttsVoiceReferenceTextCharacters',
+  'ttsVoiceReferenceCount',
+  'ttsVoiceReferenceBytes',
+  'accountConcurrency',
+]);
+
+/**
+ * Limits from the defaults, then `TTS_MAX_INPUT_CHARACTERS_*` in `env`, then `overrides`. An
+ * override set to `undefined` keeps the default. Throws `ConfigError` for an environment value
+ * that is not a positive integer, and `InvalidArgumentError` for an unknown override, a value
+ * that is not a positive finite number, or a fractional count.
  */
 export function resolveLimits(
   overrides: LimitOverrides = {},
@@ -110,14 +135,26 @@ export function resolveLimits(
   }
   const limits: Limits = {
     ...DEFAULT_LIMITS,
-    ...(overrides as Partial<Limits>),
-    ttsInputCharacters: { ...tts, ...overrides.ttsInputCharacters },
-    accountConcurrency: { ...DEFAULT_LIMITS.accountConcurrency, ...overrides.accountConcurrency },
+    ttsInputCharacters: tts,
+    accountConcurrency: { ...DEFAULT_LIMITS.accountConcurrency },
   };
-  for (const [key, value] of Object.entries(limits)) {
-    if (typeof value === 'number') positiveNumber(value, key);
-    else
-      for (const [k, v] of Object.entries(value as Record<string, number>)) positiveNumber(v, `${key}.${k}`);
+  const table = limits as unknown as Record<string, number | Record<string, number>>;
+  for (const [key, value] of Object.entries(overrides ?? {})) {
+    if (value === undefined) continue;
+    if (!Object.hasOwn(DEFAULT_LIMITS, key)) throw new InvalidArgumentError(`unknown limit ${key}`);
+    const current = table[key]!;
+    const count = COUNT_LIMITS.has(key);
+    if (typeof current === 'number') {
+      table[key] = checkLimit(value, key, count);
+      continue;
+    }
+    if (typeof value !== 'object' || value === null)
+      throw new InvalidArgumentError(`limit ${key} must be an object of ${Object.keys(current).join(', ')}`);
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      if (v === undefined) continue;
+      if (!Object.hasOwn(current, k)) throw new InvalidArgumentError(`unknown limit ${key}.${k}`);
+      current[k] = checkLimit(v, `${key}.${k}`, count);
+    }
   }
   return limits;
 }
@@ -132,11 +169,14 @@ export function ttsInputLimit(limits: Pick<Limits, 'ttsInputCharacters'>, tier: 
 function positiveInteger(raw: string, name: string): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 1)
-    throw new RangeError(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+    throw new ConfigError(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
   return n;
 }
 
-function positiveNumber(n: number, name: string): void {
+function checkLimit(n: unknown, name: string, count: boolean): number {
   if (!(typeof n === 'number' && Number.isFinite(n) && n > 0))
-    throw new RangeError(`limit ${name} must be a positive number`);
+    throw new InvalidArgumentError(`limit ${name} must be a positive number, got ${String(n)}`);
+  if (count && !Number.isSafeInteger(n))
+    throw new InvalidArgumentError(`limit ${name} counts whole units: it must be an integer, got ${n}`);
+  return n;
 }

@@ -251,6 +251,9 @@ function checkReferenceAudio(b64: string): { seconds: number } | string {
   if (info === null) return 'reference audio is a truncated RIFF/WAVE file';
   if (info.format !== 'pcm' || info.bitsPerSample !== 16) return 'reference audio must be PCM16';
   if (info.channels !== 1) return `reference audio must be mono, got ${info.channels} channels`;
+  // parseWavHeader reads a data size of 0 as a streaming header (size unknown). A reference is
+  // a whole file, so a declared 0 is an empty data chunk, whatever chunks follow it.
+  if (wav.readUInt32LE(info.dataOffset - 4) === 0) return 'reference audio holds no samples';
   const available = wav.length - info.dataOffset;
   const dataBytes = Math.min(info.dataBytes ?? available, available);
   if (dataBytes < 2) return 'reference audio holds no samples';

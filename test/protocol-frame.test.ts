@@ -68,6 +68,13 @@ test('encodeFrame refuses what the service would reject', () => {
     () => encodeFrame({ streamId: ID, language: 'fr' as Language, pcm: pcm(2) }),
     'VALIDATION_INVALID_LANGUAGE',
   );
+  // Prototype keys are no languages (a plain lookup would find a function and write byte 0).
+  for (const name of ['toString', 'constructor', '__proto__', 'hasOwnProperty', 'valueOf']) {
+    rejects(
+      () => encodeFrame({ streamId: ID, language: name as Language, pcm: pcm(2) }),
+      'VALIDATION_INVALID_LANGUAGE',
+    );
+  }
 });
 
 test('decodeFrame: short header is VALIDATION_FILE_CORRUPT', () => {

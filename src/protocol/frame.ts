@@ -2,7 +2,7 @@
 // frame. 16 bytes stream UUID, 1 flag byte, 1 language byte, then raw PCM16LE 16 kHz mono.
 
 import { localServiceError } from './errors.ts';
-import { LANGUAGES, type Language, languageFromByte } from './languages.ts';
+import { isLanguage, LANGUAGES, type Language, languageFromByte } from './languages.ts';
 import { bytesToUuid, idToBytes, isZeroUuid } from './uuid.ts';
 
 export const FRAME_HEADER_BYTES = 18;
@@ -41,8 +41,8 @@ export function encodeFrame(input: EncodeFrameInput): Buffer {
       ? idToBytes(input.streamId)
       : input.streamId;
   if (isZeroUuid(id)) throw localServiceError('VALIDATION_FILE_CORRUPT', 'stream UUID must be nonzero');
-  const languageByte = (LANGUAGES as Record<string, number>)[input.language];
-  if (languageByte === undefined) {
+  // isLanguage, not a plain lookup: `toString` and other prototype keys are not languages.
+  if (!isLanguage(input.language)) {
     throw localServiceError(
       'VALIDATION_INVALID_LANGUAGE',
       `unknown language ${JSON.stringify(input.language)}`,
@@ -56,7 +56,7 @@ export function encodeFrame(input: EncodeFrameInput): Buffer {
   const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + pcm.length);
   out.set(id, 0);
   out[16] = (input.isStart ? FRAME_FLAG_IS_START : 0) | (input.isFinal ? FRAME_FLAG_IS_FINAL : 0);
-  out[17] = languageByte;
+  out[17] = LANGUAGES[input.language];
   out.set(pcm, FRAME_HEADER_BYTES);
   return out;
 }

@@ -1,6 +1,11 @@
-// The TTS frame demuxer (core and stream adapter) vs a raw Buffer.indexOf scan of the same
-// bytes, the physical limit for finding headers; the stream adapter also against an
-// indexOf-scanning Transform in the same stream plumbing.
+// The issue's target: demuxing at least half as fast as a raw Buffer.indexOf scan of the same
+// reads (the physical limit for finding headers), at 1 KiB, 64 KiB and 1 MiB reads. Three rows
+// per read size (docs/DECISIONS.md says why):
+// - TtsDemuxer core vs raw scan, both bare loops over the reads: target 0.5;
+// - demuxTts stream vs the raw scan inside an identical Transform, so both pay Node's per-chunk
+//   stream cost: target 0.5;
+// - demuxTts stream vs the bare-loop raw scan: informational only, no target (it measures the
+//   stream plumbing as much as the demuxer).
 
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -39,7 +44,7 @@ export async function run(): Promise<Comparison[]> {
     };
     results.push(
       await compare({
-        name: `TtsDemuxer vs Buffer.indexOf scan (${label} reads)`,
+        name: `TtsDemuxer core loop vs raw indexOf scan loop (${label} reads)`,
         units: ttsBody.length,
         ours: () => {
           const d = new TtsDemuxer(requestId);
@@ -49,6 +54,7 @@ export async function run(): Promise<Comparison[]> {
         },
         baseline: scan,
         target: 0.5,
+        note: 'both bare loops over the same reads',
       }),
     );
     // The stream adapter pays Node's per-chunk Transform cost, which at 1 KiB reads alone
@@ -64,22 +70,23 @@ export async function run(): Promise<Comparison[]> {
       });
     results.push(
       await compare({
-        name: `demuxTts stream vs indexOf-scan Transform (${label} reads)`,
+        name: `demuxTts stream vs raw indexOf scan in a Transform (${label} reads)`,
         units: ttsBody.length,
         ours: () =>
           pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), discard(true)),
         baseline: () => pipeline(Readable.from(reads, { objectMode: false }), scanStream(), discard(true)),
         target: 0.5,
+        note: 'both in the same stream plumbing',
       }),
     );
     results.push(
       await compare({
-        name: `demuxTts stream vs raw Buffer.indexOf scan (${label} reads)`,
+        name: `demuxTts stream vs raw indexOf scan loop (${label} reads)`,
         units: ttsBody.length,
         ours: () =>
           pipeline(Readable.from(reads, { objectMode: false }), demuxTts({ requestId }), discard(true)),
         baseline: scan,
-        note: 'informational: stream plumbing vs a bare loop',
+        note: 'informational, no target: stream plumbing vs a bare loop',
       }),
     );
   }

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { describe, test } from 'node:test';
+import type { Socket } from 'socket.io-client';
 import { type Emulator, type EmulatorKey, type FaultRule, startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { validateJobV2 } from '../src/protocol/jobs.ts';
@@ -445,6 +446,59 @@ describe('Socket.IO faults', () => {
     } finally {
       socket.close();
     }
+  });
+});
+
+describe('Socket.IO live streams: output faults over the whole stream', () => {
+  /** A stream sent as frames without acknowledgements (the server takes them in order). */
+  const sendStream = (socket: Socket, id: string, size = 6400) => {
+    for (let at = 0; at < pcm.length; at += size)
+      socket.emit(
+        'audio_stream',
+        frame(id, { start: at === 0, final: at + size >= pcm.length }, pcm.subarray(at, at + size)),
+      );
+  };
+  /** The records of one stream until its final record or a disconnect. */
+  const recordsOf = async (emu: Emulator) => {
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    const records: Record<string, unknown>[] = [];
+    const ended = new Promise<string>((resolve) => {
+      socket.once('disconnect', (reason) => resolve(reason));
+      socket.on('transcription_result', (r: Record<string, unknown>) => {
+        records.push(r);
+        if (r.is_final) resolve('final');
+      });
+    });
+    sendStream(socket, uuid());
+    const how = await ended;
+    socket.close();
+    return { how, records: records.map(({ id: _id, ...rest }) => rest) };
+  };
+
+  test('slowBody: every record still arrives in order, the final one last', async () => {
+    const plain = await recordsOf(await emulator());
+    assert.equal(plain.how, 'final');
+    assert.ok(plain.records.length > 3);
+    const emu = await emulator({
+      faults: [{ operation: 'stt.socket', action: { type: 'slowBody', bytesPerSecond: 5_000 } }],
+    });
+    const slow = await recordsOf(emu);
+    assert.equal(slow.how, 'final');
+    assert.deepEqual(slow.records, plain.records);
+    assert.ok(emu.stats().faultsApplied.slowBody! > 1, 'each frame event is slowed');
+  });
+
+  test('reset afterRecords: N records of the stream, then the socket is disconnected', async () => {
+    const plain = await recordsOf(await emulator());
+    assert.ok(plain.records.length > 4);
+    const emu = await emulator({
+      faults: [{ operation: 'stt.socket', action: { type: 'reset', afterRecords: 3 } }],
+    });
+    const cut = await recordsOf(emu);
+    assert.equal(cut.how, 'io server disconnect');
+    assert.deepEqual(cut.records, plain.records.slice(0, 3));
+    assert.equal(emu.stats().faultsApplied.reset, 1);
+    await until(() => emu.stats().sessions.cancelled === 1, 'the stream cancelled by the disconnect');
   });
 });
 

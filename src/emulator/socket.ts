@@ -25,7 +25,7 @@ import {
 import { toRejection } from './http-operation.ts';
 import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
 import { checkFastRequest, fastRecords } from './routes/fast.ts';
-import type { LiveRecord, LiveSessions, SessionKind, SessionScope } from './sessions.ts';
+import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from './sessions.ts';
 import { admitTts, beginSpeech, sendSpeech } from './tts-service.ts';
 import type { EmulatorKey } from './types.ts';
 import { listVoices } from './voices.ts';
@@ -39,6 +39,12 @@ interface SocketState {
   abort: AbortController;
   /** Live frames are handled one after another, in arrival order. */
   frames: Promise<void>;
+}
+
+/** A live stream's events, sent one frame's records after another. */
+interface StreamOutput {
+  meter: OutputMeter;
+  sent: Promise<void>;
 }
 
 const FEED_BYTES = 256 * 1024;
@@ -127,6 +133,7 @@ class SocketOps {
   readonly #state: SocketState;
   readonly #sessions: LiveSessions;
   readonly #where: SessionScope;
+  readonly #streams = new WeakMap<LiveSession, StreamOutput>();
 
   constructor(
     ctx: EmulatorContext,
@@ -207,7 +214,7 @@ class SocketOps {
       op,
       ack,
       () => streamIdOf(payload),
-      async (plan, out, admit) => {
+      async (plan, _out, admit) => {
         const ctx = this.#ctx;
         const bytes = binary(payload);
         if (!bytes) throw reject('VALIDATION_INVALID_FORMAT', `${op} carries one binary live input frame`);
@@ -232,24 +239,40 @@ class SocketOps {
           op,
           plan,
         );
+        const output = this.#outputOf(session, plan);
         this.#afterEffect(after);
         ack?.({ ok: true } satisfies FrameAck);
-        void ready.then(
-          async (records: LiveRecord[]) => {
-            for (const record of records) {
-              if (!session.live && !record.is_final) continue;
-              if (record.is_final && ctx.faults.dropFinal({ op, key: this.#state.keyHeader })) {
-                this.#sessions.end(session, 'cancelled');
-                return;
-              }
-              if (!(await out.record(event, record))) return;
-              if (record.is_final) this.#sessions.end(session, 'finished');
+        // This frame's slow body, the stream's byte and record cuts.
+        const emitter = new Emitter(ctx, this.#socket, plan, this.#signal, output.meter);
+        const emitRecords = async (records: LiveRecord[]) => {
+          for (const record of records) {
+            if (!session.live && !record.is_final) continue;
+            if (record.is_final && ctx.faults.dropFinal({ op, key: this.#state.keyHeader })) {
+              this.#sessions.end(session, 'cancelled');
+              return;
             }
-          },
-          () => {},
-        );
+            if (!(await emitter.record(event, record))) return;
+            if (record.is_final) this.#sessions.end(session, 'finished');
+          }
+        };
+        // One chain per stream: a slowed frame's records still go out before the next frame's.
+        output.sent = output.sent.then(() => ready.then(emitRecords)).catch(() => {});
       },
     );
+  }
+
+  /**
+   * The output of a live stream: its records go out in order, and `reset` after N bytes or
+   * records counts over the whole stream, with the faults planned for its start frame (over
+   * HTTP each POST's answer is counted on its own; here the stream's events are one answer).
+   */
+  #outputOf(session: LiveSession, plan: FaultPlan): StreamOutput {
+    let output = this.#streams.get(session);
+    if (!output) {
+      output = { meter: new OutputMeter(plan), sent: Promise.resolve() };
+      this.#streams.set(session, output);
+    }
+    return output;
   }
 
   async audioFile(payload: unknown, ack: Ack | undefined): Promise<void> {
@@ -369,12 +392,18 @@ class Emitter {
   readonly #meter: OutputMeter;
   #ended = false;
 
-  constructor(ctx: EmulatorContext, socket: Socket, plan: FaultPlan, signal: AbortSignal) {
+  constructor(
+    ctx: EmulatorContext,
+    socket: Socket,
+    plan: FaultPlan,
+    signal: AbortSignal,
+    meter = new OutputMeter(plan),
+  ) {
     this.#ctx = ctx;
     this.#socket = socket;
     this.#plan = plan;
     this.#signal = signal;
-    this.#meter = new OutputMeter(plan);
+    this.#meter = meter;
   }
 
   /** A result record, counted as its NDJSON line (the bytes it is over HTTP). */

@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import type { Socket } from 'socket.io-client';
 import { type Emulator, type EmulatorKey, type FaultRule, startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
-import { validateJobV2 } from '../src/protocol/jobs.ts';
+import { validateJobV1, validateJobV2 } from '../src/protocol/jobs.ts';
 import {
   call,
   connectSocket,
@@ -193,6 +193,111 @@ describe('status faults', () => {
     const later = (await call(`${emu.url}/v1/transcribe/${jobId}`, { key: emu.apiKey, dispatcher })).json();
     assert.ok(validateJobV2(later).ok);
     assert.equal((later as { data: { status: string } }).data.status, 'cleared');
+  });
+  test('afterEffect on a V1 job read without save_result: cleared although the read failed', async () => {
+    const emu = await emulator();
+    const { jobId } = (await submit(emu)).json() as { jobId: string };
+    const v1 = async () =>
+      (
+        await call(`${emu.url}/v1/transcribe/${jobId}/en?save_result=true`, { key: emu.apiKey, dispatcher })
+      ).json() as Record<string, unknown>;
+    await until(async () => (await v1()).status === 'done', 'done');
+    emu.faults.add({
+      operation: 'batch.getLegacy',
+      times: 1,
+      action: { type: 'status', status: 500, code: 'SERVER_INTERNAL', stage: 'afterEffect' },
+    });
+    const failed = await call(`${emu.url}/v1/transcribe/${jobId}/en`, { key: emu.apiKey, dispatcher });
+    assert.equal(failed.status, 500);
+    assert.equal((failed.json() as Record<string, unknown>).retryable, true);
+    const later = await v1();
+    assert.ok(validateJobV1(later).ok);
+    assert.equal(later.status, 'cleared');
+    assert.deepEqual(later.diarization_segments, []);
+  });
+});
+
+describe('status faults after validation', () => {
+  test('TTS: the 500/503 voice and moderation codes come after every check, before admission and synthesis', async () => {
+    const emu = await emulator({ rateLimit: { requestsPerSecond: 0.001, burst: 1 } });
+    emu.faults.add({
+      operation: 'tts.http',
+      times: 1,
+      action: { type: 'status', status: 503, code: 'TTS_MODERATION_UNAVAILABLE', stage: 'afterValidation' },
+    });
+    const tts = (body: unknown) =>
+      call(`${emu.url}/http/tts`, { key: emu.apiKey, body: JSON.stringify(body), dispatcher });
+    const code = async (body: unknown) => {
+      const reply = await tts(body);
+      return `${reply.status} ${reply.status === 200 ? '' : (reply.json() as { code: string }).code}`;
+    };
+    assert.equal(await code({}), '400 VALIDATION_INVALID_FORMAT');
+    assert.equal(await code({ id: uuid(), text: 'hi', voice_id: uuid() }), '400 TTS_VOICE_NOT_FOUND');
+    assert.equal(await code({ id: uuid(), text: 'emulator-blocked' }), '400 TTS_INPUT_NOT_ALLOWED');
+    assert.equal(await code({ id: uuid(), text: 'hi', model: 'other' }), '400 VALIDATION_INVALID_PARAM');
+    assert.deepEqual(emu.stats().faultsApplied, {}, 'validation answered first');
+    const id = uuid();
+    const refused = await tts({ id, text: TTS_TEXT });
+    assert.equal(refused.status, 503);
+    const body = refused.json() as Record<string, unknown>;
+    assert.equal(body.code, 'TTS_MODERATION_UNAVAILABLE');
+    assert.equal(body.retryable, true);
+    assert.equal(body.job_id, id);
+    const stats = emu.stats();
+    assert.equal(stats.ttsSyntheses, 0, 'no synthesis began');
+    assert.equal(stats.maxConcurrent.tts, 0, 'no concurrency slot was taken');
+    assert.equal(await code({ id: uuid(), text: TTS_TEXT }), '200 ', 'the one rate token was still there');
+    assert.equal(await code({ id: uuid(), text: TTS_TEXT }), '429 RATE_LIMIT_EXCEEDED');
+  });
+
+  test('Socket.IO TTS and live frames: the same stage, where each operation admits itself', async () => {
+    const emu = await emulator();
+    emu.faults.add({
+      operation: 'tts.socket',
+      times: 1,
+      action: { type: 'status', status: 500, code: 'TTS_VOICE_RESOLUTION_FAILED', stage: 'afterValidation' },
+    });
+    emu.faults.add({
+      operation: 'stt.http',
+      times: 1,
+      action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE', stage: 'afterValidation' },
+    });
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const ackCode = async (payload: unknown) =>
+        ((await socket.emitWithAck('tts_request', payload)) as { ok: boolean; error?: { code: string } })
+          .error?.code ?? 'ok';
+      assert.equal(await ackCode({ id: uuid(), text: ' ' }), 'VALIDATION_REQUIRED_FIELD');
+      assert.equal(await ackCode({ id: uuid(), text: TTS_TEXT }), 'TTS_VOICE_RESOLUTION_FAILED');
+      assert.equal(emu.stats().ttsSyntheses, 0);
+      assert.equal(await ackCode({ id: uuid(), text: TTS_TEXT }), 'ok', 'times: 1');
+    } finally {
+      socket.close();
+    }
+    assert.equal((await live(emu, frame(uuid()))).status, 409, 'the state check comes first');
+    const id = uuid();
+    const refused = await live(emu, frame(id, { start: true }));
+    assert.equal(refused.status, 503);
+    assert.equal((refused.json() as Record<string, unknown>).code, 'SERVER_DEPENDENCY_FAILURE');
+    assert.equal(emu.stats().sessions.opened, 0, 'the start frame opened nothing');
+    assert.equal((await live(emu, frame(id, { start: true }))).status, 200);
+  });
+
+  test('an unknown stage is refused', async () => {
+    const emu = await emulator();
+    assert.throws(
+      () =>
+        emu.faults.add({
+          operation: '*',
+          action: { type: 'status', status: 503, stage: 'later' as never },
+        }),
+      RangeError,
+    );
+    assert.throws(
+      () => emu.faults.add({ operation: '*', action: { type: 'reset', stage: 'afterValidation' as never } }),
+      RangeError,
+      'reset acts before the operation or after its effect only',
+    );
   });
 });
 

@@ -60,6 +60,7 @@ export class FaultPlan {
   readonly delays: readonly PlannedFault<ActionOf<'delay'>>[];
   readonly stall: PlannedFault<ActionOf<'stall'>> | undefined;
   readonly statusBefore: PlannedFault<StatusAction> | undefined;
+  readonly statusAfterValidation: PlannedFault<StatusAction> | undefined;
   readonly statusAfterEffect: PlannedFault<StatusAction> | undefined;
   readonly resetBefore: PlannedFault<ActionOf<'reset'>> | undefined;
   readonly resetAfterEffect: PlannedFault<ActionOf<'reset'>> | undefined;
@@ -75,7 +76,8 @@ export class FaultPlan {
     const isReset = (a: FaultAction): a is ActionOf<'reset'> => a.type === 'reset';
     this.delays = faults.filter((f) => f.action.type === 'delay') as PlannedFault<ActionOf<'delay'>>[];
     this.stall = first((a) => a.type === 'stall');
-    this.statusBefore = first((a) => a.type === 'status' && a.stage !== 'afterEffect');
+    this.statusBefore = first((a) => a.type === 'status' && (a.stage ?? 'before') === 'before');
+    this.statusAfterValidation = first((a) => a.type === 'status' && a.stage === 'afterValidation');
     this.statusAfterEffect = first((a) => a.type === 'status' && a.stage === 'afterEffect');
     this.resetAfterBytes = first((a) => isReset(a) && a.afterBytes !== undefined);
     this.resetAfterRecords = first((a) => isReset(a) && a.afterRecords !== undefined);
@@ -190,6 +192,16 @@ export async function faultsBefore(
   if (plan.stall?.claim()) await lifecycle.sleep(Number.POSITIVE_INFINITY, signal);
   if (plan.resetBefore?.claim()) return 'reset';
   if (plan.statusBefore?.claim()) return statusFaultRejection(plan.statusBefore.action);
+  return undefined;
+}
+
+/**
+ * Where the operation admits itself, after its own validation and before the request rate,
+ * concurrency and its effect (TTS: after the voice, content policy and model, before synthesis):
+ * a `status` fault at stage `afterValidation`, if one acts.
+ */
+export function faultAfterValidation(plan: FaultPlan): Rejection | undefined {
+  if (plan.statusAfterValidation?.claim()) return statusFaultRejection(plan.statusAfterValidation.action);
   return undefined;
 }
 
@@ -313,7 +325,8 @@ function validateRule(rule: FaultRule): void {
     case 'status':
       if (!(Number.isSafeInteger(a.status) && a.status >= 100 && a.status <= 599))
         throw new RangeError('a status fault needs an HTTP status');
-      if (!isStage(a.stage)) throw new RangeError('status stage must be before or afterEffect');
+      if (!(isStage(a.stage) || a.stage === 'afterValidation'))
+        throw new RangeError('status stage must be before, afterValidation or afterEffect');
       if (
         a.retryAfter !== undefined &&
         !(typeof a.retryAfter === 'number'

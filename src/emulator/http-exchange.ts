@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationName } from '../protocol/operations.ts';
 import type { Release, RequestAdmission } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
-import { type FaultPlan, NO_FAULTS, OutputMeter, type OutputUnit } from './faults.ts';
+import { type FaultPlan, faultAfterValidation, NO_FAULTS, OutputMeter, type OutputUnit } from './faults.ts';
 import { newRequestId, type Rejection, reject, tooLarge } from './rejection.ts';
 
 const SLOW_TICK_MS = 50;
@@ -53,9 +53,14 @@ export class HttpExchange {
     return this.signal.aborted || this.#cut || this.res.destroyed;
   }
 
-  /** Admit the request after its own validation (rate, then what `acquire` takes). */
+  /**
+   * Admit the request after its own validation (rate, then what `acquire` takes); a status
+   * fault at stage `afterValidation` answers here instead.
+   */
   admit(acquire?: () => Release): Release {
     if (!this.admission) throw new Error('admit() before the key was authenticated');
+    const fault = faultAfterValidation(this.plan);
+    if (fault) throw fault;
     return this.admission.admit(acquire);
   }
 

@@ -18,6 +18,7 @@ import {
   type FaultPlan,
   failureRejection,
   faultAfterEffect,
+  faultAfterValidation,
   faultsBefore,
   OutputMeter,
   type OutputUnit,
@@ -178,8 +179,13 @@ class SocketOps {
       }
       if (before) throw before;
       ctx.keys.authorize(this.#state.key, op);
-      admission = ctx.admission(this.#state.key, op);
-      await run(plan, out, admission.admit);
+      const admitted = ctx.admission(this.#state.key, op);
+      admission = admitted;
+      await run(plan, out, (acquire) => {
+        const fault = faultAfterValidation(plan);
+        if (fault) throw fault;
+        return admitted.admit(acquire);
+      });
     } catch (err) {
       if (!this.#socket.connected) return;
       const rejection =

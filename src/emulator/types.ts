@@ -29,8 +29,14 @@ export type FaultAction =
       /** Send this body verbatim instead of an error body (an intermediary's HTML page). */
       rawBody?: string;
       contentType?: string;
-      /** `afterEffect`: perform the operation's effect first (a job is created, a frame accepted). */
-      stage?: 'before' | 'afterEffect';
+      /**
+       * `before` (default): before authentication. `afterValidation`: where the operation admits
+       * itself, after its own validation and before admission and its effect (TTS: after the
+       * voice, content policy and model, before synthesis; the 500/503 voice and moderation
+       * codes). `afterEffect`: perform the operation's effect first (a job is created, a frame
+       * accepted).
+       */
+      stage?: 'before' | 'afterValidation' | 'afterEffect';
     }
   | { type: 'delay'; ms: number }
   | { type: 'reset'; stage?: 'before' | 'afterEffect'; afterBytes?: number; afterRecords?: number }

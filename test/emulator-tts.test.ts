@@ -73,6 +73,44 @@ describe('TTS over HTTP', () => {
     assert.equal(emu.stats().ttsSyntheses, 2);
   });
 
+  test('one body parsed by hand: [16-byte request UUID][final flag byte][PCM16LE], the final frame last', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    const text = 'Hello there, how are you today';
+    const reply = await tts(emu, { id, text });
+    assert.equal(reply.status, 200, reply.text);
+    const head = Buffer.from(id.replaceAll('-', ''), 'hex');
+    assert.equal(head.length, 16);
+    // No length field: a frame runs to the next request UUID, the last to the end of the body.
+    const parsed: { flag: number; pcm: Buffer }[] = [];
+    let at = 0;
+    while (at < reply.body.length) {
+      assert.ok(reply.body.subarray(at, at + 16).equals(head), `a frame header at byte ${at}`);
+      const next = reply.body.indexOf(head, at + 17);
+      const end = next < 0 ? reply.body.length : next;
+      parsed.push({ flag: reply.body[at + 16]!, pcm: reply.body.subarray(at + 17, end) });
+      at = end;
+    }
+    assert.ok(parsed.length > 3);
+    assert.deepEqual(
+      parsed.map((f) => f.flag),
+      [...parsed.slice(0, -1).map(() => 0), 1],
+      'flag 0 on every frame but the last, which is 1',
+    );
+    assert.ok(
+      parsed.every((f) => f.pcm.length % 2 === 0),
+      'whole PCM16 samples',
+    );
+    assert.ok(parsed.slice(0, -1).every((f) => f.pcm.length > 0));
+    const pcm = Buffer.concat(parsed.map((f) => f.pcm));
+    // 16 kHz mono PCM16: over a second of audible signal for this text.
+    assert.ok(pcm.length / 32_000 > 1);
+    let peak = 0;
+    for (let i = 0; i < pcm.length; i += 2) peak = Math.max(peak, Math.abs(pcm.readInt16LE(i)));
+    assert.ok(peak > 1000, 'audible');
+    assert.ok(pcm.equals(demux(reply.body, id)), 'the protocol demuxer agrees');
+  });
+
   test('duration grows with the text', async () => {
     const emu = await emulator();
     const seconds = async (text: string) => {
@@ -241,6 +279,114 @@ describe('TTS over HTTP', () => {
       'VALIDATION_REQUIRED_FIELD',
     );
     assert.equal(emu.stats().ttsSyntheses, 1);
+  });
+
+  test('voice references: decoded size and duration exactly at the limit accepted, one byte or sample more refused', async () => {
+    const second = encodeWav(Buffer.alloc(32_000), 16_000); // exactly 1 s
+    const emu = await emulator({
+      limits: { ttsVoiceReferenceBytes: second.length, ttsVoiceReferenceDurationSec: 1 },
+    });
+    const request = (audio: Buffer) =>
+      tts(emu, {
+        id: uuid(),
+        text: 'hi',
+        voice_references: [{ audio: audio.toString('base64'), text: 'the reference transcript' }],
+      });
+    assert.equal((await request(second)).status, 200, 'exactly the size and the duration');
+    // One byte more is refused from the base64 length alone, before the audio is read.
+    const bigger = expectError(
+      await request(Buffer.concat([second, Buffer.alloc(1)])),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
+    assert.deepEqual(bigger.data, {
+      limit: second.length,
+      observed: second.length + 1,
+      unit: 'bytes',
+      bound: 'tts_voice_reference_bytes',
+    });
+    const roomy = await emulator({ limits: { ttsVoiceReferenceDurationSec: 1 } });
+    const longer = expectError(
+      await tts(roomy, {
+        id: uuid(),
+        text: 'hi',
+        voice_references: [
+          { audio: encodeWav(Buffer.alloc(32_002), 16_000).toString('base64'), text: 'the transcript' },
+        ],
+      }),
+      422,
+      'AUDIO_DURATION_EXCEEDED',
+    );
+    assert.deepEqual(longer.data, {
+      limit: 1,
+      observed: 2,
+      unit: 'seconds',
+      bound: 'tts_voice_reference_duration',
+    });
+    assert.equal(emu.stats().ttsSyntheses + roomy.stats().ttsSyntheses, 1);
+  });
+
+  test('text limit of the enterprise tier: 1000 code points accepted, 1001 refused', async () => {
+    const enterprise: EmulatorKey = { key: 'ent', account: 'e', tier: 'enterprise', capabilities: ['tts'] };
+    const emu = await emulator({ keys: [enterprise] });
+    const text = (n: number) => `${'ab '.repeat(Math.ceil(n / 3)).slice(0, n - 1)}z`;
+    assert.equal((await tts(emu, { id: uuid(), text: text(1000) }, { key: 'ent' })).status, 200);
+    const over = expectError(
+      await tts(emu, { id: uuid(), text: text(1001) }, { key: 'ent' }),
+      422,
+      'CHARACTER_COUNT_EXCEEDED',
+    );
+    assert.deepEqual(over.data, {
+      limit: 1000,
+      observed: 1001,
+      unit: 'characters',
+      bound: 'tts_input_characters',
+    });
+  });
+
+  test('env: the TTS_MAX_INPUT_CHARACTERS_* deployment settings; limits win over them; none by default', async () => {
+    const keys: EmulatorKey[] = (['free', 'standard', 'enterprise'] as const).map((tier) => ({
+      key: tier,
+      account: tier,
+      tier,
+      capabilities: ['tts'],
+    }));
+    const emu = await emulator({
+      keys,
+      env: {
+        TTS_MAX_INPUT_CHARACTERS_FREE: '5',
+        TTS_MAX_INPUT_CHARACTERS_STANDARD: '7',
+        TTS_MAX_INPUT_CHARACTERS_ENTERPRISE: '9',
+      },
+      limits: { ttsInputCharacters: { enterprise: 8 } },
+    });
+    for (const [key, limit] of [
+      ['free', 5],
+      ['standard', 7],
+      ['enterprise', 8],
+    ] as const) {
+      assert.equal((await tts(emu, { id: uuid(), text: 'a'.repeat(limit) }, { key })).status, 200, key);
+      const over = expectError(
+        await tts(emu, { id: uuid(), text: 'a'.repeat(limit + 1) }, { key }),
+        422,
+        'CHARACTER_COUNT_EXCEEDED',
+      );
+      assert.equal((over.data as { limit: number }).limit, limit, key);
+    }
+    // Without `env` the process environment is not read, whatever it holds.
+    const saved = process.env.TTS_MAX_INPUT_CHARACTERS_FREE;
+    process.env.TTS_MAX_INPUT_CHARACTERS_FREE = '3';
+    try {
+      const plain = await emulator({ keys });
+      assert.equal((await tts(plain, { id: uuid(), text: 'a'.repeat(500) }, { key: 'free' })).status, 200);
+    } finally {
+      if (saved === undefined) delete process.env.TTS_MAX_INPUT_CHARACTERS_FREE;
+      else process.env.TTS_MAX_INPUT_CHARACTERS_FREE = saved;
+    }
+    await assert.rejects(
+      emulator({ env: { TTS_MAX_INPUT_CHARACTERS_FREE: 'many' } }),
+      /TTS_MAX_INPUT_CHARACTERS_FREE must be a positive integer/,
+    );
   });
 
   test('text limit by tier: at the limit accepted, one more 422 CHARACTER_COUNT_EXCEEDED', async () => {

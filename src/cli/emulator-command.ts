@@ -2,8 +2,9 @@
 // line on stdout, serves until SIGINT or SIGTERM, then closes everything and exits 0.
 
 import { parseArgs } from 'node:util';
-import { startEmulator } from '../emulator/index.ts';
+import { type Emulator, startEmulator } from '../emulator/index.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
+import { ConfigError } from '../protocol/errors.ts';
 
 const HELP = `usage: speechpipe emulator [--port N] [--host H] [--key K]
 
@@ -12,6 +13,8 @@ const HELP = `usage: speechpipe emulator [--port N] [--host H] [--key K]
   --key K    the API key to accept (default: a random key, printed)
 
 Prints {"url": ..., "apiKey": ...} on stdout once listening; stops on SIGINT or SIGTERM.
+TTS_MAX_INPUT_CHARACTERS_FREE, _STANDARD and _ENTERPRISE in the environment set the TTS text
+limit per tier.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -44,14 +47,24 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write('speechpipe emulator: --key must not be empty\n');
     return 2;
   }
-  const emulator = await startEmulator({
-    port,
-    host: values.host ?? '127.0.0.1',
-    keys:
-      values.key === undefined
-        ? undefined
-        : [{ key: values.key, account: 'default', tier: 'standard', capabilities: [...CAPABILITIES] }],
-  });
+  let emulator: Emulator;
+  try {
+    emulator = await startEmulator({
+      port,
+      host: values.host ?? '127.0.0.1',
+      // TTS_MAX_INPUT_CHARACTERS_* configure the deployment's text limits, as for the service.
+      env: process.env,
+      keys:
+        values.key === undefined
+          ? undefined
+          : [{ key: values.key, account: 'default', tier: 'standard', capabilities: [...CAPABILITIES] }],
+    });
+  } catch (err) {
+    // A bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive integer).
+    if (!(err instanceof ConfigError || err instanceof RangeError)) throw err;
+    process.stderr.write(`speechpipe emulator: ${err.message}\n`);
+    return 2;
+  }
   // Listen for the signals before announcing the URL: a caller may signal as soon as it reads it.
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     const stop = (s: NodeJS.Signals) => {

@@ -62,7 +62,7 @@ export class EmulatorContext {
   readonly ttsEngine: 'auto' | 'espeak' | 'synthetic';
 
   constructor(options: EmulatorOptions) {
-    this.limits = resolveLimits(options.limits ?? {});
+    this.limits = resolveLimits(options.limits ?? {}, options.env ?? {});
     this.keys = new KeyRegistry(options.keys);
     this.faults = new FaultInjector(this.stats, options.faults);
     this.concurrency = new ConcurrencyGate(this.limits, this.stats);

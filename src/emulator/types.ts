@@ -72,6 +72,12 @@ export interface EmulatorOptions {
   keys?: EmulatorKey[];
   /** Limit overrides (fractional seconds allowed, so tests can shrink windows). */
   limits?: LimitOverrides;
+  /**
+   * Deployment settings read as the service reads them: `TTS_MAX_INPUT_CHARACTERS_FREE`,
+   * `_STANDARD`, `_ENTERPRISE` (`limits` wins over them). Default none, so that tests do not
+   * depend on the environment; the `speechpipe emulator` command passes `process.env`.
+   */
+  env?: Record<string, string | undefined>;
   latency?: LatencyModel;
   /** Batch job schedule: time spent `queued`, then `processing`. */
   jobTiming?: { queuedMs?: number; processingMs?: number };

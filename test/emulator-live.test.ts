@@ -30,6 +30,11 @@ const { dispatcher, emulator } = emulatorsForFile({});
 
 const ASR = '/realtime/http/stt-stream';
 const DIAR = '/http/diarization-stream';
+/** Both framed HTTP operations: the frame and session rules are the same on each. */
+const ROUTES = [
+  ['ASR', ASR],
+  ['diarization', DIAR],
+] as const;
 const pcm = speechPcm([{ speech: 1.0 }, { silence: 0.8 }, { speech: 0.8 }, { silence: 0.4 }]);
 
 interface FrameInput {
@@ -118,108 +123,158 @@ describe('realtime ASR over HTTP', () => {
     assert.equal((await send(emu, ASR, { id })).status, 200, 'the live stream is unchanged');
   });
 
-  test('frame validation: the 400s of decodeFrame', async () => {
-    const emu = await emulator();
-    const good = frameOf({ id: uuid(), start: true });
-    const zero = Buffer.from(good);
-    zero.fill(0, 0, 16);
-    const reserved = Buffer.from(good);
-    reserved[16] = 0b100;
-    const language = Buffer.from(good);
-    language[17] = 7;
-    expectError(await post(emu, ASR, good.subarray(0, 10)), 400, 'VALIDATION_FILE_CORRUPT');
-    expectError(await post(emu, ASR, zero), 400, 'VALIDATION_FILE_CORRUPT');
-    expectError(await post(emu, ASR, good.subarray(0, FRAME_HEADER_BYTES)), 400, 'VALIDATION_FILE_CORRUPT');
-    expectError(
-      await post(emu, ASR, good.subarray(0, FRAME_HEADER_BYTES + 3)),
-      400,
-      'VALIDATION_INVALID_FORMAT',
-    );
-    expectError(await post(emu, ASR, reserved), 400, 'VALIDATION_INVALID_FORMAT');
-    expectError(await post(emu, ASR, language), 400, 'VALIDATION_INVALID_LANGUAGE');
-    assert.equal(emu.stats().sessions.opened, 0);
-  });
+  for (const [name, path] of ROUTES) {
+    test(`${name}: frame validation, the 400s of decodeFrame`, async () => {
+      const emu = await emulator();
+      const good = frameOf({ id: uuid(), start: true });
+      const zero = Buffer.from(good);
+      zero.fill(0, 0, 16);
+      const reserved = Buffer.from(good);
+      reserved[16] = 0b100;
+      const language = Buffer.from(good);
+      language[17] = 7;
+      expectError(await post(emu, path, good.subarray(0, 10)), 400, 'VALIDATION_FILE_CORRUPT');
+      expectError(await post(emu, path, zero), 400, 'VALIDATION_FILE_CORRUPT');
+      expectError(
+        await post(emu, path, good.subarray(0, FRAME_HEADER_BYTES)),
+        400,
+        'VALIDATION_FILE_CORRUPT',
+      );
+      expectError(
+        await post(emu, path, good.subarray(0, FRAME_HEADER_BYTES + 3)),
+        400,
+        'VALIDATION_INVALID_FORMAT',
+      );
+      expectError(await post(emu, path, reserved), 400, 'VALIDATION_INVALID_FORMAT');
+      expectError(await post(emu, path, language), 400, 'VALIDATION_INVALID_LANGUAGE');
+      assert.equal(emu.stats().sessions.opened, 0);
+    });
+  }
 
-  test('frame body: at the limit accepted, over it 413 with the bound (declared and chunked)', async () => {
+  test('frame body: at the limit accepted, one byte over it 413 with the bound (declared and chunked)', async () => {
     const emu = await emulator({
       limits: { realtimeAsrFrameBytes: 3218, realtimeDiarizationFrameBytes: 1018 },
     });
     assert.equal((await send(emu, ASR, { id: uuid(), start: true, pcm: Buffer.alloc(3200) })).status, 200);
-    const declared = expectError(
-      await send(emu, ASR, { id: uuid(), start: true, pcm: Buffer.alloc(3202) }),
-      413,
-      'PAYLOAD_TOO_LARGE',
-    );
+    // An odd PCM count: the size is checked before the frame is decoded.
+    const over = Buffer.concat([
+      frameOf({ id: uuid(), start: true, pcm: Buffer.alloc(3200) }),
+      Buffer.alloc(1),
+    ]);
+    assert.equal(over.length, 3219);
+    const declared = expectError(await post(emu, ASR, over), 413, 'PAYLOAD_TOO_LARGE');
     assert.deepEqual(declared.data, {
-      limit: 3218,
-      observed: 3220,
-      unit: 'bytes',
-      bound: 'realtime_asr_frame_bytes',
-    });
-    const big = frameOf({ id: uuid(), start: true, pcm: Buffer.alloc(40_000) });
-    const chunked = expectError(
-      await post(emu, ASR, Readable.from([big.subarray(0, 1000), big.subarray(1000)])),
-      413,
-      'PAYLOAD_TOO_LARGE',
-    );
-    assert.deepEqual(chunked.data, {
       limit: 3218,
       observed: 3219,
       unit: 'bytes',
       bound: 'realtime_asr_frame_bytes',
     });
+    const big = frameOf({ id: uuid(), start: true, pcm: Buffer.alloc(40_000) });
+    for (const body of [over, big]) {
+      const chunked = expectError(
+        await post(emu, ASR, Readable.from([body.subarray(0, 1000), body.subarray(1000)])),
+        413,
+        'PAYLOAD_TOO_LARGE',
+      );
+      assert.deepEqual(chunked.data, {
+        limit: 3218,
+        observed: 3219,
+        unit: 'bytes',
+        bound: 'realtime_asr_frame_bytes',
+      });
+    }
     assert.equal((await send(emu, DIAR, { id: uuid(), start: true, pcm: Buffer.alloc(1000) })).status, 200);
     const d = expectError(
-      await send(emu, DIAR, { id: uuid(), start: true, pcm: Buffer.alloc(1002) }),
+      await post(
+        emu,
+        DIAR,
+        Buffer.concat([frameOf({ id: uuid(), start: true, pcm: Buffer.alloc(1000) }), Buffer.alloc(1)]),
+      ),
       413,
       'PAYLOAD_TOO_LARGE',
     );
-    assert.equal((d.data as { bound: string }).bound, 'realtime_diarization_frame_bytes');
-  });
-
-  test('session audio: exactly the limit accepted; more retires the stream (422), then 409', async () => {
-    const emu = await emulator({ limits: { sessionAudioDurationSec: 1 } });
-    const id = uuid();
-    assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(16_000) })).status, 200);
-    assert.equal(
-      (await send(emu, ASR, { id, pcm: Buffer.alloc(16_000) })).status,
-      200,
-      'exactly one second in all',
-    );
-    const over = expectError(
-      await send(emu, ASR, { id, pcm: Buffer.alloc(2) }),
-      422,
-      'AUDIO_DURATION_EXCEEDED',
-    );
-    assert.deepEqual(over.data, { limit: 1, observed: 2, unit: 'seconds', bound: 'session_audio_duration' });
-    expectError(await send(emu, ASR, { id, final: true }), 409, 'SESSION_EXPIRED');
-    expectError(await send(emu, ASR, { id, start: true }), 409, 'SESSION_EXPIRED');
-    assert.equal(emu.stats().sessions.retired, 1);
-  });
-
-  test('byte rate: the burst is accepted, more is 429 with Retry-After and the stream stays live', async () => {
-    // 320 B/s sustained (0.01 x real time): what refills while the test runs is negligible, so
-    // the outcome does not depend on how fast the requests follow one another.
-    const emu = await emulator({
-      limits: { sessionAudioRateBurstBytes: 64_000, sessionAudioRateRealtime: 0.01 },
+    assert.deepEqual(d.data, {
+      limit: 1018,
+      observed: 1019,
+      unit: 'bytes',
+      bound: 'realtime_diarization_frame_bytes',
     });
-    const id = uuid();
-    assert.equal(
-      (await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(60_000) })).status,
-      200,
-      'within the burst, 4000 bytes to spare',
-    );
-    const fast = await send(emu, ASR, { id, pcm: Buffer.alloc(64_000) });
-    const body = expectError(fast, 429, 'SESSION_BYTE_RATE_EXCEEDED');
-    assert.ok(Number(fast.headers['retry-after']) >= 180, 'about 60000 bytes at 320 B/s');
-    assert.equal(body.retryable, true);
-    const data = body.data as { limit: number; observed: number; bound: string };
-    assert.equal(data.bound, 'session_audio_rate_burst');
-    assert.ok(data.observed > data.limit);
-    assert.equal((await send(emu, ASR, { id, pcm: Buffer.alloc(3200) })).status, 200, 'still live');
-    assert.equal((await send(emu, ASR, { id, final: true })).status, 200);
-    assert.equal(emu.stats().sessions.finished, 1);
+    assert.equal(emu.stats().sessions.opened, 2);
   });
+
+  for (const [name, path] of ROUTES) {
+    test(`${name}: session audio, exactly the limit accepted; more retires the stream (422), then 409`, async () => {
+      const emu = await emulator({ limits: { sessionAudioDurationSec: 1 } });
+      const id = uuid();
+      assert.equal((await send(emu, path, { id, start: true, pcm: Buffer.alloc(16_000) })).status, 200);
+      assert.equal(
+        (await send(emu, path, { id, pcm: Buffer.alloc(16_000) })).status,
+        200,
+        'exactly one second in all',
+      );
+      const over = expectError(
+        await send(emu, path, { id, pcm: Buffer.alloc(2) }),
+        422,
+        'AUDIO_DURATION_EXCEEDED',
+      );
+      assert.deepEqual(over.data, {
+        limit: 1,
+        observed: 2,
+        unit: 'seconds',
+        bound: 'session_audio_duration',
+      });
+      expectError(await send(emu, path, { id, final: true }), 409, 'SESSION_EXPIRED');
+      expectError(await send(emu, path, { id, start: true }), 409, 'SESSION_EXPIRED');
+      assert.equal(emu.stats().sessions.retired, 1);
+    });
+  }
+
+  test('session audio: a start frame already over the limit is 422 and leaves its id unused', async () => {
+    const emu = await emulator({ limits: { sessionAudioDurationSec: 1 } });
+    for (const path of [ASR, DIAR]) {
+      const id = uuid();
+      const over = expectError(
+        await send(emu, path, { id, start: true, pcm: Buffer.alloc(32_002) }),
+        422,
+        'AUDIO_DURATION_EXCEEDED',
+      );
+      assert.equal((over.data as { bound: string }).bound, 'session_audio_duration');
+      // Nothing was live, so nothing was retired: the id can still start a stream.
+      assert.equal(
+        (await send(emu, path, { id, start: true, final: true, pcm: Buffer.alloc(3200) })).status,
+        200,
+      );
+    }
+    assert.equal(emu.stats().sessions.retired, 0);
+    assert.equal(emu.stats().sessions.finished, 2);
+  });
+
+  for (const [name, path] of ROUTES) {
+    test(`${name}: byte rate, exactly the burst accepted; one sample more is 429 with Retry-After and the stream stays live`, async () => {
+      // A sustained rate so low (3.2e-5 B/s) that nothing refills while the test runs: the
+      // outcome does not depend on how fast the requests follow one another.
+      const burst = 64_000;
+      const emu = await emulator({
+        limits: { sessionAudioRateBurstBytes: burst, sessionAudioRateRealtime: 1e-9 },
+      });
+      const id = uuid();
+      assert.equal((await send(emu, path, { id, start: true, pcm: Buffer.alloc(burst - 2) })).status, 200);
+      assert.equal((await send(emu, path, { id, pcm: Buffer.alloc(2) })).status, 200, 'exactly the burst');
+      const fast = await send(emu, path, { id, pcm: Buffer.alloc(2) });
+      const body = expectError(fast, 429, 'SESSION_BYTE_RATE_EXCEEDED');
+      assert.ok(Number(fast.headers['retry-after']) >= 60_000, '2 bytes at 3.2e-5 B/s');
+      assert.equal(body.retryable, true);
+      assert.deepEqual(body.data, {
+        limit: burst,
+        observed: burst + 2,
+        unit: 'bytes',
+        bound: 'session_audio_rate_burst',
+      });
+      assert.equal(emu.stats().sessions.active, 1, 'still live');
+      expectError(await send(emu, path, { id, start: true }), 409, 'SESSION_EXPIRED');
+      assert.equal(emu.stats().framesAccepted, 2);
+    });
+  }
 
   test('session slots: 429 SESSION_SLOTS_EXHAUSTED until a stream ends', async () => {
     const emu = await emulator({ sessionSlots: 1 });
@@ -354,6 +409,34 @@ describe('realtime ASR over HTTP', () => {
     await until(() => emu.stats().sessions.cancelled === 1, 'cancellation');
     expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
   });
+
+  for (const [name, path] of ROUTES) {
+    test(`${name}: a POST aborted while its frame is still arriving cancels its stream`, async () => {
+      const emu = await emulator();
+      const id = uuid();
+      assert.equal((await send(emu, path, { id, start: true })).status, 200);
+      const body = frameOf({ id, pcm: Buffer.alloc(32_000) });
+      let finishBody!: () => void;
+      const rest = new Promise<void>((resolve) => {
+        finishBody = resolve;
+      });
+      async function* stalledBody() {
+        yield body.subarray(0, 100); // the stream id and a little PCM; the rest never comes
+        await rest;
+      }
+      const controller = new AbortController();
+      const received = emu.stats().bytesIn;
+      const pending = post(emu, path, stalledBody(), controller.signal).catch((e: Error) => e);
+      await until(() => emu.stats().bytesIn >= received + 100, 'the head of the frame read');
+      controller.abort();
+      assert.ok((await pending) instanceof Error);
+      finishBody();
+      await until(() => emu.stats().sessions.cancelled === 1, 'cancellation');
+      assert.equal(emu.stats().sessions.active, 0);
+      assert.equal(emu.stats().framesAccepted, 1, 'the cut frame was never accepted');
+      expectError(await send(emu, path, { id, final: true }), 409, 'SESSION_EXPIRED');
+    });
+  }
 
   test('a final answer cut short (reset after N bytes) cancels its stream and releases its slot', async () => {
     const emu = await emulator();
@@ -512,11 +595,97 @@ describe('realtime diarization over HTTP', () => {
     );
     await until(() => emu.stats().framesAccepted === 2, 'the first POST in flight');
     const second = await send(emu, DIAR, { id });
-    expectError(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
+    const refused = expectError(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
     assert.equal(second.headers['retry-after'], '1');
+    // Not the account's plan concurrency (bound account_concurrency_*): this stream's own POST.
+    assert.deepEqual(refused.data, {
+      limit: 1,
+      observed: 2,
+      unit: 'requests',
+      bound: 'stream_requests_in_flight',
+    });
     assert.equal(emu.stats().sessions.active, 1, 'the stream is still live');
     controller.abort();
     await pending;
+  });
+});
+
+describe('realtime HTTP: admission and the remaining codes', () => {
+  test('diarization concurrency: 429 CONCURRENCY_LIMIT_EXCEEDED with bound account_concurrency_diarization', async () => {
+    const emu = await emulator({ limits: { accountConcurrency: { diarization: 1 } } });
+    const first = uuid();
+    assert.equal((await send(emu, DIAR, { id: first, start: true })).status, 200);
+    const second = await send(emu, DIAR, { id: uuid(), start: true });
+    const body = expectError(second, 429, 'CONCURRENCY_LIMIT_EXCEEDED');
+    assert.equal(second.headers['retry-after'], '1');
+    assert.deepEqual(body.data, {
+      limit: 1,
+      observed: 2,
+      unit: 'operations',
+      bound: 'account_concurrency_diarization',
+    });
+    assert.equal((await send(emu, ASR, { id: uuid(), start: true })).status, 200, 'ASR is counted apart');
+    assert.equal((await send(emu, DIAR, { id: first, final: true })).status, 200);
+    assert.equal((await send(emu, DIAR, { id: uuid(), start: true })).status, 200, 'the slot came back');
+  });
+
+  test('idle retirement on the diarization route: 408 SESSION_IDLE_TIMEOUT, then 409', async () => {
+    const emu = await emulator({ limits: { sessionIdleSec: 0.03, sessionExpirySec: 60 } });
+    const id = uuid();
+    assert.equal((await send(emu, DIAR, { id, start: true })).status, 200);
+    await until(() => emu.stats().sessions.retired === 1, 'idle retirement');
+    const idle = expectError(await send(emu, DIAR, { id }), 408, 'SESSION_IDLE_TIMEOUT');
+    assert.equal((idle.data as { bound: string }).bound, 'session_idle');
+    expectError(await send(emu, DIAR, { id }), 409, 'SESSION_EXPIRED');
+  });
+
+  test('per-key request rate over HTTP: 429 RATE_LIMIT_EXCEEDED on both framed routes, with Retry-After', async () => {
+    const keys = ['rate-asr', 'rate-diarization'].map((key) => ({
+      key,
+      account: key,
+      tier: 'standard' as const,
+      capabilities: ['realtime_asr' as const, 'diarization' as const],
+    }));
+    const emu = await emulator({ keys, rateLimit: { requestsPerSecond: 0.001, burst: 1 } });
+    for (const [i, path] of [ASR, DIAR].entries()) {
+      const key = keys[i]!.key;
+      const frame = (f: FrameInput) => call(`${emu.url}${path}`, { key, body: frameOf(f), dispatcher });
+      const id = uuid();
+      assert.equal((await frame({ id, start: true })).status, 200);
+      const limited = await frame({ id });
+      const body = expectError(limited, 429, 'RATE_LIMIT_EXCEEDED');
+      assert.ok(Number(limited.headers['retry-after']) >= 1);
+      assert.equal(body.retryable, true);
+      assert.equal(typeof body.request_id, 'string', 'the usual error body, not the batch 429');
+      assert.equal(body.data, undefined);
+    }
+    assert.equal(emu.stats().framesAccepted, 2);
+    assert.equal(emu.stats().sessions.active, 2, 'the streams stay live');
+  });
+
+  test('a frame built byte by byte (not with the protocol encoder) is a whole stream', async () => {
+    const emu = await emulator();
+    const id = uuid();
+    const audio = pcm.subarray(0, 32_000 * 2);
+    const handFrame = (flags: number, language: number, samples: Buffer) =>
+      Buffer.concat([
+        Buffer.from(id.replaceAll('-', ''), 'hex'), // bytes 0..15: the stream UUID, raw
+        Buffer.from([flags, language]), // byte 16: bit 0 is_start, bit 1 is_final; byte 17: language
+        samples, // PCM16LE 16 kHz mono
+      ]);
+    // Languages 0 (ar), 1 (en), 2 (codeswitch) and 255 (auto); 3 is not one.
+    for (const language of [0, 1, 2, 255]) {
+      const one = await post(emu, ASR, handFrame(0b11, language, audio));
+      assert.equal(one.status, 200, one.text);
+      assert.equal(one.records.at(-1)!.is_final, true);
+      assert.ok(one.records.every((r) => r.id === id));
+    }
+    expectError(await post(emu, ASR, handFrame(0b01, 3, audio)), 400, 'VALIDATION_INVALID_LANGUAGE');
+    const start = await post(emu, DIAR, handFrame(0b01, 255, audio.subarray(0, 32_000)));
+    assert.equal(start.status, 200, start.text);
+    const end = await post(emu, DIAR, handFrame(0b10, 255, audio.subarray(32_000)));
+    assert.equal(end.records.at(-1)!.is_final, true);
+    assert.equal(emu.stats().sessions.finished, 5);
   });
 });
 
@@ -620,7 +789,6 @@ describe('live streams over Socket.IO', () => {
 
 describe('the session state machine (LiveSessions)', () => {
   const SOCKET: SessionScope = { transport: 'socket', scope: 'unit' };
-  const HTTP: SessionScope = { transport: 'http', scope: 'http' };
   const decoded = (f: FrameInput) => decodeFrame(frameOf(f));
   /** Admission without a request rate (what the transports pass when none is configured). */
   const admit: Admit = (acquire) => (acquire ? acquire() : () => {});
@@ -668,19 +836,71 @@ describe('the session state machine (LiveSessions)', () => {
       ctx.lifecycle.close();
     });
     const key = ctx.keys.first;
-    const retire = (id: string) =>
+    // Socket scope: the same tombstones as HTTP, without a slot and an expiry timer per stream.
+    const retire = (id: string) => {
+      sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit);
       assert.throws(
-        () => sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(64) }), 'asr', HTTP, key, admit),
+        () => sessions.accept(decoded({ id, pcm: Buffer.alloc(40) }), 'asr', SOCKET, key, admit),
         rejected('AUDIO_DURATION_EXCEEDED'),
       );
+    };
     const first = uuid();
     retire(first);
-    for (let i = 0; i < 100_001; i++) retire(uuid());
+    // More ended ids than the 100000 remembered per scope: the tombstone is kept apart.
+    for (let i = 0; i < 100_001; i++) {
+      const id = uuid();
+      const whole = decoded({ id, start: true, final: true, pcm: Buffer.alloc(2) });
+      sessions.end(sessions.accept(whole, 'asr', SOCKET, key, admit), 'finished');
+    }
     assert.throws(
       () =>
-        sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', HTTP, key, admit),
+        sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit),
       rejected('SESSION_EXPIRED'),
     );
-    assert.equal(ctx.stats.sessions.opened, 0);
+    assert.equal(ctx.stats.sessions.retired, 1);
+    assert.equal(ctx.stats.sessions.finished, 100_001);
+  });
+
+  test('byte rate: exactly 4x real time is sustained after the burst; one sample more is refused', (t) => {
+    // The bucket reads performance.now(): a mocked clock makes the rate exact without timing.
+    let clock = 1000;
+    t.mock.method(performance, 'now', () => clock);
+    const burst = 64_000;
+    const ctx = new EmulatorContext({ limits: { sessionAudioRateBurstBytes: burst } });
+    const sessions = new LiveSessions(ctx);
+    t.after(() => {
+      sessions.closeAll();
+      ctx.lifecycle.close();
+    });
+    const key = ctx.keys.first;
+    const id = uuid();
+    assert.equal(ctx.limits.sessionAudioRateRealtime, 4, 'the interface default');
+    sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(burst) }), 'asr', SOCKET, key, admit);
+    const next = (bytes: number) =>
+      sessions.accept(decoded({ id, pcm: Buffer.alloc(bytes) }), 'asr', SOCKET, key, admit);
+    assert.throws(() => next(2), rejected('SESSION_BYTE_RATE_EXCEEDED'), 'the burst is spent');
+    // Every 250 ms, 1 s of audio (4 x 0.25 s): exactly the sustained rate, for 20 s.
+    for (let i = 0; i < 80; i++) {
+      clock += 250;
+      next(32_000);
+    }
+    assert.throws(() => next(2), rejected('SESSION_BYTE_RATE_EXCEEDED'));
+    clock += 250;
+    assert.throws(
+      () => next(32_002),
+      (err: unknown) => {
+        rejected('SESSION_BYTE_RATE_EXCEEDED')(err);
+        assert.deepEqual((err as Rejection).init.data, {
+          limit: burst,
+          observed: burst + 2,
+          unit: 'bytes',
+          bound: 'session_audio_rate_burst',
+        });
+        return true;
+      },
+    );
+    next(32_000);
+    assert.equal(ctx.stats.framesAccepted, 82);
+    assert.equal(ctx.stats.sessions.active, 1);
   });
 });

@@ -96,7 +96,8 @@ export class HttpExchange {
       chunks.push(chunk);
       if (!headSeen && head && total >= head.bytes) {
         headSeen = true;
-        head.seen(Buffer.concat(chunks, total).subarray(0, head.bytes));
+        const joined = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+        head.seen(joined.subarray(0, head.bytes));
       }
     }
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);

@@ -24,6 +24,9 @@ export type LiveRecord = AsrRecord | DiarizationRecord;
  */
 const MAX_REMEMBERED = 100_000;
 
+/** `data.bound` of the one-POST-in-flight refusal of a diarization stream (not in the interface). */
+const STREAM_POSTS_BOUND = 'stream_requests_in_flight';
+
 export interface SessionScope {
   /** `http` pseudo-sessions take a slot and expire; Socket.IO streams live with their socket. */
   transport: 'http' | 'socket';
@@ -177,7 +180,7 @@ export class LiveSessions {
       if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
       if (this.#ended(kind, frame.streamId, where) === 'retired')
         throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
-      this.#checkAudio(frame, kind, where, undefined);
+      this.#checkAudio(frame, undefined);
       session = this.#open(frame, kind, where, key, mapKey, admit);
     } else {
       if (!session) {
@@ -193,7 +196,7 @@ export class LiveSessions {
       }
       if (session.finalAccepted)
         throw reject('SESSION_EXPIRED', "the stream's final frame was already accepted");
-      this.#checkAudio(frame, kind, where, session);
+      this.#checkAudio(frame, session);
       admit();
     }
     session.tokens -= frame.pcm.length;
@@ -237,18 +240,14 @@ export class LiveSessions {
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
-  #checkAudio(
-    frame: LiveFrame,
-    kind: SessionKind,
-    where: SessionScope,
-    session: LiveSession | undefined,
-  ): void {
+  #checkAudio(frame: LiveFrame, session: LiveSession | undefined): void {
     const { limits } = this.#ctx;
     const bytes = frame.pcm.length;
     const total = (session?.audioBytes ?? 0) + bytes;
     if (total > limits.sessionAudioDurationSec * LIVE_BYTES_PER_SECOND) {
+      // A live stream is retired; a start frame alone over the limit never made one live, so
+      // it is refused and its id is left as it was (nothing to retire or tombstone).
       if (session) this.end(session, 'retired');
-      else this.#remember(kind, frame.streamId, where, 'retired');
       throw reject(
         'AUDIO_DURATION_EXCEEDED',
         `the stream's audio exceeds ${limits.sessionAudioDurationSec} s`,
@@ -361,7 +360,9 @@ export class LiveSessions {
    * Diarization over HTTP allows one POST in flight per stream UUID: claim the stream for a POST
    * as soon as its frame header (`head`, the 16 UUID bytes) names it, whether or not the stream
    * exists yet. Another POST of it in flight is 429 `CONCURRENCY_LIMIT_EXCEEDED` with
-   * `Retry-After` and no `data` (the stream is unchanged). Returns the release.
+   * `Retry-After` (the stream is unchanged). Its `data` bound, `stream_requests_in_flight`, tells
+   * it apart from the account's plan concurrency (`account_concurrency_<workload>`): waiting for
+   * the stream's own POST is the remedy, not running fewer operations. Returns the release.
    */
   claimDiarizationPost(head: Buffer, where: SessionScope): Release {
     if (isZeroUuid(head)) return NOTHING; // the frame is refused when it is decoded
@@ -372,6 +373,7 @@ export class LiveSessions {
         'another POST of this stream is in flight; send one at a time',
         {
           retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
+          data: { limit: 1, observed: 2, unit: 'requests', bound: STREAM_POSTS_BOUND },
         },
       );
     }

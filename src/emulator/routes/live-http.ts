@@ -4,9 +4,11 @@
 // counted from the moment a POST's frame header names the stream.
 
 import { decodeFrame } from '../../protocol/frame.ts';
+import { bytesToUuid, isZeroUuid } from '../../protocol/uuid.ts';
 import { NOTHING, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answerFault } from '../http-operation.ts';
+import { Rejection } from '../rejection.ts';
 import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
 
@@ -20,17 +22,36 @@ export async function liveHttp(
 ): Promise<void> {
   const { limits } = ex.ctx;
   let post: Release = NOTHING;
+  /** The stream the frame names, once its first 16 bytes have arrived. */
+  let streamId: string | undefined;
+  const seen = (head: Buffer) => {
+    if (!isZeroUuid(head)) streamId = bytesToUuid(head);
+    // Diarization: one POST in flight per stream, from the moment the header names it.
+    if (kind === 'diarization') post = sessions.claimDiarizationPost(head, HTTP_SCOPE);
+  };
   try {
-    const body =
-      kind === 'asr'
-        ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body')
-        : await ex.readBody(
-            limits.realtimeDiarizationFrameBytes,
-            'realtime_diarization_frame_bytes',
-            'the frame body',
-            // One POST in flight per stream, from the moment the header names it.
-            { bytes: 16, seen: (head) => (post = sessions.claimDiarizationPost(head, HTTP_SCOPE)) },
-          );
+    let body: Buffer;
+    try {
+      body =
+        kind === 'asr'
+          ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body', {
+              bytes: 16,
+              seen,
+            })
+          : await ex.readBody(
+              limits.realtimeDiarizationFrameBytes,
+              'realtime_diarization_frame_bytes',
+              'the frame body',
+              { bytes: 16, seen },
+            );
+    } catch (err) {
+      // The client went away while its frame was arriving: that aborted POST cancels the stream.
+      if (!(err instanceof Rejection) && streamId !== undefined) {
+        const live = sessions.find(kind, streamId, HTTP_SCOPE);
+        if (live) sessions.end(live, 'cancelled');
+      }
+      throw err;
+    }
     const frame = decodeFrame(body);
     const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, HTTP_SCOPE);
     if (!existing) {

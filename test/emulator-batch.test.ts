@@ -266,10 +266,12 @@ describe('batch submission', () => {
     };
     assert.equal((await submit(emu, 'en', withTail(1_000))).status, 200);
     const before = emu.stats().jobsCreated;
-    const declared = errorOf(await submit(emu, 'en', withTail(1_001)), 413, 'PAYLOAD_TOO_LARGE');
+    const over = withTail(1_001);
+    const declared = errorOf(await submit(emu, 'en', over), 413, 'PAYLOAD_TOO_LARGE');
+    // Errors rule 2: with a declared Content-Length, observed is that length.
     assert.deepEqual(declared.data, {
       limit: 1_000,
-      observed: 1_001,
+      observed: over.length,
       unit: 'bytes',
       bound: 'unvalidatable_tail_bytes',
     });
@@ -402,6 +404,22 @@ describe('jobs and lookups', () => {
     const processing = await emulator({ jobTiming: { queuedMs: 0, processingMs: 600_000 } });
     const p = (await submit(processing, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
     await waitForStatus(processing, p.jobId, 'processing');
+    const pv2 = (await get(processing, p.jobId)).json() as { message: string; data: Record<string, unknown> };
+    assert.ok(validateJobV2(pv2).ok);
+    assert.equal(pv2.message, 'success');
+    assert.equal(pv2.data.id, p.jobId);
+    assert.equal(pv2.data.status, 'processing');
+    assert.equal(pv2.data.language, 'en');
+    assert.deepEqual(Object.keys(pv2.data), [
+      'id',
+      'version',
+      'created_at',
+      'updated_at',
+      'language',
+      'audio_duration',
+      'sample_rate_hz',
+      'status',
+    ]);
     const pv1 = (await get(processing, `${p.jobId}/en`)).json() as Record<string, unknown>;
     assert.ok(validateJobV1(pv1).ok);
     assert.deepEqual(pv1.results, { transcript: '' });

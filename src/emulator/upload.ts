@@ -166,8 +166,9 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     const limit = rules.maxTailBytes;
     const what = 'the data after the recording';
     if (declared !== undefined) {
+      // Errors rule 2: with a declared Content-Length, that is what a 413 observes.
       return declared - tailStart > limit
-        ? tooLarge('unvalidatable_tail_bytes', limit, declared - tailStart, what)
+        ? tooLarge('unvalidatable_tail_bytes', limit, declared, what)
         : undefined;
     }
     return total - tailStart > limit

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { describe, test } from 'node:test';
 import type { Emulator } from '../src/emulator/index.ts';
 import { validateFastRecord } from '../src/protocol/records.ts';
@@ -111,20 +112,30 @@ describe('fast transcription over HTTP', () => {
     );
   });
 
-  test('bytes and duration: at the limit accepted, over it 413 fast_audio_bytes / 422 fast_audio_duration', async () => {
+  test('bytes and duration: at the limit accepted, one byte over 413 fast_audio_bytes / one sample over 422 fast_audio_duration', async () => {
     const wav = wavOf(Buffer.alloc(2 * 32_000));
     const body = multipart([filePart(wav)]);
     const emu = await emulator({ limits: { fastAudioBytes: body.length, fastAudioDurationSec: 2 } });
     const id = uuid();
     assert.equal((await fast(emu, `id=${id}`, body)).status, 200);
-    const longer = multipart([filePart(wavOf(Buffer.alloc(2 * 32_000 + 2)))]);
-    const tooBig = expectError(await fast(emu, `id=${id}`, longer), 413, 'PAYLOAD_TOO_LARGE');
+    // One byte more (the byte count is checked before the audio is read).
+    const oneMore = multipart([filePart(Buffer.concat([wav, Buffer.alloc(1)]))]);
+    assert.equal(oneMore.length, body.length + 1);
+    const tooBig = expectError(await fast(emu, `id=${id}`, oneMore), 413, 'PAYLOAD_TOO_LARGE');
     assert.deepEqual(tooBig.data, {
       limit: body.length,
-      observed: body.length + 2,
+      observed: body.length + 1,
       unit: 'bytes',
       bound: 'fast_audio_bytes',
     });
+    const chunked = await call(`${emu.url}/http/stt?id=${id}`, {
+      key: emu.apiKey,
+      headers: { 'content-type': MULTIPART_TYPE },
+      body: Readable.from([oneMore.subarray(0, 1000), oneMore.subarray(1000)]),
+      dispatcher,
+    });
+    assert.deepEqual(expectError(chunked, 413, 'PAYLOAD_TOO_LARGE').data, tooBig.data);
+    const longer = multipart([filePart(wavOf(Buffer.alloc(2 * 32_000 + 2)))]);
     const roomy = await emulator({ limits: { fastAudioDurationSec: 2 } });
     const tooLong = expectError(await fast(roomy, `id=${id}`, longer), 422, 'AUDIO_DURATION_EXCEEDED');
     assert.deepEqual(tooLong.data, { limit: 2, observed: 3, unit: 'seconds', bound: 'fast_audio_duration' });
@@ -138,6 +149,17 @@ describe('fast transcription over HTTP', () => {
     );
     const records = ndjson((await fast(emu, `id=${uuid()}`, multipart([filePart(speech)]))).text);
     assert.equal(records.map((r) => r.transcription).join(' '), 'one two three four five');
+  });
+
+  test('admission: per-key request rate, 429 RATE_LIMIT_EXCEEDED with Retry-After', async () => {
+    const emu = await emulator({ rateLimit: { requestsPerSecond: 0.001, burst: 1 } });
+    assert.equal((await fast(emu, `id=${uuid()}`, multipart([filePart(speech)]))).status, 200);
+    const limited = await fast(emu, `id=${uuid()}`, multipart([filePart(speech)]));
+    const body = expectError(limited, 429, 'RATE_LIMIT_EXCEEDED');
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
+    assert.equal(body.retryable, true);
+    assert.equal(body.data, undefined, 'the usual error body, not the batch 429');
+    assert.equal(typeof body.request_id, 'string');
   });
 
   test('admission: per-account fast concurrency', async () => {

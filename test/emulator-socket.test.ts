@@ -26,6 +26,41 @@ describe('Socket.IO transport', () => {
   });
 });
 
+describe('Socket.IO payload size', () => {
+  test("a payload over its limit gets 413; one over engine.io's buffer (the largest limit + 1 MiB) drops the connection", async () => {
+    const emu = await emulator({
+      limits: {
+        fastAudioBytes: 1000,
+        realtimeAsrFrameBytes: 1000,
+        realtimeDiarizationFrameBytes: 1000,
+        ttsRequestBytes: 1000,
+      },
+    });
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      const ack = (await socket.emitWithAck('audio_file', { id: uuid(), audio: Buffer.alloc(1001) })) as {
+        ok: boolean;
+        error: { code: string; data: unknown };
+      };
+      assert.equal(ack.ok, false);
+      assert.equal(ack.error.code, 'PAYLOAD_TOO_LARGE');
+      assert.deepEqual(ack.error.data, {
+        limit: 1000,
+        observed: 1001,
+        unit: 'bytes',
+        bound: 'fast_audio_bytes',
+      });
+      // The documented infidelity: engine.io refuses the message itself, before the emulator sees it.
+      const gone = new Promise<string>((resolve) => socket.once('disconnect', resolve));
+      socket.emit('audio_file', { id: uuid(), audio: Buffer.alloc(2 * 1024 * 1024) });
+      assert.equal(await gone, 'transport close');
+      assert.equal(emu.stats().requests['fast.socket'], 1, 'the oversized event never reached the emulator');
+    } finally {
+      socket.close();
+    }
+  });
+});
+
 describe('Socket.IO per-key request rate', () => {
   test('a negative acknowledgement RATE_LIMIT_EXCEEDED; events refused by validation take no token', async () => {
     const emu = await emulator({ rateLimit: { requestsPerSecond: 0.001, burst: 2 } });

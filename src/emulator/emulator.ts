@@ -27,6 +27,11 @@ interface Route {
   run: (ex: HttpExchange, key: EmulatorKey) => Promise<void>;
 }
 
+/**
+ * engine.io refuses a message over its buffer size by closing the connection, before we could
+ * answer 413: the slack lets a payload somewhat over its limit (plus the event's framing) reach
+ * the emulator's own 413. Beyond it the connection drops (DECISIONS, "does not make faithful").
+ */
 const SOCKET_SLACK_BYTES = 1024 * 1024;
 
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {

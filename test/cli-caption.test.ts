@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
+import { CLI_CWD, cliEnv } from './helpers/cli.ts';
 import { speechWav } from './helpers/speech.ts';
 import { readEvents } from './helpers/sse.ts';
 
@@ -17,12 +18,9 @@ const root = await mkdtemp(join(tmpdir(), 'speechpipe-caption-'));
 after(() => rm(root, { recursive: true, force: true }));
 
 function start(args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
-  const env = { ...process.env };
-  delete env.API_URL;
-  delete env.API_KEY;
   const child = spawn(process.execPath, ['src/cli/main.ts', 'caption', ...args], {
-    cwd: new URL('..', import.meta.url),
-    env,
+    cwd: CLI_CWD,
+    env: cliEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

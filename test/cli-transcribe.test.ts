@@ -3,12 +3,12 @@
 // emulator answers.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { ManifestEntry } from '../src/sinks/manifest.ts';
+import { runCli } from './helpers/cli.ts';
 import { ffmpeg } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 
@@ -27,20 +27,7 @@ await writeFile(
 );
 await writeFile(join(archive, 'broken.mp3'), 'this is not an mp3 at all');
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env };
-  delete env.API_URL;
-  delete env.API_KEY;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['src/cli/main.ts', ...args],
-      { cwd: new URL('..', import.meta.url), env, timeout: 120_000 },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = runCli;
 
 async function manifest(out: string): Promise<ManifestEntry[]> {
   return (await readFile(join(out, 'manifest.ndjson'), 'utf8'))

@@ -1,7 +1,6 @@
 // `speechpipe tts` as a user runs it: text in, a WAV file out, against the built-in emulator.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,24 +8,12 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { splitForTts } from '../src/cli/tts-command.ts';
 import { parseWavHeader } from '../src/index.ts';
+import { runCli } from './helpers/cli.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-tts-'));
 after(() => rm(root, { recursive: true, force: true }));
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env };
-  delete env.API_URL;
-  delete env.API_KEY;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['src/cli/main.ts', 'tts', ...args],
-      { cwd: new URL('..', import.meta.url), env, timeout: 120_000 },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[]) => runCli(['tts', ...args]);
 
 test('splitForTts: pieces within the limit in code points, cut at sentence ends, nothing lost', () => {
   const text = 'First sentence here. Second one! A third, longer sentence that goes on? Done.';

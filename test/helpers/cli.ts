@@ -1,0 +1,27 @@
+// The `speechpipe` command run as a user runs it, from the repository, with no API_URL or
+// API_KEY in its environment: the built-in emulator answers.
+
+import { execFile } from 'node:child_process';
+
+export const CLI_CWD = new URL('../..', import.meta.url);
+
+/** The environment of a run against the built-in emulator. */
+export function cliEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.API_URL;
+  delete env.API_KEY;
+  return env;
+}
+
+/** Run `speechpipe ...args` to its end. */
+export function runCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['src/cli/main.ts', ...args],
+      { cwd: CLI_CWD, env: cliEnv(), timeout: 120_000 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}

@@ -149,3 +149,76 @@ test('backoff: full jitter under an exponential ceiling; Retry-After wins', () =
     2000,
   );
 });
+
+const concurrencyOf = (admission: Admission, workload: 'batch' | 'tts') =>
+  admission.stats().find((s) => s.workload === workload)!.concurrency;
+
+test('admission: a concurrency rejection lowers concurrency to what else runs (run and held slots)', async () => {
+  const admission = new Admission({ concurrency: { batch: 8, tts: 8 }, backoff: { baseMs: 1, maxMs: 2 } });
+  // run(): two tasks hold, a third is refused; it has left the queue when the rejection is seen.
+  let release!: () => void;
+  const holding = new Promise<void>((r) => (release = r));
+  const held = [admission.run('batch', () => holding), admission.run('batch', () => holding)];
+  let seen = 0;
+  const third = admission.run('batch', async (attempt) => {
+    if (attempt === 0) throw reject429('CONCURRENCY_LIMIT_EXCEEDED', 1);
+    seen = concurrencyOf(admission, 'batch');
+  });
+  while (admission.stats().find((s) => s.workload === 'batch')!.retries === 0)
+    await new Promise((r) => setImmediate(r));
+  assert.equal(concurrencyOf(admission, 'batch'), 2, 'two others run: the service admits two');
+  release();
+  await Promise.all([...held, third]);
+  assert.equal(seen, 2);
+  // acquire(): the refused slot is still held when it reports the rejection.
+  const slots = [await admission.acquire('tts'), await admission.acquire('tts')];
+  const refused = await admission.acquire('tts');
+  refused.rejected(reject429('CONCURRENCY_LIMIT_EXCEEDED', 1), 0);
+  refused.release();
+  assert.equal(concurrencyOf(admission, 'tts'), 2);
+  for (const slot of slots) slot.release();
+  admission.close();
+});
+
+test('admission: concurrency comes back after the cool-down for held slots too (fast, TTS, live)', async () => {
+  let clock = 1_000_000;
+  const admission = new Admission({
+    concurrency: { tts: 4 },
+    probeAfterMs: 10_000,
+    now: () => clock,
+    backoff: { baseMs: 1, maxMs: 2 },
+  });
+  const refused = await admission.acquire('tts');
+  refused.rejected(reject429('CONCURRENCY_LIMIT_EXCEEDED', 1), 0);
+  refused.release();
+  assert.equal(concurrencyOf(admission, 'tts'), 1);
+  const succeed = async () => (await admission.acquire('tts')).release();
+  for (let i = 0; i < 5; i++) await succeed();
+  assert.equal(concurrencyOf(admission, 'tts'), 1, 'not raised during the cool-down');
+  clock += 10_001;
+  for (let i = 0; i < 20 && concurrencyOf(admission, 'tts') < 4; i++) await succeed();
+  assert.equal(concurrencyOf(admission, 'tts'), 4, 'raised back to the plan limit on successes');
+  admission.close();
+});
+
+test('admission: a task that cannot run again gets its rejection back, and the workload still pauses', async () => {
+  const admission = new Admission({ concurrency: { batch: 2 }, backoff: { baseMs: 1, maxMs: 2 } });
+  let calls = 0;
+  await assert.rejects(
+    admission.run(
+      'batch',
+      async () => {
+        calls++;
+        throw reject429('RATE_LIMIT_EXCEEDED', 5);
+      },
+      undefined,
+      () => false,
+    ),
+    { code: 'RATE_LIMIT_EXCEEDED' },
+  );
+  assert.equal(calls, 1);
+  const stats = admission.stats().find((s) => s.workload === 'batch')!;
+  assert.equal(stats.pauses, 1);
+  assert.equal(stats.retries, 0);
+  admission.close();
+});

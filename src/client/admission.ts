@@ -1,8 +1,9 @@
 // Admission control: one p-queue per workload, sized to the account's plan. An admission 429
 // (`CONCURRENCY_LIMIT_EXCEEDED`, `RATE_LIMIT_EXCEEDED`, `SESSION_SLOTS_EXHAUSTED`) pauses the
 // whole workload for Retry-After and puts the operation back in the queue, ahead of new work,
-// and a concurrency rejection lowers the workload's concurrency (raised again on successes),
-// so a burst of submissions ends with no failures and no retry storm.
+// and a concurrency rejection lowers the workload's concurrency (raised again on successes after
+// a cool-down, for queued operations and held slots alike), so a burst of submissions ends with
+// no failures and no retry storm.
 
 import PQueue from 'p-queue';
 import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
@@ -32,6 +33,8 @@ export interface AdmissionOptions {
    */
   probeAfterMs?: number;
   backoff?: BackoffOptions;
+  /** Clock of the cool-down (tests inject one). Default `Date.now`. */
+  now?: () => number;
 }
 
 export interface WorkloadStats {
@@ -67,9 +70,11 @@ export class Admission {
   readonly #backoff: BackoffOptions;
   readonly #closed = new AbortController();
   readonly #probeAfterMs: number;
+  readonly #now: () => number;
 
   constructor(options: AdmissionOptions = {}) {
     this.#maxRetries = options.maxRetries ?? 100;
+    this.#now = options.now ?? Date.now;
     this.#probeAfterMs = options.probeAfterMs ?? 10_000;
     this.#backoff = options.backoff ?? { baseMs: 500, maxMs: 30_000 };
     for (const workload of WORKLOADS) {
@@ -91,9 +96,15 @@ export class Admission {
 
   /**
    * Run `task` in the workload's queue. If it fails with an admission rejection, the workload
-   * pauses and the task runs again from the queue (its attempt number passed in).
+   * pauses and the task runs again from the queue (its attempt number passed in), unless
+   * `canRetry()` says the task cannot run again (a one-shot input): then the rejection is thrown.
    */
-  async run<T>(workload: Workload, task: (attempt: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  async run<T>(
+    workload: Workload,
+    task: (attempt: number) => Promise<T>,
+    signal?: AbortSignal,
+    canRetry: () => boolean = () => true,
+  ): Promise<T> {
     const lane = this.#lane(workload);
     const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
     for (let attempt = 0; ; attempt++) {
@@ -109,7 +120,9 @@ export class Admission {
           throw new TransportError('ERR_CLIENT_CLOSED', 'the client was closed', { cause: err });
         }
         if (!isAdmissionRejection(err) || attempt >= this.#maxRetries) throw err;
-        this.#rejected(lane, err, attempt);
+        // The service's state is the same whether or not this task can run again.
+        this.#rejected(lane, err, attempt, false);
+        if (!canRetry()) throw err;
         lane.retries++;
       }
     }
@@ -117,7 +130,8 @@ export class Admission {
 
   /**
    * Hold a slot of the workload until `release()` (live sessions hold one for their lifetime).
-   * `rejected(err)` reports an admission rejection seen while starting, pausing the workload.
+   * `rejected(err)` reports an admission rejection seen while starting, pausing the workload;
+   * a slot released without one counts as a success (concurrency is raised back on successes).
    */
   async acquire(
     workload: Workload,
@@ -140,14 +154,17 @@ export class Admission {
     task.catch(() => {});
     await Promise.race([running, task]);
     let released = false;
+    let rejected = false;
     return {
       release: () => {
         if (released) return;
         released = true;
+        if (!rejected) this.#succeeded(lane);
         release();
       },
       rejected: (err, attempt) => {
-        this.#rejected(lane, err, attempt);
+        rejected = true;
+        this.#rejected(lane, err, attempt, true);
         lane.retries++;
       },
     };
@@ -190,13 +207,18 @@ export class Admission {
     return lane;
   }
 
-  #rejected(lane: Lane, err: SpeechServiceError, attempt: number): void {
+  /**
+   * `counted`: the rejected operation still counts in the queue's `pending`. A held slot does;
+   * a failed `run` task has already left (p-queue frees it before `add()` rejects to us).
+   */
+  #rejected(lane: Lane, err: SpeechServiceError, attempt: number, counted: boolean): void {
     if (err.code === 'CONCURRENCY_LIMIT_EXCEEDED') {
       // The account is busier than our plan share: run fewer at once (raised back on successes).
-      // What still runs is what the service admits now; the rejected task has already left.
-      lane.queue.concurrency = Math.max(1, Math.min(lane.queue.concurrency - 1, lane.queue.pending));
+      // What else still runs is what the service admits now.
+      const others = lane.queue.pending - (counted ? 1 : 0);
+      lane.queue.concurrency = Math.max(1, Math.min(lane.queue.concurrency - 1, others));
       lane.successes = 0;
-      lane.probeAt = Date.now() + this.#probeAfterMs;
+      lane.probeAt = this.#now() + this.#probeAfterMs;
     }
     this.#pause(lane, backoffDelay(attempt, this.#backoff, err.retryAfterMs));
   }
@@ -204,7 +226,7 @@ export class Admission {
   #succeeded(lane: Lane): void {
     if (lane.queue.concurrency >= lane.limit) return;
     lane.successes++;
-    if (Date.now() < lane.probeAt) return;
+    if (this.#now() < lane.probeAt) return;
     if (lane.successes >= lane.queue.concurrency) {
       lane.queue.concurrency = lane.queue.concurrency + 1;
       lane.successes = 0;

@@ -67,6 +67,9 @@ export function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal 
   return AbortSignal.any(present);
 }
 
+/** Statuses that no retry can fix, whatever a (possibly wrong or hostile) body says. */
+const NEVER_RETRIED = new Set([401, 403, 413, 422]);
+
 /**
  * Whether a failure may be retried (the caller decides whether it is *safe*: nothing
  * delivered yet, an idempotent read). 429 is left to admission control unless `include429`
@@ -74,6 +77,6 @@ export function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal 
  */
 export function isRetryableFailure(err: unknown, options: { include429?: boolean } = {}): boolean {
   if (err instanceof TransportError) return err.retryable && err.code !== 'ERR_CLIENT_CLOSED';
-  if (!(err instanceof SpeechServiceError) || !err.retryable) return false;
+  if (!(err instanceof SpeechServiceError) || !err.retryable || NEVER_RETRIED.has(err.status)) return false;
   return err.status !== 429 || options.include429 === true;
 }

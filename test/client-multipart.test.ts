@@ -88,3 +88,19 @@ test('destroying the multipart body releases the file stream', async () => {
   await new Promise((resolve) => (file.destroyed ? resolve(undefined) : file.once('close', resolve)));
   assert.ok(file.destroyed);
 });
+
+test('destroying the multipart body releases a stalled input stream at once', {
+  timeout: 5_000,
+}, async () => {
+  const stalled = new Readable({ read() {} });
+  stalled.push(Buffer.from('first chunk, then nothing'));
+  const mp = multipartBody({ filename: 'a.wav', contentType: 'audio/wav', stream: stalled, size: undefined });
+  const chunks: Buffer[] = [];
+  mp.body.on('data', (c: Buffer) => chunks.push(c));
+  // Until the body has passed the input's one chunk on and waits for the next.
+  while (!Buffer.concat(chunks).includes('first chunk')) await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  mp.body.destroy();
+  await new Promise((resolve) => mp.body.once('close', resolve));
+  assert.ok(stalled.destroyed, 'the input is released, not left waiting for its next chunk');
+});

@@ -22,22 +22,52 @@ function quote(value: string): string {
   return value.replace(/[\r\n"\\]/g, '_');
 }
 
-export function multipartBody(file: MultipartFile): MultipartBody {
-  const boundary = `speechpipe-${randomBytes(12).toString('hex')}`;
+/** The part header and the closing delimiter around the file's bytes. */
+function envelope(boundary: string, filename: string, contentType: string): { head: Buffer; tail: Buffer } {
   const head = Buffer.from(
     `--${boundary}\r\n` +
-      `Content-Disposition: form-data; name="file"; filename="${quote(file.filename)}"\r\n` +
-      `Content-Type: ${file.contentType}\r\n\r\n`,
+      `Content-Disposition: form-data; name="file"; filename="${quote(filename)}"\r\n` +
+      `Content-Type: ${contentType}\r\n\r\n`,
   );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  return { head, tail: Buffer.from(`\r\n--${boundary}--\r\n`) };
+}
+
+const newBoundary = () => `speechpipe-${randomBytes(12).toString('hex')}`;
+
+/**
+ * Bytes the multipart framing adds to a file of this name and type. The service's upload byte
+ * limits count the whole body, so pre-flight compares the file size plus this.
+ */
+export function multipartOverhead(filename: string, contentType: string): number {
+  // Every boundary has the same length, so any one measures the framing.
+  const { head, tail } = envelope(newBoundary(), filename, contentType);
+  return head.length + tail.length;
+}
+
+export function multipartBody(file: MultipartFile): MultipartBody {
+  const boundary = newBoundary();
+  const { head, tail } = envelope(boundary, file.filename, file.contentType);
   async function* parts() {
     yield head;
     for await (const chunk of file.stream) yield chunk as Buffer;
     yield tail;
   }
-  const body = Readable.from(parts(), { objectMode: false, highWaterMark: 64 * 1024 });
-  // Destroying the body (request aborted) must release the file stream too.
-  body.once('close', () => file.stream.destroy());
+  const chunks = parts();
+  const body = new Readable({
+    highWaterMark: 64 * 1024,
+    read() {
+      chunks.next().then(
+        (next) => this.push(next.done ? null : next.value),
+        (err: Error) => this.destroy(err),
+      );
+    },
+    // Destroying the body (request aborted) releases the file stream at once. Not on 'close':
+    // Readable.from would close only after the input's next chunk, never for a stalled input.
+    destroy(err, callback) {
+      file.stream.destroy();
+      callback(err);
+    },
+  });
   return {
     body,
     contentType: `multipart/form-data; boundary=${boundary}`,

@@ -1,18 +1,23 @@
-// Upload inputs (a path, bytes, or a Readable) normalized to something that can be streamed,
-// measured when possible, and opened again for a retry when possible.
+// Upload inputs (a path, bytes, a Readable, or a function returning a fresh Readable)
+// normalized to something that can be streamed, measured when possible, and opened again for a
+// retry when possible (not a one-shot Readable).
 
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { Readable } from 'node:stream';
-import { InvalidArgumentError } from '../protocol/errors.ts';
+import { InvalidArgumentError, SpeechServiceError } from '../protocol/errors.ts';
+
+/** Opens the recording anew on every call, so the client can send it again for a retry. */
+export type StreamFactory = () => Readable;
 
 export type UploadInput =
   | string
   | URL
   | Uint8Array
   | Readable
-  | { stream: Readable; filename?: string; size?: number; contentType?: string };
+  | StreamFactory
+  | { stream: Readable | StreamFactory; filename?: string; size?: number; contentType?: string };
 
 export interface UploadSource {
   filename: string;
@@ -88,11 +93,29 @@ export async function uploadSource(input: UploadInput): Promise<UploadSource> {
       },
     };
   }
-  const described = input instanceof Readable ? { stream: input } : input;
-  if (!(described.stream instanceof Readable))
-    throw new InvalidArgumentError('unsupported input: pass a path, bytes or a Readable');
-  let used = false;
+  const described = input instanceof Readable || typeof input === 'function' ? { stream: input } : input;
   const name = described.filename ?? 'audio';
+  if (typeof described.stream === 'function') {
+    const factory = described.stream;
+    const open = (): Readable => {
+      const stream = factory();
+      if (!(stream instanceof Readable))
+        throw new InvalidArgumentError('the input factory must return a Readable');
+      return stream;
+    };
+    return {
+      filename: name,
+      contentType: described.contentType ?? typeOf(name),
+      size: described.size,
+      reopenable: true,
+      open,
+      bytes: (max) => collect(open(), max),
+    };
+  }
+  if (!(described.stream instanceof Readable))
+    throw new InvalidArgumentError('unsupported input: pass a path, bytes, a Readable or a () => Readable');
+  const stream = described.stream;
+  let used = false;
   return {
     filename: name,
     contentType: described.contentType ?? typeOf(name),
@@ -101,12 +124,36 @@ export async function uploadSource(input: UploadInput): Promise<UploadSource> {
     open: () => {
       if (used) return undefined;
       used = true;
-      return described.stream;
+      return stream;
     },
     bytes: (max) => {
       if (used) throw new InvalidArgumentError('the input stream was already consumed');
       used = true;
-      return collect(described.stream, max);
+      return collect(stream, max);
     },
   };
+}
+
+/**
+ * An admission 429 for a one-shot stream input, which cannot be sent again: the service's error
+ * (still retryable by the caller, with its Retry-After) saying why the client did not retry it.
+ */
+export function oneShotRejection(err: SpeechServiceError): SpeechServiceError {
+  const why =
+    'not retried: the input is a one-shot stream that was already sent; pass a path, bytes or a () => Readable to let the client retry';
+  return new SpeechServiceError({
+    status: err.status,
+    code: err.code,
+    retryable: err.retryable,
+    retryAfterMs: err.retryAfterMs,
+    detail: err.detail ? `${err.detail} (${why})` : why,
+    requestId: err.requestId,
+    jobId: err.jobId,
+    data: err.data,
+    timestamp: err.timestamp,
+    origin: err.origin,
+    operation: err.operation,
+    ambiguous: err.ambiguous,
+    cause: err,
+  });
 }

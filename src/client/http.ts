@@ -202,6 +202,26 @@ export async function readText(res: HttpResponse, maxBytes = 1024 * 1024): Promi
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * Read a successful response's body as text. The request reached the service, so a failure
+ * while reading (reset, body timeout) is a `TransportError` that may have taken effect; an
+ * abort rethrows the signal's reason.
+ */
+export async function readBody(
+  res: HttpResponse,
+  operation: OperationName,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<string> {
+  try {
+    return await readText(res, maxBytes);
+  } catch (err) {
+    res.body.destroy();
+    if (signal?.aborted) throw signal.reason;
+    throw transportError(err, operation, true);
+  }
+}
+
 /** Read a JSON response body; a body that is not JSON is a `TransportError`-free ProtocolError upstream. */
 export async function readJson(res: HttpResponse, maxBytes = 16 * 1024 * 1024): Promise<unknown> {
   const text = await readText(res, maxBytes);

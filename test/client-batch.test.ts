@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
-import { BatchWaitTimeoutError, createClient } from '../src/client/index.ts';
+import { BatchResultLostError, BatchWaitTimeoutError, createClient } from '../src/client/index.ts';
+import { multipartOverhead } from '../src/client/multipart.ts';
 import { SpeechServiceError, TransportError, validateJobV1 } from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
@@ -211,4 +212,205 @@ test('the API key never appears in errors, JSON or inspect output', async () => 
   ]) {
     assert.ok(!text.includes(secret), text);
   }
+});
+
+const batchRunning = (c: typeof client) => c.admissionStats().find((s) => s.workload === 'batch')!;
+
+test('a 200 acknowledgement cut while it is read is ambiguous: reported, not replayed, one job', async () => {
+  const fault = emulator.faults.add({
+    operation: 'batch.submit',
+    times: 1,
+    action: { type: 'reset', afterBytes: 5 },
+  });
+  const before = emulator.stats();
+  const seen: unknown[] = [];
+  const err = await client.batch.submit(wav, { onAmbiguous: (e) => seen.push(e) }).catch((e: unknown) => e);
+  fault.remove();
+  assert.ok(err instanceof TransportError && err.ambiguous === true, String(err));
+  assert.equal(err.code, 'ERR_CONNECTION_RESET');
+  assert.deepEqual(seen, [err]);
+  const now = emulator.stats();
+  assert.equal(now.jobsCreated - before.jobsCreated, 1, 'the job exists');
+  assert.equal(now.requests['batch.submit'] - before.requests['batch.submit'], 1);
+});
+
+test('a job lookup whose body is cut is retried like a lost connection', async () => {
+  const ack = await client.batch.submit(wav);
+  const fault = emulator.faults.add({
+    operation: 'batch.get',
+    times: 1,
+    action: { type: 'reset', afterBytes: 5 },
+  });
+  const before = emulator.stats().requests['batch.get'];
+  const job = await client.batch.get(ack.jobId, { saveResult: true });
+  fault.remove();
+  assert.equal(job.id, ack.jobId);
+  assert.equal(emulator.stats().requests['batch.get'] - before, 2);
+});
+
+test('a one-shot stream refused with 429 surfaces that 429 (typed, retryable), not a misleading reset', async () => {
+  const fault = emulator.faults.add({
+    operation: 'batch.submit',
+    times: 1,
+    action: { type: 'status', status: 429, code: 'RATE_LIMIT_EXCEEDED', retryAfter: 0.05 },
+  });
+  const before = emulator.stats();
+  const err = await client.batch.submit(Readable.from([wav])).catch((e: unknown) => e);
+  fault.remove();
+  assert.ok(err instanceof SpeechServiceError, String(err));
+  assert.equal(err.status, 429);
+  assert.equal(err.code, 'RATE_LIMIT_EXCEEDED');
+  assert.equal(err.retryable, true);
+  assert.equal(err.retryAfterMs, 50);
+  assert.match(err.detail ?? '', /one-shot stream/);
+  const now = emulator.stats();
+  assert.equal(now.requests['batch.submit'] - before.requests['batch.submit'], 1);
+  assert.equal(now.jobsCreated, before.jobsCreated);
+});
+
+test('a stream factory is opened again after a 429: one job, nothing lost', async () => {
+  const fault = emulator.faults.add({
+    operation: 'batch.submit',
+    times: 1,
+    action: { type: 'status', status: 429, code: 'RATE_LIMIT_EXCEEDED', retryAfter: 0.05 },
+  });
+  const before = emulator.stats();
+  let opened = 0;
+  const ack = await client.batch.submit(() => {
+    opened++;
+    return Readable.from([wav.subarray(0, 500), wav.subarray(500)]);
+  });
+  fault.remove();
+  assert.equal(opened, 2);
+  const now = emulator.stats();
+  assert.equal(now.requests['batch.submit'] - before.requests['batch.submit'], 2);
+  assert.equal(now.jobsCreated - before.jobsCreated, 1);
+  assert.equal((await client.batch.wait(ack.jobId, { initialIntervalMs: 10 })).status, 'done');
+});
+
+test('pre-flight compares the whole multipart body with the byte limit, as the service does', async () => {
+  const exact = wav.length + multipartOverhead('audio', 'application/octet-stream');
+  const service = await startService(
+    { limits: { batchRequestBytes: exact } },
+    { limits: { batchRequestBytes: exact } },
+  );
+  await service.client.batch.submit(wav); // exactly at the limit: accepted by both
+  const tight = service.newClient({ limits: { batchRequestBytes: exact - 1 } });
+  const before = service.emulator.stats().requests['batch.submit'];
+  await assert.rejects(
+    tight.batch.submit(wav),
+    (err: unknown) =>
+      err instanceof SpeechServiceError &&
+      err.status === 413 &&
+      err.origin === 'local' &&
+      err.limit?.observed === exact &&
+      err.limit.bound === 'request_bytes',
+  );
+  assert.equal(service.emulator.stats().requests['batch.submit'], before, 'nothing was sent');
+});
+
+test('wait() ends on failed and on cleared, without result fields', async () => {
+  const fault = emulator.faults.add({ operation: 'batch.submit', times: 1, action: { type: 'fail' } });
+  const failing = await client.batch.submit(wav);
+  fault.remove();
+  const failed = await client.batch.wait(failing.jobId, { initialIntervalMs: 10 });
+  assert.equal(failed.status, 'failed');
+  assert.equal('final_result' in failed, false);
+  const ack = await client.batch.submit(wav);
+  const done = await client.batch.wait(ack.jobId, { initialIntervalMs: 10, saveResult: false });
+  assert.equal(done.status, 'done', 'read without save_result: the result is cleared after it');
+  const cleared = await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });
+  assert.equal(cleared.status, 'cleared');
+  assert.equal('final_result' in cleared, false);
+});
+
+test('getLegacy passes diarization_force_align: words outside every segment get UNKNOWN_SPEAKER only when false', async () => {
+  const ack = await client.batch.submit(wav, { diarization: true });
+  await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });
+  const aligned = await client.batch.getLegacy(ack.jobId, { saveResult: true, diarizationForceAlign: true });
+  const strict = await client.batch.getLegacy(ack.jobId, {
+    saveResult: true,
+    diarizationForceAlign: false,
+    lang: 'ar',
+  });
+  const speakers = (j: typeof aligned) => j.results.offsets!.map((o) => o.speaker);
+  assert.ok(aligned.results.offsets!.length > 0);
+  assert.ok(!speakers(aligned).includes('UNKNOWN_SPEAKER'));
+  assert.ok(speakers(strict).includes('UNKNOWN_SPEAKER'));
+  assert.deepEqual(
+    strict.results.offsets!.map((o) => o.word),
+    aligned.results.offsets!.map((o) => o.word),
+  );
+});
+
+test('wait() deadline bounds a lookup in flight', { timeout: 10_000 }, async () => {
+  const slow = await startService({ jobTiming: { queuedMs: 60_000, processingMs: 60_000 } });
+  const ack = await slow.client.batch.submit(wav);
+  const fault = slow.emulator.faults.add({ operation: 'batch.get', action: { type: 'stall' } });
+  await assert.rejects(
+    slow.client.batch.wait(ack.jobId, { timeoutMs: 200 }),
+    (err: unknown) =>
+      err instanceof BatchWaitTimeoutError &&
+      err.code === 'ERR_WAIT_TIMEOUT' &&
+      err.jobId === ack.jobId &&
+      err.lastStatus === undefined,
+  );
+  fault.remove();
+  assert.equal(slow.emulator.stats().requests['batch.get'], 1, 'one poll, abandoned at the deadline');
+});
+
+test('a read without save_result whose response is lost after it cleared the job: BatchResultLostError, not cleared', async () => {
+  const ack = await client.batch.submit(wav);
+  await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });
+  const fault = emulator.faults.add({
+    operation: 'batch.get',
+    times: 1,
+    action: { type: 'reset', stage: 'afterEffect' },
+  });
+  const before = emulator.stats().requests['batch.get'];
+  const err = await client.batch.get(ack.jobId).catch((e: unknown) => e);
+  fault.remove();
+  assert.ok(err instanceof BatchResultLostError, String(err));
+  assert.equal(err.code, 'ERR_RESULT_LOST');
+  assert.equal(err.jobId, ack.jobId);
+  assert.ok(err.cause instanceof TransportError);
+  assert.equal(emulator.stats().requests['batch.get'] - before, 2);
+});
+
+test('a read without save_result lost before the service read it: recovered with save_result, then cleared', async () => {
+  const ack = await client.batch.submit(wav);
+  await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });
+  const fault = emulator.faults.add({ operation: 'batch.getLegacy', times: 1, action: { type: 'reset' } });
+  const before = emulator.stats().requests['batch.getLegacy'];
+  const job = await client.batch.getLegacy(ack.jobId);
+  fault.remove();
+  assert.equal(job.status, 'done');
+  assert.ok(job.results.transcript.length > 0);
+  // The failed read, the save_result read, and the clearing read the caller asked for.
+  assert.equal(emulator.stats().requests['batch.getLegacy'] - before, 3);
+  assert.equal((await client.batch.get(ack.jobId, { saveResult: true })).status, 'cleared');
+});
+
+test('abort in the middle of an upload releases the admission slot and the request body', async () => {
+  const controller = new AbortController();
+  const reason = new Error('user stopped');
+  let pulls = 0;
+  // A stream that gives one chunk, then aborts the submission when asked for more.
+  const stream = new Readable({
+    read() {
+      if (pulls++ === 0) this.push(wav.subarray(0, 4096));
+      else controller.abort(reason);
+    },
+  });
+  const before = emulator.stats();
+  await assert.rejects(
+    client.batch.submit({ stream, filename: 'talk.wav' }, { signal: controller.signal }),
+    (err: unknown) => err === reason,
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(stream.destroyed, 'the input stream was released');
+  const stats = batchRunning(client);
+  assert.equal(stats.running, 0);
+  assert.equal(stats.queued, 0);
+  assert.equal(emulator.stats().jobsCreated, before.jobsCreated);
 });

@@ -26,10 +26,17 @@ import type { Limits } from '../protocol/limits.ts';
 import { isUuid } from '../protocol/uuid.ts';
 import { unwrap } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
-import { type HttpResponse, type HttpTransport, readText } from './http.ts';
-import { type UploadInput, uploadSource } from './input.ts';
-import { multipartBody } from './multipart.ts';
-import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
+import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
+import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
+import { multipartBody, multipartOverhead } from './multipart.ts';
+import {
+  anySignal,
+  backoffDelay,
+  DEFAULT_RETRY,
+  isRetryableFailure,
+  type RetryOptions,
+  sleep,
+} from './retry.ts';
 
 export type AmbiguousSubmitPolicy = 'fail' | 'resubmit';
 
@@ -88,6 +95,24 @@ export interface WaitOptions {
   saveResult?: boolean;
 }
 
+/**
+ * A read without `save_result` lost its response, and the job now reads `cleared`: that read
+ * may have consumed the result, which is gone. Never reported as a plain `cleared` job.
+ */
+export class BatchResultLostError extends SpeechpipeError {
+  override name = 'BatchResultLostError';
+  readonly jobId: string;
+  readonly ambiguous = true;
+  constructor(jobId: string, cause: unknown) {
+    super(
+      'ERR_RESULT_LOST',
+      `job ${jobId} reads cleared after a read without save_result lost its response: the result may have been in that response`,
+      { cause },
+    );
+    this.jobId = jobId;
+  }
+}
+
 /** `wait()` reached its deadline; the job goes on, and can be waited for again. */
 export class BatchWaitTimeoutError extends SpeechpipeError {
   override name = 'BatchWaitTimeoutError';
@@ -129,14 +154,19 @@ export class BatchApi {
     const policy = options.onAmbiguousSubmit ?? this.#deps.onAmbiguousSubmit;
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
     const source = await uploadSource(input);
-    if (source.size !== undefined && source.size > limits.batchRequestBytes) {
+    // The service counts the whole multipart body against request_bytes.
+    const bodyBytes =
+      source.size === undefined
+        ? undefined
+        : source.size + multipartOverhead(source.filename, source.contentType);
+    if (bodyBytes !== undefined && bodyBytes > limits.batchRequestBytes) {
       throw localServiceError(
         'PAYLOAD_TOO_LARGE',
-        `recording of ${source.size} bytes exceeds ${limits.batchRequestBytes}`,
+        `request of ${bodyBytes} bytes (a recording of ${source.size} and its multipart framing) exceeds ${limits.batchRequestBytes}`,
         {
           data: {
             limit: limits.batchRequestBytes,
-            observed: source.size,
+            observed: bodyBytes,
             unit: 'bytes',
             bound: 'request_bytes',
           },
@@ -197,14 +227,23 @@ export class BatchApi {
               if (err.status >= 500) err.ambiguous = true;
               throw err;
             }
-            return parseBody(res, 'submission acknowledgement', validateSubmitAck);
+            // A body that breaks off is ambiguous: the job was created before the answer.
+            return parseBody(
+              res,
+              'batch.submit',
+              'submission acknowledgement',
+              validateSubmitAck,
+              options.signal,
+            );
           },
           options.signal,
+          () => source.reopenable,
         );
         return { ...ack, attempts, ambiguousAttempts };
       } catch (err) {
         if (options.signal?.aborted) throw err;
-        if (isAdmissionRejection(err)) throw err; // admission gave up
+        // Admission gave up, or the one-shot input cannot be sent again.
+        if (isAdmissionRejection(err)) throw source.reopenable ? err : oneShotRejection(err);
         if ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) {
           options.onAmbiguous?.(err);
           if (policy === 'fail') throw err;
@@ -224,9 +263,12 @@ export class BatchApi {
     checkJobId(jobId);
     const envelope = await this.#read<JobV2Envelope>(
       'batch.get',
+      jobId,
       batchJobPath(jobId),
-      { save_result: flag(options.saveResult) },
+      {},
+      options.saveResult,
       validateJobV2,
+      (e) => e.data.status,
       options.signal,
     );
     return envelope.data;
@@ -237,9 +279,12 @@ export class BatchApi {
     checkJobId(jobId);
     return this.#read<JobV1>(
       'batch.getLegacy',
+      jobId,
       batchJobLegacyPath(jobId, options.lang ?? 'en'),
-      { save_result: flag(options.saveResult), diarization_force_align: flag(options.diarizationForceAlign) },
+      { diarization_force_align: flag(options.diarizationForceAlign) },
+      options.saveResult,
       validateJobV1,
+      (j) => j.status,
       options.signal,
     );
   }
@@ -255,7 +300,24 @@ export class BatchApi {
     let interval = options.initialIntervalMs ?? 1_000;
     let last: JobStatus | undefined;
     while (true) {
-      const job = await this.get(jobId, { saveResult: options.saveResult ?? true, signal: options.signal });
+      // The deadline bounds a poll in flight too (with its retries), not only the pauses.
+      let deadline: AbortSignal | undefined;
+      if (options.timeoutMs !== undefined) {
+        const left = started + options.timeoutMs - Date.now();
+        if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
+        deadline = AbortSignal.timeout(left);
+      }
+      let job: JobV2;
+      try {
+        job = await this.get(jobId, {
+          saveResult: options.saveResult ?? true,
+          signal: anySignal(options.signal, deadline),
+        });
+      } catch (err) {
+        if (deadline?.aborted && !options.signal?.aborted)
+          throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs!);
+        throw err;
+      }
       last = job.status;
       options.onStatus?.(job);
       if (isTerminalStatus(job.status)) return job;
@@ -281,37 +343,57 @@ export class BatchApi {
     return Object.assign(job, { jobId: ack.jobId });
   }
 
-  /** GET with retries on retryable statuses and connection failures (GETs are idempotent). */
+  /**
+   * GET with retries on retryable statuses and connection failures. A read without
+   * `save_result` is not idempotent once the job may be terminal: it clears a done or failed
+   * job's result. So after a failure that may have come after the service read the job
+   * (anything but a refused connection or a 429), the retries read with save_result=true and,
+   * when they find the result, one more read without it clears it as the caller asked. If they
+   * find `cleared`, the lost response may have held the result: `BatchResultLostError`.
+   */
   async #read<T>(
     operation: 'batch.get' | 'batch.getLegacy',
+    jobId: string,
     path: string,
     query: Record<string, string | undefined>,
+    saveResult: boolean | undefined,
     validate: (
       v: unknown,
     ) => ReturnType<typeof validateJobV1> | ReturnType<typeof validateJobV2> | { ok: boolean },
+    statusOf: (value: T) => JobStatus,
     signal: AbortSignal | undefined,
   ): Promise<T> {
     const { http } = this.#deps;
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    let lost: unknown;
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await http.send({
           operation,
           method: 'GET',
           path,
-          query,
+          query: { ...query, save_result: lost === undefined ? flag(saveResult) : 'true' },
           signal,
           headers: { accept: 'application/json' },
         });
         if (res.status !== 200) throw await http.errorOf(res, operation);
-        return (await parseBody(
+        const value = (await parseBody(
           res,
+          operation,
           operation === 'batch.get' ? 'V2 job envelope' : 'V1 job',
           validate as never,
+          signal,
         )) as T;
+        if (lost !== undefined) {
+          const status = statusOf(value);
+          if (status === 'cleared') throw new BatchResultLostError(jobId, lost);
+          if (status === 'done' || status === 'failed') await this.#clear(operation, path, query, signal);
+        }
+        return value;
       } catch (err) {
         if (signal?.aborted) throw err;
         if (!isRetryableFailure(err, { include429: true }) || attempt + 1 >= maxAttempts) throw err;
+        if (saveResult !== true && lost === undefined && mayHaveBeenRead(err)) lost = err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           signal,
@@ -319,6 +401,32 @@ export class BatchApi {
       }
     }
   }
+
+  /**
+   * The clearing read after a recovered one. Best effort: the caller holds the result, and if
+   * this read fails the result merely stays stored, as with save_result.
+   */
+  async #clear(
+    operation: 'batch.get' | 'batch.getLegacy',
+    path: string,
+    query: Record<string, string | undefined>,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const { http } = this.#deps;
+    try {
+      const res = await http.send({ operation, method: 'GET', path, query, signal });
+      if (res.status === 200) discard(res);
+      else await http.errorOf(res, operation);
+    } catch {
+      // See above: nothing is lost.
+    }
+  }
+}
+
+/** Whether a failed read may have been performed by the service (and so cleared a result). */
+function mayHaveBeenRead(err: unknown): boolean {
+  if (err instanceof TransportError) return err.code !== 'ERR_CONNECT';
+  return !(err instanceof SpeechServiceError && err.status === 429);
 }
 
 function checkJobId(jobId: string): void {
@@ -332,12 +440,14 @@ function checkJobId(jobId: string): void {
 
 async function parseBody<T>(
   res: HttpResponse,
+  operation: 'batch.submit' | 'batch.get' | 'batch.getLegacy',
   kind: string,
   validate: (
     v: unknown,
   ) => { ok: true; value: T } | { ok: false; issues: { path: string; message: string }[] },
+  signal: AbortSignal | undefined,
 ): Promise<T> {
-  const text = await readText(res, 64 * 1024 * 1024);
+  const text = await readBody(res, operation, 64 * 1024 * 1024, signal);
   let value: unknown;
   try {
     value = JSON.parse(text);

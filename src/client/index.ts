@@ -4,6 +4,7 @@ export { Admission, type AdmissionOptions, isAdmissionRejection, type WorkloadSt
 export {
   type AmbiguousSubmitPolicy,
   BatchApi,
+  BatchResultLostError,
   type BatchSubmitOptions,
   type BatchSubmitResult,
   BatchWaitTimeoutError,
@@ -14,7 +15,7 @@ export {
 export { type ClientOptions, createClient, type LiveApi, SpeechClient } from './client.ts';
 export { FastApi, type FastOptions } from './fast.ts';
 export { DEFAULT_TIMEOUTS, type HttpTimeouts } from './http.ts';
-export type { UploadInput } from './input.ts';
+export type { StreamFactory, UploadInput } from './input.ts';
 export {
   type LiveKind,
   type LiveRecord,

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { encodeWav, IncompleteStreamError, SpeechServiceError } from '../src/index.ts';
+import { multipartOverhead } from '../src/client/multipart.ts';
+import {
+  encodeWav,
+  type FastRecord,
+  IncompleteStreamError,
+  SpeechServiceError,
+  TransportError,
+} from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav, speechWithPauses } from './helpers/speech.ts';
 
@@ -10,7 +18,17 @@ const longWav = encodeWav(
   await speechWithPauses(['First sentence here.', 'Then a second one.', 'And a third.'], 900),
   16000,
 );
-const { emulator, client } = await startService();
+const { emulator, client, newClient } = await startService();
+
+async function collect(records: AsyncIterable<FastRecord>): Promise<{ got: FastRecord[]; err: unknown }> {
+  const got: FastRecord[] = [];
+  try {
+    for await (const r of records) got.push(r);
+    return { got, err: undefined };
+  } catch (err) {
+    return { got, err };
+  }
+}
 
 for (const transport of ['http', 'socketio'] as const) {
   test(`fast transcription over ${transport}: records end with is_final`, async () => {
@@ -77,4 +95,131 @@ test('the fast byte limit is checked before upload', async () => {
     (err: unknown) => err instanceof SpeechServiceError && err.status === 413 && err.origin === 'local',
   );
   assert.equal(emulator.stats().requests['fast.http'], before);
+});
+
+test('a reset inside the second NDJSON line is an IncompleteStreamError after one record (no replay)', async () => {
+  const whole = await collect(client.fast.transcribe(longWav));
+  assert.ok(whole.got.length >= 2, 'the fixture gives several records');
+  // The service writes each record as one JSON line: cut 10 bytes into the second one.
+  const firstLine = JSON.stringify(whole.got[0]).length + 1;
+  const fault = emulator.faults.add({
+    operation: 'fast.http',
+    times: 1,
+    action: { type: 'reset', afterBytes: firstLine + 10 },
+  });
+  const before = emulator.stats().requests['fast.http'];
+  const { got, err } = await collect(client.fast.transcribe(longWav));
+  fault.remove();
+  assert.ok(err instanceof IncompleteStreamError, String(err));
+  assert.equal(err.received, 1);
+  assert.equal(got.length, 1);
+  assert.deepEqual({ ...got[0], id: '' }, { ...whole.got[0], id: '' });
+  assert.equal(emulator.stats().requests['fast.http'] - before, 1);
+});
+
+test('a reset inside the first NDJSON line delivered nothing: retried with a fresh id', async () => {
+  const fault = emulator.faults.add({
+    operation: 'fast.http',
+    times: 1,
+    action: { type: 'reset', afterBytes: 10 },
+  });
+  const before = emulator.stats().requests['fast.http'];
+  const firstId = '0f8fad5b-d9cb-469f-a165-70867728950e';
+  const final = await client.fast.transcribeFinal(longWav, { id: firstId });
+  fault.remove();
+  assert.equal(final.is_final, true);
+  assert.notEqual(final.id, firstId);
+  assert.equal(emulator.stats().requests['fast.http'] - before, 2);
+});
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`fast over ${transport}: 429 with Retry-After is waited out, nothing lost`, async () => {
+    const operation = transport === 'http' ? 'fast.http' : 'fast.socket';
+    const fault = emulator.faults.add({
+      operation,
+      times: 1,
+      action: { type: 'status', status: 429, code: 'CONCURRENCY_LIMIT_EXCEEDED', retryAfter: 0.05 },
+    });
+    const before = emulator.stats();
+    const { got, err } = await collect(client.fast.transcribe(wav, { transport }));
+    fault.remove();
+    assert.equal(err, undefined);
+    assert.equal(got.at(-1)!.is_final, true);
+    const now = emulator.stats();
+    assert.equal(now.requests[operation] - before.requests[operation], 2);
+    assert.equal(
+      now.rejections.CONCURRENCY_LIMIT_EXCEEDED! - (before.rejections.CONCURRENCY_LIMIT_EXCEEDED ?? 0),
+      1,
+    );
+  });
+}
+
+test('fast: a one-shot stream refused with 429 surfaces that 429; a stream factory is retried', async () => {
+  const add = () =>
+    emulator.faults.add({
+      operation: 'fast.http',
+      times: 1,
+      action: { type: 'status', status: 429, code: 'RATE_LIMIT_EXCEEDED', retryAfter: 0.05 },
+    });
+  let fault = add();
+  let before = emulator.stats().requests['fast.http'];
+  const { err } = await collect(client.fast.transcribe(Readable.from([wav])));
+  fault.remove();
+  assert.ok(err instanceof SpeechServiceError && err.status === 429, String(err));
+  assert.equal(err.code, 'RATE_LIMIT_EXCEEDED');
+  assert.equal(err.retryable, true);
+  assert.match(err.detail ?? '', /one-shot stream/);
+  assert.equal(emulator.stats().requests['fast.http'] - before, 1);
+
+  fault = add();
+  before = emulator.stats().requests['fast.http'];
+  const final = await client.fast.transcribeFinal({ stream: () => Readable.from([wav]), filename: 'a.wav' });
+  fault.remove();
+  assert.equal(final.is_final, true);
+  assert.equal(emulator.stats().requests['fast.http'] - before, 2);
+});
+
+test('fast pre-flight: HTTP counts the multipart body, Socket.IO the audio alone', async () => {
+  const limit = wav.length + multipartOverhead('audio', 'application/octet-stream') - 1;
+  const tight = newClient({ limits: { fastAudioBytes: limit } });
+  const before = emulator.stats().requests['fast.http'];
+  await assert.rejects(
+    tight.fast.transcribeFinal(wav),
+    (err: unknown) =>
+      err instanceof SpeechServiceError &&
+      err.status === 413 &&
+      err.origin === 'local' &&
+      err.limit?.observed === limit + 1,
+  );
+  assert.equal(emulator.stats().requests['fast.http'], before);
+  assert.equal((await tight.fast.transcribeFinal(wav, { transport: 'socketio' })).is_final, true);
+});
+
+test('the Socket.IO acknowledgement wait is the client option timeouts.socketAckMs', {
+  timeout: 10_000,
+}, async () => {
+  const impatient = newClient({ timeouts: { socketAckMs: 200 }, retry: { maxAttempts: 1 } });
+  const fault = emulator.faults.add({ operation: 'fast.socket', times: 1, action: { type: 'stall' } });
+  const { err } = await collect(impatient.fast.transcribe(wav, { transport: 'socketio' }));
+  fault.remove();
+  assert.ok(err instanceof TransportError && err.code === 'ERR_TIMEOUT', String(err));
+});
+
+test('abort in the middle of a fast upload releases the admission slot and the request body', async () => {
+  const controller = new AbortController();
+  const reason = new Error('user stopped');
+  let pulls = 0;
+  const stream = new Readable({
+    read() {
+      if (pulls++ === 0) this.push(wav.subarray(0, 4096));
+      else controller.abort(reason);
+    },
+  });
+  const { err } = await collect(client.fast.transcribe(stream, { signal: controller.signal }));
+  assert.equal(err, reason);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(stream.destroyed, 'the input stream was released');
+  const stats = client.admissionStats().find((s) => s.workload === 'fast')!;
+  assert.equal(stats.running, 0);
+  assert.equal(stats.queued, 0);
 });

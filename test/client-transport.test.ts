@@ -145,3 +145,46 @@ test('a 300 MiB upload streams from disk: client memory stays flat', async () =>
   // so the bound leaves room for that noise while still proving the upload streams.
   assert.ok(growthMiB < 128, `RSS grew ${growthMiB.toFixed(1)} MiB while uploading 300 MiB`);
 });
+
+test('401, 403, 413 and 422 are never retried, even when the body says retryable: true', async () => {
+  const ack = await client.batch.submit(wav);
+  for (const [status, code] of [
+    [401, 'AUTH_UNAUTHORIZED'],
+    [403, 'AUTH_FORBIDDEN'],
+    [413, 'PAYLOAD_TOO_LARGE'],
+    [422, 'AUDIO_DURATION_EXCEEDED'],
+  ] as const) {
+    const fault = emulator.faults.add({
+      operation: 'batch.get',
+      times: 3,
+      action: {
+        type: 'status',
+        status,
+        contentType: 'application/json',
+        rawBody: JSON.stringify({ error: 'refused', code, detail: 'try again?', retryable: true }),
+      },
+    });
+    const before = emulator.stats().requests['batch.get'];
+    await assert.rejects(
+      client.batch.get(ack.jobId, { saveResult: true }),
+      (err: unknown) => err instanceof SpeechServiceError && err.status === status && err.code === code,
+    );
+    fault.remove();
+    assert.equal(emulator.stats().requests['batch.get'] - before, 1, `${status} sent once`);
+  }
+});
+
+test("createClient reads the limits' environment overrides from the same env as its configuration", async () => {
+  const scoped = newClient({
+    env: { TTS_MAX_INPUT_CHARACTERS_FREE: '5', TTS_MAX_INPUT_CHARACTERS_ENTERPRISE: '7' },
+  });
+  assert.equal(scoped.limits.ttsInputCharacters.free, 5);
+  assert.equal(scoped.limits.ttsInputCharacters.enterprise, 7);
+  const before = emulator.stats().requests['tts.http'];
+  await assert.rejects(
+    scoped.tts.synthesize({ text: 'longer than five' }),
+    (err: unknown) =>
+      err instanceof SpeechServiceError && err.origin === 'local' && err.code === 'CHARACTER_COUNT_EXCEEDED',
+  );
+  assert.equal(emulator.stats().requests['tts.http'], before, 'refused before sending');
+});

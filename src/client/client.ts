@@ -4,6 +4,7 @@
 
 import type { Dispatcher } from 'undici';
 import { type ConfigOptions, resolveConfig, type ServiceConfig } from '../protocol/config.ts';
+import { TransportError } from '../protocol/errors.ts';
 import {
   type LimitOverrides,
   type Limits,
@@ -28,7 +29,11 @@ export interface ClientOptions extends ConfigOptions {
   tier?: Tier;
   /** The plan's concurrent operations per workload (defaults: 4 TTS, 8 the others). */
   concurrency?: Partial<Record<Workload, number>>;
-  timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number };
+  /**
+   * HTTP timeouts, plus Socket.IO: `socketConnectMs` (default 10 s) and `socketAckMs`, the
+   * wait for an acknowledgement (default 30 s; a live session's `ackTimeoutMs` overrides it).
+   */
+  timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number; socketAckMs?: number };
   retry?: RetryOptions;
   /** Batch submissions whose outcome is ambiguous: `fail` (default) or `resubmit`. */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
@@ -57,11 +62,18 @@ export class SpeechClient {
   readonly #http: HttpTransport;
   readonly #socket: SocketTransport;
   readonly #admission: Admission;
+  /** Aborted by close(): live sessions fail at once with ERR_CLIENT_CLOSED. */
+  readonly #closing = new AbortController();
   #closed = false;
 
   constructor(options: ClientOptions = {}) {
     this.config = resolveConfig(options);
-    this.limits = resolveLimits(options.limits);
+    // The same environment as the configuration: TTS_MAX_INPUT_CHARACTERS_* overrides apply.
+    this.limits = resolveLimits(
+      options.limits,
+      options.env ?? (globalThis.process?.env as Record<string, string | undefined>) ?? {},
+    );
+    const socketAckTimeoutMs = options.timeouts?.socketAckMs ?? 30_000;
     const retry = { ...DEFAULT_RETRY, ...options.retry };
     this.#http = new HttpTransport(this.config, {
       timeouts: options.timeouts ?? {},
@@ -89,6 +101,7 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       realtimePrefix: prefix,
+      socketAckTimeoutMs,
     });
     this.tts = new TtsApi({
       http: this.#http,
@@ -105,6 +118,8 @@ export class SpeechClient {
       admission: this.#admission,
       realtimePrefix: prefix,
       limits: this.limits,
+      socketAckTimeoutMs,
+      closed: this.#closing.signal,
     };
     this.live = {
       open: <K extends LiveKind>(kind: K, o?: LiveSessionOptions) => new LiveSession(kind, deps, o),
@@ -126,6 +141,7 @@ export class SpeechClient {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
     this.#admission.close();
     this.#socket.close();
     await this.#http.close();

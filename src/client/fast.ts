@@ -18,8 +18,8 @@ import { type FastRecord, validateFastRecord } from '../protocol/records.ts';
 import { randomUuid } from '../protocol/uuid.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { type HttpTransport, transportError } from './http.ts';
-import { type UploadInput, type UploadSource, uploadSource } from './input.ts';
-import { multipartBody } from './multipart.ts';
+import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
+import { multipartBody, multipartOverhead } from './multipart.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
@@ -43,6 +43,8 @@ export interface FastDeps {
   limits: Limits;
   retry: RetryOptions;
   realtimePrefix: string;
+  /** Wait for the Socket.IO acknowledgement of `audio_file`. */
+  socketAckTimeoutMs: number;
 }
 
 export class FastApi {
@@ -59,10 +61,16 @@ export class FastApi {
   ): AsyncGenerator<FastRecord, void, undefined> {
     const source = await uploadSource(input);
     const limit = this.#deps.limits.fastAudioBytes;
-    if (source.size !== undefined && source.size > limit) {
-      throw localServiceError('PAYLOAD_TOO_LARGE', `upload of ${source.size} bytes exceeds ${limit}`, {
-        data: { limit, observed: source.size, unit: 'bytes', bound: 'fast_audio_bytes' },
-        operation: options.transport === 'socketio' ? 'fast.socket' : 'fast.http',
+    const socketio = options.transport === 'socketio';
+    // Over HTTP the service counts the whole multipart body; over Socket.IO the audio alone.
+    const observed =
+      source.size === undefined || socketio
+        ? source.size
+        : source.size + multipartOverhead(source.filename, source.contentType);
+    if (observed !== undefined && observed > limit) {
+      throw localServiceError('PAYLOAD_TOO_LARGE', `upload of ${observed} bytes exceeds ${limit}`, {
+        data: { limit, observed, unit: 'bytes', bound: 'fast_audio_bytes' },
+        operation: socketio ? 'fast.socket' : 'fast.http',
       });
     }
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
@@ -72,7 +80,7 @@ export class FastApi {
       let delivered = 0;
       const slot = await this.#acquire(options.signal, attempt);
       try {
-        if (options.transport === 'socketio') audio ??= await source.bytes(limit);
+        if (socketio) audio ??= await source.bytes(limit);
         const records = audio ? this.#socket(id, audio, options) : this.#http(id, source, options);
         for await (const record of records) {
           delivered++;
@@ -83,6 +91,8 @@ export class FastApi {
       } catch (err) {
         if (isAdmissionRejection(err) && delivered === 0 && attempt < 100) {
           slot.rejected(err, attempt);
+          // A one-shot stream was used up by this attempt (Socket.IO holds the bytes).
+          if (!socketio && !source.reopenable) throw oneShotRejection(err);
           continue;
         }
         if (
@@ -92,7 +102,7 @@ export class FastApi {
           attempt + 1 >= maxAttempts
         )
           throw err;
-        if (options.transport !== 'socketio' && !source.reopenable) throw err;
+        if (!socketio && !source.reopenable) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           options.signal,
@@ -205,7 +215,7 @@ export class FastApi {
       },
       onDisconnect: (err) => {
         failure ??=
-          received > 0 || queue.length > 0
+          err.code !== 'ERR_CLIENT_CLOSED' && (received > 0 || queue.length > 0)
             ? new IncompleteStreamError(`fast.socket: connection lost during ${id}`, {
                 operation: 'fast.socket',
                 id,
@@ -224,7 +234,7 @@ export class FastApi {
         ...(options.model ? { model: options.model } : {}),
       };
       const ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
-        timeoutMs: 60_000,
+        timeoutMs: this.#deps.socketAckTimeoutMs,
         signal: options.signal,
       });
       const rejected = socket.ackError(ack, 'fast.socket');

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import type { LiveSession } from '../src/client/index.ts';
 import type { AsrRecord, DiarizationRecord } from '../src/index.ts';
-import { IncompleteStreamError, SpeechServiceError } from '../src/index.ts';
+import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -62,7 +63,8 @@ test('the final request bit is not completion: a final response without is_final
   assert.ok(err instanceof IncompleteStreamError, String(err));
 });
 
-test('a reset in the middle of an NDJSON response is an IncompleteStreamError', async () => {
+test('a reset in the middle of an NDJSON record is an IncompleteStreamError, not a raw reset', async () => {
+  // 5 bytes into a response is inside its first record, after the 200 accepted the frame.
   const fault = emulator.faults.add({
     operation: 'stt.http',
     nth: 2,
@@ -73,11 +75,10 @@ test('a reset in the middle of an NDJSON response is an IncompleteStreamError', 
     .then(() => session.done)
     .catch((e: unknown) => e);
   fault.remove();
-  assert.ok(
-    err instanceof IncompleteStreamError || (err as { code?: string }).code === 'ERR_CONNECTION_RESET',
-    String(err),
-  );
+  assert.ok(err instanceof IncompleteStreamError, String(err));
+  assert.equal(err.id, session.id);
   assert.equal(session.state, 'failed');
+  await assert.rejects(session.done, (e: unknown) => e === err);
 });
 
 test('409 SESSION_EXPIRED fails the session with a typed error (the caller restarts with a new id)', async () => {
@@ -128,3 +129,136 @@ test('abort cancels what is in flight and releases the slot', async () => {
   const stats = client.admissionStats().find((s) => s.workload === 'realtime_asr')!;
   assert.equal(stats.running, 0);
 });
+
+const running = (c: typeof client, workload: 'realtime_asr' | 'diarization' = 'realtime_asr') =>
+  c.admissionStats().find((s) => s.workload === workload)!.running;
+
+test('invalid PCM is refused (typed) and leaves the session usable: first chunk, then final chunk', async () => {
+  const own = newClient();
+  const before = emulator.stats();
+  const session = own.live.stt();
+  await assert.rejects(
+    session.send(pcm.subarray(0, 6401)),
+    (err: unknown) =>
+      err instanceof SpeechServiceError &&
+      err.code === 'VALIDATION_INVALID_FORMAT' &&
+      err.status === 400 &&
+      err.origin === 'local',
+  );
+  assert.equal(session.state, 'idle', 'nothing was opened');
+  await assert.rejects(session.send(Buffer.alloc(0), { final: true }), {
+    code: 'VALIDATION_FILE_CORRUPT',
+  });
+  assert.equal(session.state, 'idle');
+  // The next valid chunk opens the stream (it carries is_start).
+  await session.send(pcm.subarray(0, 16000));
+  await assert.rejects(session.send(pcm.subarray(16000, 22401), { final: true }), {
+    code: 'VALIDATION_INVALID_FORMAT',
+  });
+  assert.equal(session.state, 'live', 'a refused final chunk does not finish the session');
+  await session.send(pcm.subarray(16000, 22400), { final: true });
+  assert.equal((await session.done).is_final, true);
+  const now = emulator.stats();
+  assert.equal(now.framesAccepted - before.framesAccepted, 2);
+  assert.equal(now.rejections.SESSION_EXPIRED ?? 0, before.rejections.SESSION_EXPIRED ?? 0);
+  assert.equal(running(own), 0, 'the slot was released');
+});
+
+for (const kind of ['stt', 'diarization'] as const) {
+  test(`${kind} over HTTP: concurrent send() calls go out one at a time, in call order`, async () => {
+    const before = emulator.stats();
+    const session = client.live.open(kind);
+    const step = 16000; // 0.5 s
+    const chunks = [0, 1, 2, 3].map((i) => pcm.subarray(i * step, (i + 1) * step));
+    await Promise.all(chunks.map((c, i) => session.send(c, { final: i === chunks.length - 1 })));
+    assert.equal((await session.done).is_final, true);
+    const now = emulator.stats();
+    assert.equal(now.framesAccepted - before.framesAccepted, 4);
+    assert.equal(now.requests[`${kind}.http`] - before.requests[`${kind}.http`], 4);
+    assert.deepEqual(now.rejections, before.rejections, 'no 409 for a frame ahead of the start frame');
+  });
+}
+
+for (const code of ['RATE_LIMIT_EXCEEDED', 'CONCURRENCY_LIMIT_EXCEEDED', 'SESSION_SLOTS_EXHAUSTED']) {
+  test(`a mid-session 429 ${code} is waited out and the same frame sent again; nothing lost`, async () => {
+    const own = newClient();
+    const session = own.live.stt();
+    let rateLimited = 0;
+    session.on('rate-limited', () => rateLimited++);
+    await session.send(pcm.subarray(0, 16000));
+    const before = emulator.stats();
+    const fault = emulator.faults.add({
+      operation: 'stt.http',
+      times: 1,
+      action: { type: 'status', status: 429, code, retryAfter: 0.05 },
+    });
+    await session.send(pcm.subarray(16000, 32000));
+    fault.remove();
+    await session.send(pcm.subarray(32000, 48000), { final: true });
+    assert.equal((await session.done).is_final, true);
+    const now = emulator.stats();
+    assert.equal(now.requests['stt.http'] - before.requests['stt.http'], 3, 'the refused frame once more');
+    assert.equal(now.framesAccepted - before.framesAccepted, 2);
+    assert.equal(now.rejections[code]! - (before.rejections[code] ?? 0), 1);
+    assert.equal(rateLimited, 0, "'rate-limited' is the byte-rate pacing signal only");
+    assert.ok(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.pauses >= 1);
+  });
+}
+
+test('a 429 on the start frame is waited out in the queue; the session then completes', async () => {
+  const before = emulator.stats();
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    times: 1,
+    action: { type: 'status', status: 429, code: 'CONCURRENCY_LIMIT_EXCEEDED', retryAfter: 0.05 },
+  });
+  const session = client.live.stt();
+  await sendAll(session, pcm.subarray(0, 48000), 500);
+  fault.remove();
+  assert.equal((await session.done).is_final, true);
+  const now = emulator.stats();
+  assert.equal(now.requests['stt.http'] - before.requests['stt.http'], 4, 'three frames, the first twice');
+  assert.equal(now.framesAccepted - before.framesAccepted, 3);
+});
+
+test("the session's slot is held under its own signal: aborting the first send's signal later changes nothing", async () => {
+  const own = newClient();
+  const session = own.live.stt();
+  const firstSend = new AbortController();
+  await session.send(pcm.subarray(0, 16000), { signal: firstSend.signal });
+  firstSend.abort(new Error('only that send'));
+  await session.send(pcm.subarray(16000, 32000));
+  assert.equal(running(own), 1, 'the slot is still held');
+  await session.send(pcm.subarray(32000, 48000), { final: true });
+  assert.equal((await session.done).is_final, true);
+  assert.equal(running(own), 0);
+});
+
+test("the session's abort listener on the caller's signal is removed when it ends", async () => {
+  const controller = new AbortController();
+  const session = client.live.stt({ signal: controller.signal });
+  assert.equal(getEventListeners(controller.signal, 'abort').length, 1);
+  await session.send(pcm.subarray(0, 16000), { final: true });
+  await session.done;
+  assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+  const failing = client.live.stt({ signal: controller.signal });
+  failing.abort(new Error('stop'));
+  await assert.rejects(failing.done);
+  assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+});
+
+for (const transport of ['http', 'socketio'] as const) {
+  // Before the fix the session never settled: the timeout turns that into a failure.
+  test(`client.close() fails a live ${transport} session with ERR_CLIENT_CLOSED`, {
+    timeout: 10_000,
+  }, async () => {
+    const own = newClient();
+    const session = own.live.stt({ transport });
+    await session.send(pcm.subarray(0, 16000));
+    await own.close();
+    const closed = (err: unknown) => err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED';
+    await assert.rejects(session.done, closed);
+    await assert.rejects(session.send(pcm.subarray(16000, 32000), { final: true }), closed);
+    assert.equal(session.state, 'failed');
+  });
+}

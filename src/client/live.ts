@@ -1,8 +1,8 @@
 // A live pseudo-session (realtime ASR or diarization) for one stream UUID, over framed HTTP
 // (one POST per frame, serialized per stream) or Socket.IO (one emit per frame, acknowledged).
-// `send()` resolves only when the service accepted the frame; completion is only an observed
-// record with `is_final: true`. A session is never resumed: failures end it, and a caller
-// (sttStream) starts over with a fresh UUID.
+// `send()` resolves only when the service accepted the frame, and frames go out one at a time in
+// call order; completion is only an observed record with `is_final: true`. A session is never
+// resumed: failures end it, and a caller (sttStream) starts over with a fresh UUID.
 
 import { EventEmitter } from 'node:events';
 import {
@@ -42,13 +42,16 @@ export interface LiveSessionOptions {
   /** The stream UUID; a fresh one by default. */
   streamId?: string;
   signal?: AbortSignal;
-  /** Times a frame is sent again after 429 `SESSION_BYTE_RATE_EXCEEDED`. Default 20. */
+  /**
+   * Times a frame is sent again after a 429 (a frame refused with 429 was not accepted; the
+   * session stays live). Default 20.
+   */
   maxRateRetries?: number;
   /** Records held for the async iterator before `send()` waits for the consumer. Default 256. */
   highWaterMark?: number;
   /** Socket.IO: wait for the service to acknowledge each frame (backpressure). Default true. */
   socketAcks?: boolean;
-  /** Socket.IO acknowledgement wait. Default 30 s. */
+  /** Socket.IO acknowledgement wait. Default the client's `timeouts.socketAckMs` (30 s). */
   ackTimeoutMs?: number;
   /** Validate each record against the interface's shape (a bad one fails the session). Default true. */
   validate?: boolean;
@@ -60,6 +63,10 @@ export interface LiveDeps {
   admission: Admission;
   realtimePrefix: string;
   limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes'>;
+  /** Default Socket.IO acknowledgement wait. */
+  socketAckTimeoutMs?: number;
+  /** Aborted when the client closes: the session fails with its reason. */
+  closed?: AbortSignal;
 }
 
 export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
@@ -96,6 +103,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   #slot: { release(): void; rejected(err: SpeechServiceError, attempt: number): void } | undefined;
   /** The previous HTTP exchange, whose response must end before the next frame is sent. */
   #previous: Promise<void> = Promise.resolve();
+  /** The last send() in call order; the next one starts when it settles. */
+  #queue: Promise<void> = Promise.resolve();
+  /** Listeners on the caller's session signal and the client's, removed when the session ends. */
+  #unlisten: (() => void)[] = [];
   #sentFinal = false;
   #sentFrames = 0;
   #receivedRecords = 0;
@@ -118,7 +129,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       maxRateRetries: options.maxRateRetries ?? 20,
       highWaterMark: options.highWaterMark ?? 256,
       socketAcks: options.socketAcks ?? true,
-      ackTimeoutMs: options.ackTimeoutMs ?? 30_000,
+      ackTimeoutMs: options.ackTimeoutMs ?? deps.socketAckTimeoutMs ?? 30_000,
       validate: options.validate ?? true,
     };
     this.done = new Promise((resolve, reject) => {
@@ -126,9 +137,15 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       this.#rejectDone = reject;
     });
     this.done.catch(() => {}); // observed through events or awaited by the caller
-    if (options.signal) {
-      if (options.signal.aborted) this.abort(options.signal.reason);
-      else options.signal.addEventListener('abort', () => this.abort(options.signal!.reason), { once: true });
+    for (const signal of [options.signal, deps.closed]) {
+      if (!signal) continue;
+      if (signal.aborted) {
+        this.abort(signal.reason);
+        break;
+      }
+      const onAbort = () => this.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#unlisten.push(() => signal.removeEventListener('abort', onAbort));
     }
   }
 
@@ -144,6 +161,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   /**
    * Send one chunk of PCM16LE 16 kHz mono (nonempty, even). Resolves when the service accepted
    * it; the first chunk opens the session (waiting for an admission slot), `final` closes it.
+   * Chunks go out one at a time in call order, so send() need not be awaited before the next.
+   * An invalid chunk is refused (typed) and leaves the session as it was.
    */
   async send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
@@ -167,12 +186,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
         },
       );
     }
+    // Encoding validates the chunk: it comes before any change of state. Up to the queueing
+    // below nothing awaits, so concurrent calls take `first` and `final` in call order.
     const first = this.#state === 'idle';
-    if (first) this.#state = 'live';
-    if (options.final) {
-      this.#sentFinal = true;
-      this.#state = 'finishing';
-    }
     const frame = encodeFrame({
       streamId: this.#idBytes,
       isStart: first,
@@ -180,10 +196,22 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       language: this.language,
       pcm,
     });
+    if (first) this.#state = 'live';
+    if (options.final) {
+      this.#sentFinal = true;
+      this.#state = 'finishing';
+    }
+    const sent = this.#queue.then(() => this.#transmit(frame, first, options.signal));
+    this.#queue = sent.catch(() => {});
+    return sent;
+  }
+
+  async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#error !== undefined) throw this.#error;
     await this.#waitForConsumer();
     try {
-      if (first) await this.#open(frame, options.signal);
-      else await this.#sendFrame(frame, options.signal);
+      if (first) await this.#open(frame, signal);
+      else await this.#sendFrame(frame, signal);
       this.#sentFrames++;
     } catch (err) {
       this.#fail(err);
@@ -235,16 +263,16 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
 
   // --- opening and admission -------------------------------------------------------------
 
+  get #workload(): 'realtime_asr' | 'diarization' {
+    return this.kind === 'stt' ? 'realtime_asr' : 'diarization';
+  }
+
   async #open(frame: Buffer, signal?: AbortSignal): Promise<void> {
-    const workload = this.kind === 'stt' ? 'realtime_asr' : 'diarization';
     if (this.transport === 'socketio') this.#routeSocket();
     for (let attempt = 0; ; attempt++) {
-      this.#slot = await this.#deps.admission.acquire(workload, {
-        signal: this.#signal(signal),
-        retrying: attempt > 0,
-      });
+      this.#slot = await this.#acquire(attempt, signal);
       try {
-        await this.#sendFrame(frame, signal);
+        await this.#sendFrame(frame, signal, true);
         return;
       } catch (err) {
         if (!isAdmissionRejection(err) || attempt >= 100) throw err;
@@ -256,27 +284,54 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     }
   }
 
+  /** A slot for the session's lifetime (see #scoped: the send's signal only ends the wait). */
+  #acquire(attempt: number, signal?: AbortSignal) {
+    return this.#scoped(signal, (scoped) =>
+      this.#deps.admission.acquire(this.#workload, { signal: scoped, retrying: attempt > 0 }),
+    );
+  }
+
+  /**
+   * Run `fn` with a signal that the session's abort ends, and the send's `signal` only while
+   * `fn` runs. What outlives a send, the slot held for the session and the response read in the
+   * background, belongs to the session: a send's signal aborting later (a timeout, say) must not
+   * release the slot while the session goes on, nor cut the records of an accepted frame.
+   */
+  async #scoped<T>(signal: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (!signal) return fn(this.#abort.signal);
+    const scope = new AbortController();
+    const stop = () => scope.abort(signal.reason);
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
+    try {
+      return await fn(AbortSignal.any([this.#abort.signal, scope.signal]));
+    } finally {
+      signal.removeEventListener('abort', stop);
+    }
+  }
+
   #signal(extra?: AbortSignal): AbortSignal {
     return extra ? AbortSignal.any([extra, this.#abort.signal]) : this.#abort.signal;
   }
 
   // --- frames ------------------------------------------------------------------------------
 
-  async #sendFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
+  /** `opening`: the start frame, whose admission 429s go back to the queue (see #open). */
+  async #sendFrame(frame: Buffer, signal?: AbortSignal, opening = false): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
         if (this.transport === 'http') await this.#postFrame(frame, signal);
         else await this.#emitFrame(frame, signal);
         return;
       } catch (err) {
-        const rate = err instanceof SpeechServiceError && err.code === 'SESSION_BYTE_RATE_EXCEEDED';
-        if (!rate || attempt >= this.#options.maxRateRetries) throw err;
-        // The frame was not accepted and the session stays live: send the same frame later.
-        this.emit('rate-limited', err);
-        await sleep(
-          backoffDelay(attempt, { baseMs: 250, maxMs: 10_000 }, err.retryAfterMs),
-          this.#signal(signal),
-        );
+        if (!(err instanceof SpeechServiceError) || err.status !== 429) throw err;
+        if ((opening && isAdmissionRejection(err)) || attempt >= this.#options.maxRateRetries) throw err;
+        // Any 429 means the frame was not accepted (it consumed nothing) and the session stays
+        // live: send the same frame after Retry-After. That is not a replay.
+        const delay = backoffDelay(attempt, { baseMs: 250, maxMs: 10_000 }, err.retryAfterMs);
+        if (err.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', err);
+        else if (isAdmissionRejection(err)) this.#deps.admission.pause(this.#workload, delay);
+        await sleep(delay, this.#signal(signal));
       }
     }
   }
@@ -287,14 +342,16 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     if (this.#error !== undefined) throw this.#error;
     const op = this.kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream;
     const isFinal = (frame[16]! & 0b10) !== 0;
-    const res = await this.#deps.http.send({
-      operation: this.#operation,
-      method: 'POST',
-      path: realtimePath(this.#deps.realtimePrefix, op),
-      headers: { 'content-type': 'application/octet-stream', accept: 'application/x-ndjson' },
-      body: frame,
-      signal: this.#signal(signal),
-    });
+    const res = await this.#scoped(signal, (scoped) =>
+      this.#deps.http.send({
+        operation: this.#operation,
+        method: 'POST',
+        path: realtimePath(this.#deps.realtimePrefix, op),
+        headers: { 'content-type': 'application/octet-stream', accept: 'application/x-ndjson' },
+        body: frame,
+        signal: scoped,
+      }),
+    );
     if (res.status !== 200) {
       throw await this.#deps.http.errorOf(res, this.#operation);
     }
@@ -444,6 +501,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   }
 
   #cleanup(): void {
+    for (const unlisten of this.#unlisten.splice(0)) unlisten();
     this.#slot?.release();
     this.#slot = undefined;
     this.#unroute?.();

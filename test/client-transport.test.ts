@@ -188,3 +188,13 @@ test("createClient reads the limits' environment overrides from the same env as 
   );
   assert.equal(emulator.stats().requests['tts.http'], before, 'refused before sending');
 });
+
+test('timeouts.socketAckMs bounds a Socket.IO TTS acknowledgement too', { timeout: 10_000 }, async () => {
+  const impatient = newClient({ timeouts: { socketAckMs: 200 }, retry: { maxAttempts: 1 } });
+  const fault = emulator.faults.add({ operation: 'tts.socket', times: 1, action: { type: 'stall' } });
+  await assert.rejects(
+    impatient.tts.synthesize({ text: 'Hello there.', transport: 'socketio' }),
+    (err: unknown) => err instanceof TransportError && err.code === 'ERR_TIMEOUT',
+  );
+  fault.remove();
+});

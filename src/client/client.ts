@@ -19,7 +19,7 @@ import { FastApi } from './fast.ts';
 import { type HttpTimeouts, HttpTransport } from './http.ts';
 import { type LiveKind, LiveSession, type LiveSessionOptions } from './live.ts';
 import { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
-import { SocketTransport } from './socket.ts';
+import { DEFAULT_SOCKET_ACK_MS, SocketTransport } from './socket.ts';
 import { TtsApi } from './tts.ts';
 
 export interface ClientOptions extends ConfigOptions {
@@ -31,7 +31,8 @@ export interface ClientOptions extends ConfigOptions {
   concurrency?: Partial<Record<Workload, number>>;
   /**
    * HTTP timeouts, plus Socket.IO: `socketConnectMs` (default 10 s) and `socketAckMs`, the
-   * wait for an acknowledgement (default 30 s; a live session's `ackTimeoutMs` overrides it).
+   * wait for an acknowledgement (default 30 s; a live session's or a synthesis's `ackTimeoutMs`
+   * overrides it).
    */
   timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number; socketAckMs?: number };
   retry?: RetryOptions;
@@ -73,7 +74,7 @@ export class SpeechClient {
       options.limits,
       options.env ?? (globalThis.process?.env as Record<string, string | undefined>) ?? {},
     );
-    const socketAckTimeoutMs = options.timeouts?.socketAckMs ?? 30_000;
+    const socketAckTimeoutMs = options.timeouts?.socketAckMs ?? DEFAULT_SOCKET_ACK_MS;
     const retry = { ...DEFAULT_RETRY, ...options.retry };
     this.#http = new HttpTransport(this.config, {
       timeouts: options.timeouts ?? {},
@@ -82,6 +83,7 @@ export class SpeechClient {
     });
     this.#socket = new SocketTransport(this.config, resolveSocketEvents(options.socketEvents), {
       connectTimeoutMs: options.timeouts?.socketConnectMs ?? 10_000,
+      ackTimeoutMs: socketAckTimeoutMs,
     });
     this.#admission = new Admission({
       concurrency: { ...this.limits.accountConcurrency, ...options.concurrency },
@@ -111,6 +113,7 @@ export class SpeechClient {
       tier: options.tier,
       retry,
       realtimePrefix: prefix,
+      socketAckTimeoutMs,
     });
     const deps = {
       http: this.#http,

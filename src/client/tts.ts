@@ -138,11 +138,11 @@ export class TtsApi {
           ? await this.#socket(body, options, slot.release)
           : await this.#http(body, options, slot.release);
       } catch (err) {
+        // Reported before the release, or the release would count as a success.
+        const refused = isAdmissionRejection(err) && attempt < 100;
+        if (refused) slot.rejected(err, attempt);
         slot.release();
-        if (isAdmissionRejection(err) && attempt < 100) {
-          slot.rejected(err, attempt);
-          continue;
-        }
+        if (refused) continue;
         if (options.signal?.aborted || !isRetryableFailure(err) || attempt + 1 >= maxAttempts) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),

@@ -4,7 +4,7 @@
 // WebVTT. A viewer that cannot keep up is dropped, never waited for: one slow browser must not
 // hold back the broadcast.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';

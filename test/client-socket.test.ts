@@ -2,13 +2,18 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+import { errorFromSocketPayload, SocketTransport } from '../src/client/socket.ts';
 import { SpeechServiceError, TransportError } from '../src/index.ts';
+import { resolveConfig } from '../src/protocol/config.ts';
+import { errorFromResponse, MAX_RETRY_AFTER_MS } from '../src/protocol/errors.ts';
+import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { startService } from './helpers/service.ts';
+import { watchTimers } from './helpers/timers.ts';
 
 const { emulator, client, newClient } = await startService();
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
-const activeTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
 /** Every way an error can be shown or logged. */
 const shown = (err: unknown) =>
@@ -75,21 +80,82 @@ test('Socket.IO operations leave no listener on the caller signal once they sett
   assert.equal(getEventListeners(ctl.signal, 'abort').length, 0);
 });
 
-test('an aborted Socket.IO operation leaves no acknowledgement timer running', async () => {
-  await client.tts.listVoices(); // connected: the timers counted below are the operation's own
+test('an aborted Socket.IO operation leaves no acknowledgement timer running', async (t) => {
+  await client.tts.listVoices(); // connected
   const stall = emulator.faults.add({ operation: 'voices.socket', action: { type: 'stall' } });
   try {
-    const before = activeTimers();
+    const timers = watchTimers(t, 600_000);
     const ctl = new AbortController();
     const pending = client.tts.listVoices({ signal: ctl.signal, timeoutMs: 600_000 });
     await nextTurn(); // the event is out, waiting for its acknowledgement
-    assert.equal(activeTimers(), before + 1);
+    assert.equal(timers.pending(), 1);
     ctl.abort(new Error('no longer needed'));
     await assert.rejects(pending, /no longer needed/);
-    assert.equal(activeTimers(), before);
+    assert.equal(timers.started(), 1);
+    assert.equal(timers.pending(), 0);
   } finally {
     stall.remove();
   }
+});
+
+test('a timed-out or aborted acknowledgement leaves nothing in socket.io holding its payload', async () => {
+  const events = resolveSocketEvents();
+  const transport = new SocketTransport(
+    resolveConfig({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} }),
+    events,
+  );
+  const stall = emulator.faults.add({ operation: 'fast.socket', action: { type: 'stall' } });
+  try {
+    const socket = await transport.connect('fast.socket');
+    // socket.io-client keeps each acknowledgement callback here until its ack or a disconnect.
+    const acks = () => Object.keys((socket as unknown as { acks: object }).acks).length;
+    const payload = { id: randomUuid(), language: 'en', audio: Buffer.alloc(1024 * 1024) };
+    await assert.rejects(
+      transport.emitWithAck('fast.socket', events.audioFile, payload, { timeoutMs: 20 }),
+      (err: unknown) => err instanceof TransportError && err.code === 'ERR_TIMEOUT',
+    );
+    assert.equal(acks(), 0, 'the timed-out callback is gone');
+
+    const ctl = new AbortController();
+    const aborted = transport.emitWithAck('fast.socket', events.audioFile, payload, {
+      timeoutMs: 600_000,
+      signal: ctl.signal,
+    });
+    await nextTurn();
+    assert.equal(acks(), 1, 'waiting for its acknowledgement');
+    ctl.abort(new Error('stop'));
+    await assert.rejects(aborted, /stop/);
+    assert.equal(acks(), 0, 'the aborted callback is gone');
+  } finally {
+    stall.remove();
+    transport.close();
+  }
+});
+
+test('Socket.IO error payloads: retry_after is capped, an HTTP_<status> code is retryable as over HTTP', () => {
+  const err = errorFromSocketPayload({ code: 'HTTP_429', retry_after: 10_000_000 }, 'voices.socket', []);
+  assert.equal(err.status, 429);
+  assert.equal(err.retryable, true);
+  // Past 2^31-1 ms a timer fires at once: the wait would become a retry storm.
+  assert.equal(err.retryAfterMs, MAX_RETRY_AFTER_MS);
+  assert.equal(errorFromSocketPayload({ code: 'HTTP_503' }, 'tts.socket', []).retryable, true);
+  assert.equal(errorFromSocketPayload({ code: 'HTTP_501' }, 'tts.socket', []).retryable, false);
+  assert.equal(
+    errorFromSocketPayload({ code: 'HTTP_503', retryable: false }, 'tts.socket', []).retryable,
+    false,
+  );
+  assert.equal(
+    errorFromSocketPayload({ code: 'TTS_VOICE_RESOLUTION_FAILED' }, 'tts.socket', []).retryable,
+    false,
+  );
+  // The same reading as an HTTP body, whichever transport it came over.
+  const body = { code: 'HTTP_502', detail: 'upstream', request_id: 'r1', data: { capacity: 3 } };
+  const overHttp = errorFromResponse({ status: 502, body: JSON.stringify(body), operation: 'tts.http' });
+  const overSocket = errorFromSocketPayload(body, 'tts.http', []);
+  assert.deepEqual(overSocket.toJSON(), overHttp.toJSON());
+  // The cap holds for any source of the value.
+  const huge = new SpeechServiceError({ status: 429, code: 'X', retryable: true, retryAfterMs: 2 ** 40 });
+  assert.equal(huge.retryAfterMs, MAX_RETRY_AFTER_MS);
 });
 
 test('the API key never appears in Socket.IO errors', async () => {

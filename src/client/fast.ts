@@ -200,6 +200,7 @@ export class FastApi {
     let wake: (() => void) | undefined;
     let received = 0;
     const unroute = socket.route(id, {
+      operation: 'fast.socket',
       onResult: (event, payload) => {
         if (event !== socket.events.transcriptionResult) return;
         try {

@@ -411,6 +411,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
         ? this.#deps.socket.events.transcriptionResult
         : this.#deps.socket.events.diarizationResult;
     this.#unroute = this.#deps.socket.route(this.id, {
+      operation: this.#operation,
       onResult: (event, payload) => {
         if (event === resultEvent) this.#deliver(payload);
       },

@@ -4,19 +4,18 @@
 
 import { io, type Socket } from 'socket.io-client';
 import type { ServiceConfig } from '../protocol/config.ts';
-import { ERROR_CODES, isServiceErrorCode } from '../protocol/error-codes.ts';
-import { redactSecrets, SpeechServiceError, TransportError } from '../protocol/errors.ts';
-import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
+import {
+  errorFromErrorBody,
+  redactSecrets,
+  type SpeechServiceError,
+  TransportError,
+} from '../protocol/errors.ts';
 import type { OperationName } from '../protocol/operations.ts';
-import type { FrameAck, SocketErrorPayload, SocketEventNames } from '../protocol/socket-events.ts';
-import { bytesToUuid } from '../protocol/uuid.ts';
+import type { FrameAck, SocketEventNames } from '../protocol/socket-events.ts';
 
 export interface Route {
-  /**
-   * The operation this id belongs to, for error labels. Without it, the operation of the first
-   * emit that carries this id (a payload's `id`, or a live frame's stream UUID).
-   */
-  operation?: OperationName;
+  /** The operation this id belongs to, for error labels. */
+  operation: OperationName;
   /** A result event for this id (transcription_result, diarization_result, tts_audio). */
   onResult(event: string, payload: unknown): void;
   /** An `error` event naming this id. */
@@ -29,46 +28,38 @@ export interface Route {
 export const DEFAULT_SOCKET_ACK_MS = 30_000;
 
 /**
- * A Socket.IO error payload as a typed error. The status is the payload's own, else the code
- * catalog's, else the one an `HTTP_<status>` code names (what a service or proxy without a
- * catalog code sends), so a 429 is seen as one whatever its code.
+ * A Socket.IO error payload as a typed error, read as an HTTP error body is. The status is the
+ * payload's own, else the code catalog's, else the one an `HTTP_<status>` code names (what a
+ * service or proxy without a catalog code sends), so a 429 is seen as one whatever its code.
  */
 export function errorFromSocketPayload(
   payload: unknown,
-  operation: OperationName | undefined,
+  operation: OperationName,
   secrets: readonly string[],
 ): SpeechServiceError {
-  const body = (
-    typeof payload === 'object' && payload !== null ? payload : {}
-  ) as Partial<SocketErrorPayload> & {
-    status?: number;
-    message?: string;
-  };
-  const code = typeof body.code === 'string' && body.code ? body.code : 'SOCKET_ERROR';
-  const catalog = isServiceErrorCode(code) ? ERROR_CODES[code] : undefined;
-  const retryAfter = (body as { retry_after?: number }).retry_after;
-  const named = /^HTTP_([1-5]\d\d)$/.exec(code);
-  return new SpeechServiceError({
-    status:
-      typeof body.status === 'number' ? body.status : (catalog?.status ?? (named ? Number(named[1]) : 0)),
-    code,
-    retryable: typeof body.retryable === 'boolean' ? body.retryable : (catalog?.retryable ?? false),
-    retryAfterMs: typeof retryAfter === 'number' ? retryAfter * 1000 : undefined,
-    detail:
-      typeof body.detail === 'string'
-        ? body.detail
-        : typeof body.message === 'string'
-          ? body.message
-          : undefined,
-    requestId: typeof body.request_id === 'string' ? body.request_id : undefined,
-    jobId: typeof body.job_id === 'string' ? body.job_id : undefined,
-    data:
-      typeof body.data === 'object' && body.data !== null
-        ? (body.data as unknown as Record<string, unknown>)
-        : undefined,
+  const body = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<string, unknown>;
+  return errorFromErrorBody(body, {
+    defaultCode: 'SOCKET_ERROR',
+    retryAfterMs: typeof body.retry_after === 'number' ? body.retry_after * 1000 : undefined,
     operation,
     secrets,
   });
+}
+
+/** What an acknowledgement callback holds on to: emptied once the operation settles. */
+interface AckHolder {
+  onAck: ((ack: FrameAck) => void) | undefined;
+}
+
+/** socket.io-client 4's ack table and the id its next `emit` with a callback takes. */
+interface AckRegistry {
+  ids?: unknown;
+  acks?: Record<number, unknown>;
+}
+
+/** Made outside emitWithAck so that its scope (the payload) is not captured. */
+function ackCallback(holder: AckHolder): (ack: FrameAck) => void {
+  return (ack) => holder.onAck?.(ack);
 }
 
 export class SocketTransport {
@@ -81,7 +72,7 @@ export class SocketTransport {
   /** The socket being connected and how to fail its waiters, so close() can stop it. */
   #opening: { fail(err: TransportError): void } | undefined;
   #connecting: Promise<Socket> | undefined;
-  readonly #routes = new Map<string, { route: Route; operation: OperationName | undefined }>();
+  readonly #routes = new Map<string, Route>();
   #closed = false;
 
   constructor(
@@ -182,29 +173,29 @@ export class SocketTransport {
     const e = this.events;
     const dispatch = (event: string) => (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      if (typeof id === 'string') this.#routes.get(id)?.route.onResult(event, payload);
+      if (typeof id === 'string') this.#routes.get(id)?.onResult(event, payload);
     };
     socket.on(e.transcriptionResult, dispatch(e.transcriptionResult));
     socket.on(e.diarizationResult, dispatch(e.diarizationResult));
     socket.on(e.ttsAudio, dispatch(e.ttsAudio));
     socket.on(e.error, (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      const entry = typeof id === 'string' ? this.#routes.get(id) : undefined;
-      if (entry) entry.route.onError(errorFromSocketPayload(payload, entry.operation, this.#secrets));
+      const route = typeof id === 'string' ? this.#routes.get(id) : undefined;
+      if (route) route.onError(errorFromSocketPayload(payload, route.operation, this.#secrets));
       else if (typeof id !== 'string') {
         // A connection-level error (for example authentication): every operation fails.
         for (const r of [...this.#routes.values()])
-          r.route.onError(errorFromSocketPayload(payload, r.operation, this.#secrets));
+          r.onError(errorFromSocketPayload(payload, r.operation, this.#secrets));
       }
     });
     socket.on('disconnect', (reason: string) => {
       if (this.#socket === socket) this.#socket = undefined;
-      for (const { route, operation } of [...this.#routes.values()]) {
+      for (const route of [...this.#routes.values()]) {
         route.onDisconnect(
           new TransportError(
             'ERR_SOCKET_DISCONNECTED',
-            `${operation ? `${operation}: ` : ''}Socket.IO connection lost (${reason})`,
-            { ambiguous: true, ...(operation ? { operation } : {}) },
+            `${route.operation}: Socket.IO connection lost (${reason})`,
+            { ambiguous: true, operation: route.operation },
           ),
         );
       }
@@ -213,24 +204,10 @@ export class SocketTransport {
 
   /** Receive results and errors for `id`; returns the unsubscribe function. */
   route(id: string, route: Route): () => void {
-    const entry = { route, operation: route.operation };
-    this.#routes.set(id, entry);
+    this.#routes.set(id, route);
     return () => {
-      if (this.#routes.get(id) === entry) this.#routes.delete(id);
+      if (this.#routes.get(id) === route) this.#routes.delete(id);
     };
-  }
-
-  /** A route without its own operation takes that of the first emit carrying its id. */
-  #noteOperation(operation: OperationName, payload: unknown): void {
-    const id =
-      payload instanceof Uint8Array
-        ? payload.length >= FRAME_HEADER_BYTES
-          ? bytesToUuid(payload)
-          : undefined
-        : (payload as { id?: unknown } | null)?.id;
-    if (typeof id !== 'string') return;
-    const entry = this.#routes.get(id);
-    if (entry) entry.operation ??= operation;
   }
 
   /**
@@ -246,15 +223,23 @@ export class SocketTransport {
     const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
     const socket = await this.connect(operation, options.signal);
     options.signal?.throwIfAborted();
-    this.#noteOperation(operation, payload);
     return new Promise<FrameAck>((resolve, reject) => {
       let settled = false;
+      // socket.io keeps an ack callback until its ack or a disconnect, so on a long-lived
+      // connection a timed-out or aborted one would stay for good. It reaches the settling
+      // closure (and through it the payload: up to 64 MiB of audio) only through `holder`,
+      // emptied on settle, and its entry is removed from socket.io's table as well.
+      const holder: AckHolder = { onAck: (ack) => finish(() => resolve(ack)) };
+      const registry = socket as unknown as AckRegistry;
+      const ackId = registry.ids;
       const finish = (fn: () => void) => {
         if (settled) return;
         settled = true;
+        holder.onAck = undefined;
         clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
         socket.off('disconnect', onDisconnect);
+        if (typeof ackId === 'number' && registry.acks?.[ackId] === callback) delete registry.acks[ackId];
         fn();
       };
       const onAbort = () => finish(() => reject(options.signal!.reason));
@@ -271,9 +256,7 @@ export class SocketTransport {
       options.signal?.addEventListener('abort', onAbort, { once: true });
       socket.once('disconnect', onDisconnect);
       // Our own timer, not socket.timeout(): socket.io's timer can only be cleared by the ack or
-      // a disconnect, so an aborted operation would keep the process alive until then. The
-      // plain ack callback left behind on abort is no handle; socket.io drops it on the ack or
-      // the disconnect.
+      // a disconnect, so an aborted operation would keep the process alive until then.
       const timer = setTimeout(
         () =>
           finish(() =>
@@ -286,14 +269,14 @@ export class SocketTransport {
           ),
         timeoutMs,
       );
-      socket.emit(event, payload, (ack: FrameAck) => finish(() => resolve(ack)));
+      const callback = ackCallback(holder);
+      socket.emit(event, payload, callback);
     });
   }
 
   /** Emit without an acknowledgement (connects first). */
   async emit(operation: OperationName, event: string, payload: unknown, signal?: AbortSignal): Promise<void> {
     const socket = await this.connect(operation, signal);
-    this.#noteOperation(operation, payload);
     socket.emit(event, payload);
   }
 
@@ -312,7 +295,7 @@ export class SocketTransport {
       });
     const routes = [...this.#routes.values()];
     this.#routes.clear();
-    for (const { route, operation } of routes) route.onDisconnect(closed(operation));
+    for (const route of routes) route.onDisconnect(closed(route.operation));
     this.#socket?.disconnect();
     this.#socket = undefined;
     this.#opening?.fail(closed());

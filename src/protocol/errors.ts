@@ -86,7 +86,13 @@ export class SpeechServiceError extends SpeechpipeError {
     );
     this.status = init.status;
     this.retryable = init.retryable;
-    this.retryAfterMs = init.retryAfterMs;
+    // Capped here, whatever the source (header, Socket.IO body, caller): a wait past 2^31-1 ms
+    // would make setTimeout fire at once, turning a long Retry-After into a retry storm.
+    const after = init.retryAfterMs;
+    this.retryAfterMs =
+      after === undefined || Number.isNaN(after)
+        ? undefined
+        : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, after));
     this.detail = detail;
     // Bodies echo client-supplied values (`job_id`, `data`): none may carry the key out.
     this.requestId = init.requestId === undefined ? undefined : redactSecrets(init.requestId, secrets);
@@ -381,47 +387,96 @@ export function errorFromResponse(input: ResponseErrorInput): SpeechServiceError
   const { status } = input;
   const text = bodyText(input.body);
   const body = parseJsonObject(text);
+  const code = status === 401 ? 'AUTH_UNAUTHORIZED' : `HTTP_${status}`;
+  const retryAfterMs = parseRetryAfter(getHeader(input.headers, 'retry-after'), input.now);
+  const requestId = getHeader(input.headers, 'x-request-id');
   // A service error body is told by the fields clients decide on (`code`, `retryable`), never by
   // `error` or `message`: a proxy's JSON page can carry those too.
-  const isServiceBody =
-    body !== undefined && (typeof body.code === 'string' || typeof body.retryable === 'boolean');
-
-  const bodyCode = isServiceBody && typeof body.code === 'string' && body.code !== '' ? body.code : undefined;
-  const code = bodyCode ?? (status === 401 ? 'AUTH_UNAUTHORIZED' : `HTTP_${status}`);
-
-  let retryable: boolean;
-  if (isServiceBody && typeof body.retryable === 'boolean') retryable = body.retryable;
-  else if (isServiceErrorCode(code)) retryable = ERROR_CODES[code].retryable;
-  else retryable = status === 429 || status === 502 || status === 503 || status === 504 || status === 500;
-
+  if (body !== undefined && (typeof body.code === 'string' || typeof body.retryable === 'boolean')) {
+    return errorFromErrorBody(body, {
+      status,
+      defaultCode: code,
+      retryAfterMs,
+      requestId,
+      operation: input.operation,
+      secrets: input.secrets,
+    });
+  }
   let detail: string | undefined;
-  if (body !== undefined) {
-    // `message` appears only on the missing-key 401; shown for humans, never branched on.
+  // `message` appears only on the missing-key 401; shown for humans, never branched on.
+  if (body !== undefined)
     detail =
       stringOrUndefined(body.detail) ??
       stringOrUndefined(body.message) ??
-      (isServiceBody ? undefined : `response body: ${summarize(text)}`);
-  } else if (text) {
-    detail = `non-JSON response body: ${summarize(text)}`;
-  }
-
-  const data = isServiceBody && isPlainObject(body.data) ? (body.data as Record<string, unknown>) : undefined;
+      `response body: ${summarize(text)}`;
+  else if (text) detail = `non-JSON response body: ${summarize(text)}`;
   return new SpeechServiceError({
     status,
     code,
-    retryable,
-    retryAfterMs: parseRetryAfter(getHeader(input.headers, 'retry-after'), input.now),
+    retryable: defaultRetryable(code, status),
+    retryAfterMs,
     detail,
-    requestId:
-      (isServiceBody ? stringOrUndefined(body.request_id) : undefined) ??
-      getHeader(input.headers, 'x-request-id'),
-    jobId: isServiceBody ? stringOrUndefined(body.job_id) : undefined,
-    data,
-    timestamp: isServiceBody ? stringOrUndefined(body.timestamp) : undefined,
-    origin: isServiceBody ? 'service' : 'intermediary',
+    requestId,
+    origin: 'intermediary',
     operation: input.operation,
     secrets: input.secrets,
   });
+}
+
+export interface ErrorBodyContext {
+  /**
+   * The answer's HTTP status. Without one (Socket.IO), the body's `status`, else the code's:
+   * the catalog's, or the one an `HTTP_<status>` code names (a proxy's or fault's), else 0.
+   */
+  status?: number;
+  /** The code when the body has none. */
+  defaultCode: string;
+  /** The transport's `Retry-After` (HTTP header; Socket.IO body `retry_after` seconds). */
+  retryAfterMs?: number | undefined;
+  /** When the body has no `request_id` (the `x-request-id` header). */
+  requestId?: string | undefined;
+  operation?: string | undefined;
+  /** Strings that must never appear in the error (the API key). */
+  secrets?: readonly string[];
+}
+
+/**
+ * The typed error for a service error body: an HTTP error answer's, or a Socket.IO `error`
+ * payload or negative acknowledgement. Decides from `code`, `retryable` and the status only.
+ */
+export function errorFromErrorBody(
+  body: Record<string, unknown>,
+  context: ErrorBodyContext,
+): SpeechServiceError {
+  const code = typeof body.code === 'string' && body.code !== '' ? body.code : context.defaultCode;
+  const named = /^HTTP_([1-5]\d\d)$/.exec(code);
+  const status =
+    context.status ??
+    (typeof body.status === 'number'
+      ? body.status
+      : ((isServiceErrorCode(code) ? ERROR_CODES[code].status : undefined) ??
+        (named ? Number(named[1]) : 0)));
+  return new SpeechServiceError({
+    status,
+    code,
+    retryable: typeof body.retryable === 'boolean' ? body.retryable : defaultRetryable(code, status),
+    retryAfterMs: context.retryAfterMs,
+    // `message` appears only on the missing-key 401; shown for humans, never branched on.
+    detail: stringOrUndefined(body.detail) ?? stringOrUndefined(body.message),
+    requestId: stringOrUndefined(body.request_id) ?? context.requestId,
+    jobId: stringOrUndefined(body.job_id),
+    data: isPlainObject(body.data) ? (body.data as Record<string, unknown>) : undefined,
+    timestamp: stringOrUndefined(body.timestamp),
+    origin: 'service',
+    operation: context.operation,
+    secrets: context.secrets,
+  });
+}
+
+/** `retryable` when the body does not say: the catalog's for the code, else 429 and 500/502/503/504. */
+function defaultRetryable(code: string, status: number): boolean {
+  if (isServiceErrorCode(code)) return ERROR_CODES[code].retryable;
+  return status === 429 || status === 500 || status === 502 || status === 503 || status === 504;
 }
 
 /** The error body the service sends for `code` (used by the emulator and socket error events). */

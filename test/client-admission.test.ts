@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { Admission, isAdmissionRejection } from '../src/client/index.ts';
 import { backoffDelay } from '../src/client/retry.ts';
 import { localServiceError, SpeechServiceError, TransportError } from '../src/index.ts';
+import type { Workload } from '../src/protocol/limits.ts';
 
 function reject429(code: string, retryAfterMs = 20): SpeechServiceError {
   return new SpeechServiceError({ status: 429, code, retryable: true, retryAfterMs });
@@ -150,7 +151,7 @@ test('backoff: full jitter under an exponential ceiling; Retry-After wins', () =
   );
 });
 
-const concurrencyOf = (admission: Admission, workload: 'batch' | 'tts') =>
+const concurrencyOf = (admission: Admission, workload: Workload) =>
   admission.stats().find((s) => s.workload === workload)!.concurrency;
 
 test('admission: a concurrency rejection lowers concurrency to what else runs (run and held slots)', async () => {
@@ -192,13 +193,59 @@ test('admission: concurrency comes back after the cool-down for held slots too (
   refused.rejected(reject429('CONCURRENCY_LIMIT_EXCEEDED', 1), 0);
   refused.release();
   assert.equal(concurrencyOf(admission, 'tts'), 1);
-  const succeed = async () => (await admission.acquire('tts')).release();
+  const succeed = async () => {
+    const slot = await admission.acquire('tts');
+    slot.succeeded();
+    slot.release();
+  };
   for (let i = 0; i < 5; i++) await succeed();
   assert.equal(concurrencyOf(admission, 'tts'), 1, 'not raised during the cool-down');
   clock += 10_001;
   for (let i = 0; i < 20 && concurrencyOf(admission, 'tts') < 4; i++) await succeed();
   assert.equal(concurrencyOf(admission, 'tts'), 4, 'raised back to the plan limit on successes');
   admission.close();
+});
+
+test('admission: a held slot released without succeeded() is neutral: failures never raise concurrency', async () => {
+  let clock = 1_000_000;
+  const admission = new Admission({
+    concurrency: { fast: 4 },
+    probeAfterMs: 10_000,
+    now: () => clock,
+    backoff: { baseMs: 1, maxMs: 2 },
+  });
+  const refused = await admission.acquire('fast');
+  refused.rejected(reject429('CONCURRENCY_LIMIT_EXCEEDED', 1), 0);
+  refused.release();
+  assert.equal(concurrencyOf(admission, 'fast'), 1);
+  clock += 10_001;
+  // A 500, a 409, a lost connection, an abort: the slot is only released.
+  for (let i = 0; i < 10; i++) (await admission.acquire('fast')).release();
+  assert.equal(concurrencyOf(admission, 'fast'), 1, 'failed operations do not raise concurrency');
+  const accepted = await admission.acquire('fast');
+  accepted.succeeded();
+  accepted.succeeded(); // once per slot
+  accepted.release();
+  assert.equal(concurrencyOf(admission, 'fast'), 2, 'an accepted operation does');
+  admission.close();
+});
+
+test("admission: a stream's one-POST-in-flight 429 is not an admission rejection", () => {
+  const inFlight = new SpeechServiceError({
+    status: 429,
+    code: 'CONCURRENCY_LIMIT_EXCEEDED',
+    retryable: true,
+    retryAfterMs: 1000,
+    data: { limit: 1, observed: 2, unit: 'requests', bound: 'stream_requests_in_flight' },
+  });
+  assert.equal(isAdmissionRejection(inFlight), false);
+  const account = new SpeechServiceError({
+    status: 429,
+    code: 'CONCURRENCY_LIMIT_EXCEEDED',
+    retryable: true,
+    data: { limit: 8, observed: 9, unit: 'operations', bound: 'account_concurrency_diarization' },
+  });
+  assert.equal(isAdmissionRejection(account), true);
 });
 
 test('admission: a task that cannot run again gets its rejection back, and the workload still pauses', async () => {

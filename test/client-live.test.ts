@@ -262,3 +262,54 @@ for (const transport of ['http', 'socketio'] as const) {
     assert.equal(session.state, 'failed');
   });
 }
+
+// The emulator's refusal of a second POST in flight for one diarization stream (DECISIONS,
+// "Overlapping POSTs"), sent as a fault so that it comes on a chosen frame.
+const inFlightBody = JSON.stringify({
+  error: 'Too Many Requests',
+  code: 'CONCURRENCY_LIMIT_EXCEEDED',
+  detail: 'another request for this stream is in flight',
+  retryable: true,
+  timestamp: new Date().toISOString(),
+  data: { limit: 1, observed: 2, unit: 'requests', bound: 'stream_requests_in_flight' },
+});
+
+for (const [where, nth] of [
+  ['start', 1],
+  ['later', 2],
+] as const) {
+  test(`diarization: a ${where} frame refused as a second POST in flight is sent again; the workload is neither paused nor narrowed`, async () => {
+    const own = newClient();
+    const before = emulator.stats();
+    const fault = emulator.faults.add({
+      operation: 'diarization.http',
+      nth,
+      times: 1,
+      action: {
+        type: 'status',
+        status: 429,
+        retryAfter: 0.05,
+        rawBody: inFlightBody,
+        contentType: 'application/json',
+      },
+    });
+    try {
+      const session = own.live.diarization();
+      await sendAll(session, pcm.subarray(0, 48000), 500);
+      assert.equal((await session.done).is_final, true);
+    } finally {
+      fault.remove();
+    }
+    const now = emulator.stats();
+    assert.equal(
+      now.requests['diarization.http'] - before.requests['diarization.http'],
+      4,
+      'one frame twice',
+    );
+    assert.equal(now.framesAccepted - before.framesAccepted, 3);
+    const lane = own.admissionStats().find((s) => s.workload === 'diarization')!;
+    assert.equal(lane.pauses, 0);
+    assert.equal(lane.retries, 0);
+    assert.equal(lane.concurrency, lane.limit);
+  });
+}

@@ -3,7 +3,8 @@
 // whole workload for Retry-After and puts the operation back in the queue, ahead of new work,
 // and a concurrency rejection lowers the workload's concurrency (raised again on successes after
 // a cool-down, for queued operations and held slots alike), so a burst of submissions ends with
-// no failures and no retry storm.
+// no failures and no retry storm. The one-POST-in-flight refusal of a diarization stream is not
+// admission (see isAdmissionRejection).
 
 import PQueue from 'p-queue';
 import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
@@ -16,10 +17,41 @@ const ADMISSION_CODES = new Set([
   'SESSION_SLOTS_EXHAUSTED',
 ]);
 
-/** Whether `err` is a rejection of admission (nothing was consumed; retry after a pause). */
+/**
+ * `data.bound` of the emulator's refusal of a second POST in flight for one diarization stream
+ * (429 `CONCURRENCY_LIMIT_EXCEEDED`, docs/DECISIONS.md "Overlapping POSTs"): the stream's own
+ * POST is still being answered; the account's concurrency is not at issue.
+ */
+const STREAM_REQUESTS_IN_FLIGHT_BOUND = 'stream_requests_in_flight';
+
+/**
+ * Whether `err` is a rejection of admission (nothing was consumed; retry after a pause). Not the
+ * one-POST-in-flight refusal of a stream: that is waited out by the stream alone, without
+ * pausing the workload or lowering its concurrency.
+ */
 export function isAdmissionRejection(err: unknown): err is SpeechServiceError {
   if (!(err instanceof SpeechServiceError) || err.status !== 429) return false;
+  if (isStreamRequestInFlight(err)) return false;
   return ADMISSION_CODES.has(err.code) || err.origin === 'intermediary' || err.code === 'HTTP_429';
+}
+
+/** Whether `err` refuses a POST because another one for the same stream is in flight. */
+function isStreamRequestInFlight(err: unknown): boolean {
+  if (!(err instanceof SpeechServiceError) || err.status !== 429) return false;
+  return (err.data as { bound?: unknown } | undefined)?.bound === STREAM_REQUESTS_IN_FLIGHT_BOUND;
+}
+
+/** A slot held with `Admission.acquire()`. */
+export interface Slot {
+  /**
+   * The service accepted the operation (200 headers, a positive acknowledgement, an accepted
+   * start frame): counts as a success, toward raising concurrency after a rejection lowered it.
+   */
+  succeeded(): void;
+  /** An admission rejection seen while starting: pauses the workload (and may lower concurrency). */
+  rejected(err: SpeechServiceError, attempt: number): void;
+  /** Give the slot back. Neutral: a release alone is neither a success nor a rejection. */
+  release(): void;
 }
 
 export interface AdmissionOptions {
@@ -130,13 +162,14 @@ export class Admission {
 
   /**
    * Hold a slot of the workload until `release()` (live sessions hold one for their lifetime).
-   * `rejected(err)` reports an admission rejection seen while starting, pausing the workload;
-   * a slot released without one counts as a success (concurrency is raised back on successes).
+   * The holder reports what the service said: `succeeded()` when it accepted the operation,
+   * `rejected(err)` for an admission rejection (pausing the workload). A 500, a 409, a lost
+   * connection or an abort report neither, and must not raise concurrency.
    */
   async acquire(
     workload: Workload,
     options: { signal?: AbortSignal | undefined; retrying?: boolean } = {},
-  ): Promise<{ release(): void; rejected(err: SpeechServiceError, attempt: number): void }> {
+  ): Promise<Slot> {
     const { signal } = options;
     const lane = this.#lane(workload);
     const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
@@ -154,18 +187,22 @@ export class Admission {
     task.catch(() => {});
     await Promise.race([running, task]);
     let released = false;
-    let rejected = false;
+    let reported = false;
     return {
+      succeeded: () => {
+        if (reported || released) return;
+        reported = true;
+        this.#succeeded(lane);
+      },
+      rejected: (err, attempt) => {
+        reported = true;
+        this.#rejected(lane, err, attempt, true);
+        lane.retries++;
+      },
       release: () => {
         if (released) return;
         released = true;
-        if (!rejected) this.#succeeded(lane);
         release();
-      },
-      rejected: (err, attempt) => {
-        rejected = true;
-        this.#rejected(lane, err, attempt, true);
-        lane.retries++;
       },
     };
   }

@@ -81,7 +81,9 @@ export class FastApi {
       const slot = await this.#acquire(options.signal, attempt);
       try {
         if (socketio) audio ??= await source.bytes(limit);
-        const records = audio ? this.#socket(id, audio, options) : this.#http(id, source, options);
+        const records = audio
+          ? this.#socket(id, audio, options, slot.succeeded)
+          : this.#http(id, source, options, slot.succeeded);
         for await (const record of records) {
           delivered++;
           yield record;
@@ -124,7 +126,13 @@ export class FastApi {
     return this.#deps.admission.acquire('fast', { signal, retrying: attempt > 0 });
   }
 
-  async *#http(id: string, source: UploadSource, options: FastOptions): AsyncGenerator<FastRecord> {
+  /** `accepted`: the service took the request (its 200), for admission's success count. */
+  async *#http(
+    id: string,
+    source: UploadSource,
+    options: FastOptions,
+    accepted: () => void,
+  ): AsyncGenerator<FastRecord> {
     const { http } = this.#deps;
     const stream = source.open();
     if (!stream)
@@ -152,6 +160,7 @@ export class FastApi {
       headersTimeoutMs: http.timeouts.uploadHeadersMs,
     });
     if (res.status !== 200) throw await http.errorOf(res, 'fast.http');
+    accepted();
     const decoder = new NdjsonDecoder();
     let received = 0;
     try {
@@ -193,7 +202,12 @@ export class FastApi {
     );
   }
 
-  async *#socket(id: string, audio: Buffer, options: FastOptions): AsyncGenerator<FastRecord> {
+  async *#socket(
+    id: string,
+    audio: Buffer,
+    options: FastOptions,
+    accepted: () => void,
+  ): AsyncGenerator<FastRecord> {
     const { socket } = this.#deps;
     const queue: FastRecord[] = [];
     let failure: unknown;
@@ -240,6 +254,7 @@ export class FastApi {
       });
       const rejected = socket.ackError(ack, 'fast.socket');
       if (rejected) throw rejected;
+      accepted();
       const timeoutMs = options.recordTimeoutMs ?? 120_000;
       while (true) {
         if (queue.length > 0) {

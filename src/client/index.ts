@@ -1,6 +1,12 @@
 // The client: every operation of the service over HTTP and Socket.IO.
 
-export { Admission, type AdmissionOptions, isAdmissionRejection, type WorkloadStats } from './admission.ts';
+export {
+  Admission,
+  type AdmissionOptions,
+  isAdmissionRejection,
+  type Slot,
+  type WorkloadStats,
+} from './admission.ts';
 export {
   type AmbiguousSubmitPolicy,
   BatchApi,

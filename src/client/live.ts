@@ -26,8 +26,7 @@ import {
 } from '../protocol/records.ts';
 import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
-import type { Admission } from './admission.ts';
-import { isAdmissionRejection } from './admission.ts';
+import { type Admission, isAdmissionRejection, type Slot } from './admission.ts';
 import type { HttpTransport } from './http.ts';
 import { backoffDelay, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
@@ -100,7 +99,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   #resolveDone!: (record: LiveRecord<K>) => void;
   #rejectDone!: (err: unknown) => void;
   #error: unknown;
-  #slot: { release(): void; rejected(err: SpeechServiceError, attempt: number): void } | undefined;
+  #slot: Slot | undefined;
   /** The previous HTTP exchange, whose response must end before the next frame is sent. */
   #previous: Promise<void> = Promise.resolve();
   /** The last send() in call order; the next one starts when it settles. */
@@ -273,6 +272,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       this.#slot = await this.#acquire(attempt, signal);
       try {
         await this.#sendFrame(frame, signal, true);
+        this.#slot?.succeeded(); // undefined if the session failed meanwhile
         return;
       } catch (err) {
         if (!isAdmissionRejection(err) || attempt >= 100) throw err;

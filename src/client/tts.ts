@@ -134,11 +134,13 @@ export class TtsApi {
         retrying: attempt > 0,
       });
       try {
-        return options.transport === 'socketio'
-          ? await this.#socket(body, options, slot.release)
-          : await this.#http(body, options, slot.release);
+        const synthesis =
+          options.transport === 'socketio'
+            ? await this.#socket(body, options, slot.release)
+            : await this.#http(body, options, slot.release);
+        slot.succeeded(); // the 200 or the acknowledgement came
+        return synthesis;
       } catch (err) {
-        // Reported before the release, or the release would count as a success.
         const refused = isAdmissionRejection(err) && attempt < 100;
         if (refused) slot.rejected(err, attempt);
         slot.release();

@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
-import type { LiveSession } from '../src/client/index.ts';
-import type { AsrRecord, DiarizationRecord } from '../src/index.ts';
-import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
+import { LiveSession } from '../src/client/index.ts';
+import type { LiveDeps } from '../src/client/live.ts';
+import {
+  type AsrRecord,
+  DEFAULT_LIMITS,
+  type DiarizationRecord,
+  IncompleteStreamError,
+  SpeechServiceError,
+  TransportError,
+} from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -313,3 +320,38 @@ for (const [where, nth] of [
     assert.equal(lane.concurrency, lane.limit);
   });
 }
+
+test('live sessions add no listener to the client-wide signal; the client tracks only sessions in use', () => {
+  const closing = new AbortController();
+  const sessions = new Set<LiveSession>();
+  // Nothing below sends: the transports are never reached.
+  const deps = { closed: closing.signal, sessions, limits: DEFAULT_LIMITS } as unknown as LiveDeps;
+  const unused = Array.from({ length: 20 }, () => new LiveSession('stt', deps));
+  assert.equal(getEventListeners(closing.signal, 'abort').length, 0);
+  assert.equal(sessions.size, 0, 'a session not yet used is not kept by the client');
+  const iterated = unused[0]!;
+  iterated.records();
+  assert.deepEqual([...sessions], [iterated]);
+  iterated.abort(new Error('done with it'));
+  assert.equal(sessions.size, 0, 'a session leaves when it ends');
+});
+
+test('client.close() fails the live sessions in use; one first used after it fails at once', async () => {
+  const own = newClient();
+  const unused = own.live.stt();
+  const sending = Array.from({ length: 3 }, () => own.live.stt());
+  await Promise.all(sending.map((s) => s.send(pcm.subarray(0, 16000))));
+  const iterated = own.live.stt();
+  const iteration = (async () => {
+    for await (const _ of iterated);
+  })().catch((e: unknown) => e);
+  await own.close();
+  const closed = (err: unknown) => err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED';
+  for (const session of sending) {
+    await assert.rejects(session.done, closed);
+    assert.equal(session.state, 'failed');
+  }
+  assert.ok(closed(await iteration), 'an iterated session is failed too');
+  await assert.rejects(unused.send(pcm.subarray(0, 16000)), closed);
+  await assert.rejects(own.live.stt().send(pcm.subarray(0, 16000)), closed);
+});

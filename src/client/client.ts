@@ -63,8 +63,10 @@ export class SpeechClient {
   readonly #http: HttpTransport;
   readonly #socket: SocketTransport;
   readonly #admission: Admission;
-  /** Aborted by close(): live sessions fail at once with ERR_CLIENT_CLOSED. */
+  /** Aborted by close(): live sessions used after it fail with ERR_CLIENT_CLOSED. */
   readonly #closing = new AbortController();
+  /** Live sessions in use, failed by close() (they leave the set when they end). */
+  readonly #sessions = new Set<LiveSession>();
   #closed = false;
 
   constructor(options: ClientOptions = {}) {
@@ -123,6 +125,7 @@ export class SpeechClient {
       limits: this.limits,
       socketAckTimeoutMs,
       closed: this.#closing.signal,
+      sessions: this.#sessions,
     };
     this.live = {
       open: <K extends LiveKind>(kind: K, o?: LiveSessionOptions) => new LiveSession(kind, deps, o),
@@ -145,6 +148,7 @@ export class SpeechClient {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
+    for (const session of [...this.#sessions]) session.abort(this.#closing.signal.reason);
     this.#admission.close();
     this.#socket.close();
     await this.#http.close();

@@ -64,8 +64,14 @@ export interface LiveDeps {
   limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes'>;
   /** Default Socket.IO acknowledgement wait. */
   socketAckTimeoutMs?: number;
-  /** Aborted when the client closes: the session fails with its reason. */
+  /** Aborted when the client closes: a session used after it fails with its reason. */
   closed?: AbortSignal;
+  /**
+   * The client's sessions in use (sending or iterated), which its close() fails: a session
+   * joins on first use and leaves when it ends, so the client keeps no session it does not need
+   * (and adds no listener per session to a client-wide signal).
+   */
+  sessions?: Set<LiveSession>;
 }
 
 export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
@@ -104,7 +110,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   #previous: Promise<void> = Promise.resolve();
   /** The last send() in call order; the next one starts when it settles. */
   #queue: Promise<void> = Promise.resolve();
-  /** Listeners on the caller's session signal and the client's, removed when the session ends. */
+  /** The listener on the caller's session signal, removed when the session ends. */
   #unlisten: (() => void)[] = [];
   #sentFinal = false;
   #sentFrames = 0;
@@ -136,16 +142,22 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       this.#rejectDone = reject;
     });
     this.done.catch(() => {}); // observed through events or awaited by the caller
-    for (const signal of [options.signal, deps.closed]) {
-      if (!signal) continue;
-      if (signal.aborted) {
-        this.abort(signal.reason);
-        break;
-      }
+    const { signal } = options;
+    if (deps.closed?.aborted) this.abort(deps.closed.reason);
+    else if (signal?.aborted) this.abort(signal.reason);
+    else if (signal) {
       const onAbort = () => this.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
       this.#unlisten.push(() => signal.removeEventListener('abort', onAbort));
     }
+  }
+
+  /** Join the client's sessions in use (see LiveDeps.sessions), or fail if it has closed. */
+  #inUse(): void {
+    const { closed, sessions } = this.#deps;
+    if (this.#state === 'finished' || this.#error !== undefined) return;
+    if (closed?.aborted) this.abort(closed.reason);
+    else sessions?.add(this);
   }
 
   get state(): LiveState {
@@ -164,6 +176,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
    * An invalid chunk is refused (typed) and leaves the session as it was.
    */
   async send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
+    this.#inUse();
     if (this.#error !== undefined) throw this.#error;
     if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
     const limit =
@@ -223,6 +236,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
    * events). While it holds `highWaterMark` unread records, `send()` waits.
    */
   records(): AsyncIterableIterator<LiveRecord<K>> {
+    this.#inUse();
     this.#buffer ??= [];
     const next = async (): Promise<IteratorResult<LiveRecord<K>>> => {
       while (true) {
@@ -502,6 +516,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   }
 
   #cleanup(): void {
+    this.#deps.sessions?.delete(this);
     for (const unlisten of this.#unlisten.splice(0)) unlisten();
     this.#slot?.release();
     this.#slot = undefined;

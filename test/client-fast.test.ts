@@ -195,10 +195,10 @@ test('fast pre-flight: HTTP counts the multipart body, Socket.IO the audio alone
   assert.equal((await tight.fast.transcribeFinal(wav, { transport: 'socketio' })).is_final, true);
 });
 
-test('the Socket.IO acknowledgement wait is the client option timeouts.socketAckMs', {
+test('the Socket.IO audio_file acknowledgement wait is the client option timeouts.uploadHeadersMs', {
   timeout: 10_000,
 }, async () => {
-  const impatient = newClient({ timeouts: { socketAckMs: 200 }, retry: { maxAttempts: 1 } });
+  const impatient = newClient({ timeouts: { uploadHeadersMs: 200 }, retry: { maxAttempts: 1 } });
   const fault = emulator.faults.add({ operation: 'fast.socket', times: 1, action: { type: 'stall' } });
   const { err } = await collect(impatient.fast.transcribe(wav, { transport: 'socketio' }));
   fault.remove();
@@ -222,4 +222,31 @@ test('abort in the middle of a fast upload releases the admission slot and the r
   const stats = client.admissionStats().find((s) => s.workload === 'fast')!;
   assert.equal(stats.running, 0);
   assert.equal(stats.queued, 0);
+});
+
+test('Socket.IO audio_file waits for its acknowledgement as long as an upload, not a frame', async () => {
+  // The service acknowledges audio_file after validating the whole upload: a socketAckMs sized
+  // for frames must not cut that wait short (it still bounds the voice listing).
+  const c = newClient({ timeouts: { socketAckMs: 1 }, retry: { maxAttempts: 1 } });
+  const delay = emulator.faults.add({
+    operation: 'fast.socket',
+    times: 1,
+    action: { type: 'delay', ms: 100 },
+  });
+  try {
+    const { got, err } = await collect(c.fast.transcribe(wav, { language: 'en', transport: 'socketio' }));
+    assert.equal(err, undefined);
+    assert.equal(got.at(-1)?.is_final, true);
+  } finally {
+    delay.remove();
+  }
+  const stall = emulator.faults.add({ operation: 'voices.socket', times: 1, action: { type: 'stall' } });
+  try {
+    await assert.rejects(
+      c.tts.listVoices(),
+      (e: unknown) => e instanceof TransportError && e.code === 'ERR_TIMEOUT',
+    );
+  } finally {
+    stall.remove();
+  }
 });

@@ -31,8 +31,9 @@ export interface ClientOptions extends ConfigOptions {
   concurrency?: Partial<Record<Workload, number>>;
   /**
    * HTTP timeouts, plus Socket.IO: `socketConnectMs` (default 10 s) and `socketAckMs`, the
-   * wait for an acknowledgement (default 30 s; a live session's or a synthesis's `ackTimeoutMs`
-   * overrides it).
+   * wait for an acknowledgement of a live frame, a TTS request or the voice listing (default
+   * 30 s; a live session's or a synthesis's `ackTimeoutMs` overrides it). A fast `audio_file`
+   * is acknowledged after the whole upload was validated: it waits `uploadHeadersMs` (300 s).
    */
   timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number; socketAckMs?: number };
   retry?: RetryOptions;
@@ -105,7 +106,6 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       realtimePrefix: prefix,
-      socketAckTimeoutMs,
     });
     this.tts = new TtsApi({
       http: this.#http,

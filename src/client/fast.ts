@@ -43,8 +43,6 @@ export interface FastDeps {
   limits: Limits;
   retry: RetryOptions;
   realtimePrefix: string;
-  /** Wait for the Socket.IO acknowledgement of `audio_file`. */
-  socketAckTimeoutMs: number;
 }
 
 export class FastApi {
@@ -248,8 +246,10 @@ export class FastApi {
         audio,
         ...(options.model ? { model: options.model } : {}),
       };
+      // The service acknowledges `audio_file` once it has received and validated the whole
+      // upload (up to 64 MiB), as it answers an HTTP upload: the upload's wait, not a frame's.
       const ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
-        timeoutMs: this.#deps.socketAckTimeoutMs,
+        timeoutMs: this.#deps.http.timeouts.uploadHeadersMs,
         signal: options.signal,
       });
       const rejected = socket.ackError(ack, 'fast.socket');

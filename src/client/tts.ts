@@ -42,7 +42,11 @@ export interface SynthesizeOptions {
   /** `http` (16 kHz, protocol capture) or `socketio` (24 kHz, playable). Default `http`. */
   transport?: 'http' | 'socketio';
   signal?: AbortSignal;
-  /** Socket.IO: wait for the service to accept the request. Default: the client's (30 s). */
+  /**
+   * Socket.IO: wait for the service to accept the request. Default: the client's (30 s), above
+   * the service's 25 s synthesis deadline: the emulator acknowledges once synthesis has begun,
+   * and past the deadline refuses with `TTS_DEADLINE_EXCEEDED` rather than staying silent.
+   */
   ackTimeoutMs?: number;
   /**
    * Socket.IO: longest silence between two `tts_audio` events before the audio fails with

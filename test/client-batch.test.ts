@@ -5,9 +5,14 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
-import { BatchResultLostError, BatchWaitTimeoutError, createClient } from '../src/client/index.ts';
+import {
+  BatchResultLostError,
+  BatchWaitTimeoutError,
+  createClient,
+  UnreadableSubmitAnswerError,
+} from '../src/client/index.ts';
 import { multipartOverhead } from '../src/client/multipart.ts';
-import { SpeechServiceError, TransportError, validateJobV1 } from '../src/index.ts';
+import { ProtocolError, SpeechServiceError, TransportError, validateJobV1 } from '../src/index.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
 
@@ -413,4 +418,46 @@ test('abort in the middle of an upload releases the admission slot and the reque
   assert.equal(stats.running, 0);
   assert.equal(stats.queued, 0);
   assert.equal(emulator.stats().jobsCreated, before.jobsCreated);
+});
+
+test('a 200 submit answer that is not an acknowledgement is ambiguous and follows the policy', async () => {
+  for (const rawBody of ['<html>OK</html>', '{"jobId": 42}']) {
+    const fault = emulator.faults.add({
+      operation: 'batch.submit',
+      times: 1,
+      action: { type: 'status', status: 200, stage: 'afterEffect', rawBody, contentType: 'application/json' },
+    });
+    try {
+      const before = emulator.stats();
+      const seen: unknown[] = [];
+      const err = await client.batch
+        .submit(wav, { onAmbiguous: (e) => seen.push(e) })
+        .catch((e: unknown) => e);
+      assert.ok(err instanceof UnreadableSubmitAnswerError && err instanceof ProtocolError, String(err));
+      assert.equal(err.ambiguous, true);
+      assert.deepEqual(seen, [err]);
+      const now = emulator.stats();
+      assert.equal(now.jobsCreated - before.jobsCreated, 1, 'the job exists');
+      assert.equal(now.requests['batch.submit'] - before.requests['batch.submit'], 1, 'not replayed');
+    } finally {
+      fault.remove();
+    }
+  }
+  const fault = emulator.faults.add({
+    operation: 'batch.submit',
+    times: 1,
+    action: { type: 'status', status: 200, stage: 'afterEffect', rawBody: 'not json' },
+  });
+  try {
+    const seen: unknown[] = [];
+    const ack = await client.batch.submit(wav, {
+      onAmbiguousSubmit: 'resubmit',
+      onAmbiguous: (e) => seen.push(e),
+    });
+    assert.equal(ack.attempts, 2);
+    assert.equal(ack.ambiguousAttempts, 1);
+    assert.equal(seen.length, 1);
+  } finally {
+    fault.remove();
+  }
 });

@@ -56,7 +56,7 @@ export interface BatchSubmitOptions {
    * `resubmit` submits again (a duplicate job is possible) and reports each through `onAmbiguous`.
    */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
-  onAmbiguous?: (err: SpeechServiceError | TransportError) => void;
+  onAmbiguous?: (err: SpeechServiceError | TransportError | UnreadableSubmitAnswerError) => void;
 }
 
 export interface BatchSubmitResult extends BatchSubmitAck {
@@ -110,6 +110,23 @@ export class BatchResultLostError extends SpeechpipeError {
       { cause },
     );
     this.jobId = jobId;
+  }
+}
+
+/**
+ * A submission answered 200 with a body that is not a valid acknowledgement (not JSON, or not
+ * its shape): the job was most likely created, but its id is unknown. Ambiguous, like a lost
+ * answer, so it follows `onAmbiguousSubmit`. The `cause` is the body's ProtocolError.
+ */
+export class UnreadableSubmitAnswerError extends ProtocolError {
+  override name = 'UnreadableSubmitAnswerError';
+  readonly ambiguous = true;
+  readonly operation = 'batch.submit';
+  constructor(cause: ProtocolError) {
+    super(cause.code, `batch.submit: the 200 answer is unreadable, the job may exist: ${cause.message}`, {
+      issues: cause.issues,
+      cause,
+    });
   }
 }
 
@@ -227,14 +244,20 @@ export class BatchApi {
               if (err.status >= 500) err.ambiguous = true;
               throw err;
             }
-            // A body that breaks off is ambiguous: the job was created before the answer.
-            return parseBody(
-              res,
-              'batch.submit',
-              'submission acknowledgement',
-              validateSubmitAck,
-              options.signal,
-            );
+            // A body that breaks off is ambiguous: the job was created before the answer. So
+            // is a 200 whose body cannot be read as the acknowledgement.
+            try {
+              return await parseBody(
+                res,
+                'batch.submit',
+                'submission acknowledgement',
+                validateSubmitAck,
+                options.signal,
+              );
+            } catch (err) {
+              if (!(err instanceof ProtocolError)) throw err;
+              throw new UnreadableSubmitAnswerError(err);
+            }
           },
           options.signal,
           () => source.reopenable,
@@ -244,12 +267,17 @@ export class BatchApi {
         if (options.signal?.aborted) throw err;
         // Admission gave up, or the one-shot input cannot be sent again.
         if (isAdmissionRejection(err)) throw source.reopenable ? err : oneShotRejection(err);
-        if ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) {
+        const unreadable = err instanceof UnreadableSubmitAnswerError;
+        if (
+          ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) ||
+          unreadable
+        ) {
           options.onAmbiguous?.(err);
           if (policy === 'fail') throw err;
           ambiguousAttempts++;
         }
-        if (!isRetryableFailure(err) || retry + 1 >= maxAttempts || !source.reopenable) throw err;
+        if (!(unreadable || isRetryableFailure(err)) || retry + 1 >= maxAttempts || !source.reopenable)
+          throw err;
         await sleep(
           backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
           options.signal,

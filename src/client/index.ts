@@ -16,6 +16,7 @@ export {
   BatchWaitTimeoutError,
   type GetLegacyOptions,
   type GetOptions,
+  UnreadableSubmitAnswerError,
   type WaitOptions,
 } from './batch.ts';
 export { type ClientOptions, createClient, type LiveApi, SpeechClient } from './client.ts';

@@ -2,9 +2,13 @@ import assert from 'node:assert/strict';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SpeechClient } from '../src/client/index.ts';
-import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
+import type { HttpTransport } from '../src/client/http.ts';
+import { Admission, DEFAULT_TIMEOUTS, type SpeechClient, TtsApi } from '../src/client/index.ts';
+import type { Route, SocketTransport } from '../src/client/socket.ts';
+import { DEFAULT_LIMITS, IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
+import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
 import { startService } from './helpers/service.ts';
+import { watchTimers } from './helpers/timers.ts';
 
 const { emulator, client, newClient } = await startService();
 
@@ -139,7 +143,10 @@ test('Socket.IO TTS: a failure before the caller reads waits for the reader, nev
     transport: 'socketio',
   });
   await c.close();
-  await sleep(20); // a crash would come as an uncaught exception now, failing the file
+  // An error destroyed into a stream no one listens to would be thrown (uncaught) on the next
+  // tick, failing the file: by the next turn of the event loop it would have been.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(synthesis.audio.destroyed, false, 'the failure waits for a reader');
   const err = await drain(synthesis.audio);
   assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', String(err));
 });
@@ -225,4 +232,41 @@ test('Socket.IO TTS: audio no one reads is buffered up to maxBufferedBytes, then
   const err = await drain(synthesis.audio);
   assert.ok(err instanceof IncompleteStreamError, String(err));
   assert.match(err.message, /maxBufferedBytes 8192/);
+});
+
+test('Socket.IO TTS whose final audio event comes before the acknowledgement leaves no idle timer', async (t) => {
+  const events = resolveSocketEvents();
+  const routes = new Map<string, Route>();
+  // A transport on which the whole synthesis arrives before its acknowledgement.
+  const socket = {
+    events,
+    route(id: string, route: Route) {
+      routes.set(id, route);
+      return () => routes.delete(id);
+    },
+    async emitWithAck(_operation: string, _event: string, payload: { id: string }) {
+      const route = routes.get(payload.id)!;
+      route.onResult(events.ttsAudio, { id: payload.id, audio: Buffer.alloc(4800), is_final: false });
+      route.onResult(events.ttsAudio, { id: payload.id, audio: Buffer.alloc(0), is_final: true });
+      return { ok: true };
+    },
+    ackError: () => undefined,
+  } as unknown as SocketTransport;
+  const idleMs = 987_654;
+  const admission = new Admission();
+  t.after(() => admission.close());
+  const tts = new TtsApi({
+    http: { timeouts: { ...DEFAULT_TIMEOUTS, bodyIdleMs: idleMs } } as HttpTransport,
+    socket,
+    admission,
+    limits: DEFAULT_LIMITS,
+    tier: undefined,
+    retry: {},
+    realtimePrefix: '',
+  });
+  const timers = watchTimers(t, idleMs);
+  const out = await tts.synthesizeToBuffer({ text: 'Hi', transport: 'socketio' });
+  assert.equal(out.pcm.length, 4800);
+  assert.equal(timers.pending(), 0, 'no idle timer outlives the synthesis');
+  assert.equal(admission.stats().find((s) => s.workload === 'tts')!.running, 0);
 });

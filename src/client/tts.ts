@@ -393,7 +393,8 @@ export class TtsApi {
       throw failure;
     }
     handed = true;
-    armIdle();
+    // The final event may have come before the acknowledgement: then it is all over already.
+    if (!cleaned) armIdle();
     return { id, transport: 'socketio', sampleRate: SOCKET_TTS_SAMPLE_RATE, channels: 1, audio };
   }
 }

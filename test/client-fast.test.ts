@@ -6,9 +6,11 @@ import {
   encodeWav,
   type FastRecord,
   IncompleteStreamError,
+  ProtocolError,
   SpeechServiceError,
   TransportError,
 } from '../src/index.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav, speechWithPauses } from './helpers/speech.ts';
 
@@ -248,5 +250,28 @@ test('Socket.IO audio_file waits for its acknowledgement as long as an upload, n
     );
   } finally {
     stall.remove();
+  }
+});
+
+test('fast over HTTP: records before a bad NDJSON line are delivered, then the error', async () => {
+  const id = randomUuid();
+  const record = { id, seq: 0, transcription: 'hello', words: [], is_final: false };
+  // One body, so one read: the good record and the bad line arrive in the same chunk.
+  const fault = emulator.faults.add({
+    operation: 'fast.http',
+    times: 1,
+    action: {
+      type: 'status',
+      status: 200,
+      rawBody: `${JSON.stringify(record)}\n{not json}\n`,
+      contentType: 'application/x-ndjson',
+    },
+  });
+  try {
+    const { got, err } = await collect(client.fast.transcribe(wav, { id }));
+    assert.deepEqual(got, [record]);
+    assert.ok(err instanceof ProtocolError && err.code === 'ERR_NDJSON_INVALID_JSON', String(err));
+  } finally {
+    fault.remove();
   }
 });

@@ -8,9 +8,11 @@ import {
   DEFAULT_LIMITS,
   type DiarizationRecord,
   IncompleteStreamError,
+  ProtocolError,
   SpeechServiceError,
   TransportError,
 } from '../src/index.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -354,4 +356,37 @@ test('client.close() fails the live sessions in use; one first used after it fai
   assert.ok(closed(await iteration), 'an iterated session is failed too');
   await assert.rejects(unused.send(pcm.subarray(0, 16000)), closed);
   await assert.rejects(own.live.stt().send(pcm.subarray(0, 16000)), closed);
+});
+
+test('live over HTTP: records before a bad NDJSON line are delivered, then the session fails', async () => {
+  const streamId = randomUuid();
+  const record = {
+    id: streamId,
+    seq: 0,
+    transcription: 'hi',
+    words: [],
+    is_speech_final: false,
+    is_final: false,
+  };
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    times: 1,
+    action: {
+      type: 'status',
+      status: 200,
+      rawBody: `${JSON.stringify(record)}\n{not json}\n`,
+      contentType: 'application/x-ndjson',
+    },
+  });
+  try {
+    const session = client.live.stt({ streamId });
+    const records: AsrRecord[] = [];
+    session.on('record', (r: AsrRecord) => records.push(r));
+    await session.send(pcm.subarray(0, 16000));
+    const err = await session.done.catch((e: unknown) => e);
+    assert.deepEqual(records, [record]);
+    assert.ok(err instanceof ProtocolError && err.code === 'ERR_NDJSON_INVALID_JSON', String(err));
+  } finally {
+    fault.remove();
+  }
 });

@@ -95,6 +95,27 @@ test('a TTS body truncated before its final frame is an error on the audio strea
   assert.ok(err instanceof IncompleteStreamError, String(err));
 });
 
+test('TTS over HTTP: the audio that came before a truncation is delivered, then the error', async () => {
+  const fault = emulator.faults.add({
+    operation: 'tts.http',
+    times: 1,
+    action: { type: 'truncateTts', afterBytes: 3000 },
+  });
+  try {
+    // 3000 bytes are less than the demuxer gathers before parsing: all of it is decoded at the
+    // end of the body, where the missing final frame is found.
+    const synthesis = await client.tts.synthesize({ text: 'This audio will be cut short by the emulator.' });
+    let bytes = 0;
+    const err = await (async () => {
+      for await (const chunk of synthesis.audio) bytes += (chunk as Buffer).length;
+    })().catch((e: unknown) => e);
+    assert.ok(err instanceof IncompleteStreamError, String(err));
+    assert.ok(bytes > 0 && bytes % 2 === 0, `${bytes} bytes of audio before the error`);
+  } finally {
+    fault.remove();
+  }
+});
+
 test('429 concurrency is waited out; a 503 before output is retried with a fresh id', async () => {
   const f1 = emulator.faults.add({
     operation: 'tts.http',

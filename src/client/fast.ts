@@ -17,7 +17,7 @@ import { NdjsonDecoder } from '../protocol/ndjson.ts';
 import { type FastRecord, validateFastRecord } from '../protocol/records.ts';
 import { randomUuid } from '../protocol/uuid.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
-import { type HttpTransport, transportError } from './http.ts';
+import { decoded, type HttpTransport, transportError } from './http.ts';
 import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
 import { multipartBody, multipartOverhead } from './multipart.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
@@ -163,14 +163,14 @@ export class FastApi {
     let received = 0;
     try {
       for await (const chunk of res.body) {
-        for (const value of decoder.push(chunk as Buffer)) {
+        for (const value of decoded((out) => decoder.push(chunk as Buffer, out))) {
           const record = checkRecord(value, id);
           received++;
           yield record;
           if (record.is_final) return;
         }
       }
-      for (const value of decoder.end()) {
+      for (const value of decoded((out) => decoder.end(out))) {
         const record = checkRecord(value, id);
         received++;
         yield record;

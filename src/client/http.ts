@@ -228,6 +228,23 @@ export async function readJson(res: HttpResponse, maxBytes = 16 * 1024 * 1024): 
   return JSON.parse(text);
 }
 
+/**
+ * What a decoder core (NDJSON, TTS frames) appended to `out` in `step`, then its error if it
+ * threw: values decoded before a bad line or frame are delivered, whatever the split of the
+ * body into chunks (see src/transforms/core-transform.ts).
+ */
+export function* decoded<T>(step: (out: T[]) => unknown): Generator<T, void, undefined> {
+  const out: T[] = [];
+  let failure: { error: unknown } | undefined;
+  try {
+    step(out);
+  } catch (error) {
+    failure = { error };
+  }
+  yield* out;
+  if (failure) throw failure.error;
+}
+
 /** Discard a body we do not need, releasing the connection. */
 export function discard(res: HttpResponse): void {
   res.body.dump().catch(() => {});

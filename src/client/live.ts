@@ -27,7 +27,7 @@ import {
 import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection, type Slot } from './admission.ts';
-import type { HttpTransport } from './http.ts';
+import { decoded, type HttpTransport } from './http.ts';
 import { backoffDelay, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
@@ -380,13 +380,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     const decoder = new NdjsonDecoder();
     try {
       for await (const chunk of body) {
-        for (const value of decoder.push(chunk as Buffer)) this.#deliver(value);
+        for (const value of decoded((out) => decoder.push(chunk as Buffer, out))) this.#deliver(value);
         if (this.#state === 'finished' || this.#error !== undefined) {
           body.destroy();
           return;
         }
       }
-      for (const value of decoder.end()) this.#deliver(value);
+      for (const value of decoded((out) => decoder.end(out))) this.#deliver(value);
     } catch (err) {
       if (this.#error !== undefined || this.#state === 'finished') return;
       this.#fail(

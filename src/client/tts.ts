@@ -17,12 +17,12 @@ import {
   SOCKET_TTS_SAMPLE_RATE,
   type VoiceProfile,
 } from '../protocol/socket-events.ts';
-import { TtsDemuxer } from '../protocol/tts-frames.ts';
+import { type TtsChunk, TtsDemuxer } from '../protocol/tts-frames.ts';
 import { checkTtsRequest, DEFAULT_TTS_MODEL, type TtsRequestBody } from '../protocol/tts-request.ts';
 import { isUuid, randomUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
-import { type HttpTransport, transportError } from './http.ts';
+import { decoded, type HttpTransport, transportError } from './http.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
@@ -209,9 +209,11 @@ export class TtsApi {
       const demuxer = new TtsDemuxer(id);
       try {
         for await (const chunk of res.body) {
-          for (const piece of demuxer.push(chunk as Buffer)) if (piece.pcm.length > 0) yield piece.pcm;
+          for (const piece of decoded<TtsChunk>((out) => demuxer.push(chunk as Buffer, out)))
+            if (piece.pcm.length > 0) yield piece.pcm;
         }
-        for (const piece of demuxer.end()) if (piece.pcm.length > 0) yield piece.pcm;
+        for (const piece of decoded<TtsChunk>((out) => demuxer.end(out)))
+          if (piece.pcm.length > 0) yield piece.pcm;
       } catch (err) {
         if (err instanceof ProtocolError || err instanceof IncompleteStreamError || options.signal?.aborted)
           throw err;

@@ -27,11 +27,17 @@ test('a burst of 1,000 batch submissions against an account limit of 2: no failu
   const stats = emulator.stats();
   assert.equal(stats.jobsCreated, 1000);
   const rejections = stats.rejections.CONCURRENCY_LIMIT_EXCEEDED ?? 0;
-  t.diagnostic(`${rejections} concurrency rejections for 1,000 submissions`);
-  // Concurrency adapts down instead of hammering: the first burst is refused, then few more.
-  assert.ok(rejections <= 20, `${rejections} rejections`);
-  assert.equal(stats.requests['batch.submit'], 1000 + rejections);
   const lane = client.admissionStats().find((s) => s.workload === 'batch')!;
+  t.diagnostic(`${rejections} concurrency rejections for 1,000 submissions, ${lane.raises} raises`);
+  // Concurrency adapts down instead of hammering, whatever the scheduling: a rejection seen at
+  // concurrency c >= 2 lowers it by at least one, so there are at most 7 of those (8 down to 1)
+  // plus one per raise. At concurrency 1 a task starts only when none runs, and a lone
+  // submission is never refused (the emulator frees its unit as it answers, before it reads
+  // another request): the rejections seen at 1 are of submissions already running when it got
+  // there, at most 7 each time it gets there (once, plus once per raise). Raises come only
+  // after a 10 s cool-down; a run shorter than that has none, so at most 14 rejections.
+  assert.ok(rejections <= 14 + 8 * lane.raises, `${rejections} rejections, ${lane.raises} raises`);
+  assert.equal(stats.requests['batch.submit'], 1000 + rejections);
   assert.equal(lane.running, 0);
   assert.equal(lane.queued, 0);
   assert.equal(lane.retries, rejections);

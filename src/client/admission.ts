@@ -82,6 +82,8 @@ export interface WorkloadStats {
   pauses: number;
   /** Operations retried after an admission rejection. */
   retries: number;
+  /** Times concurrency was raised back toward the limit after a concurrency rejection. */
+  raises: number;
 }
 
 interface Lane {
@@ -89,6 +91,7 @@ interface Lane {
   limit: number;
   pauses: number;
   retries: number;
+  raises: number;
   resumeAt: number;
   timer: NodeJS.Timeout | undefined;
   successes: number;
@@ -118,6 +121,7 @@ export class Admission {
         limit,
         pauses: 0,
         retries: 0,
+        raises: 0,
         resumeAt: 0,
         timer: undefined,
         successes: 0,
@@ -224,6 +228,7 @@ export class Admission {
         paused: lane.queue.isPaused,
         pauses: lane.pauses,
         retries: lane.retries,
+        raises: lane.raises,
       };
     });
   }
@@ -267,6 +272,7 @@ export class Admission {
     if (lane.successes >= lane.queue.concurrency) {
       lane.queue.concurrency = lane.queue.concurrency + 1;
       lane.successes = 0;
+      lane.raises++;
     }
   }
 

@@ -28,7 +28,7 @@ import { unwrap } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
 import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
-import { multipartBody, multipartOverhead } from './multipart.ts';
+import { checkUploadBytes, multipartBody } from './multipart.ts';
 import {
   anySignal,
   backoffDelay,
@@ -172,25 +172,12 @@ export class BatchApi {
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
     const source = await uploadSource(input);
     // The service counts the whole multipart body against request_bytes.
-    const bodyBytes =
-      source.size === undefined
-        ? undefined
-        : source.size + multipartOverhead(source.filename, source.contentType);
-    if (bodyBytes !== undefined && bodyBytes > limits.batchRequestBytes) {
-      throw localServiceError(
-        'PAYLOAD_TOO_LARGE',
-        `request of ${bodyBytes} bytes (a recording of ${source.size} and its multipart framing) exceeds ${limits.batchRequestBytes}`,
-        {
-          data: {
-            limit: limits.batchRequestBytes,
-            observed: bodyBytes,
-            unit: 'bytes',
-            bound: 'request_bytes',
-          },
-          operation: 'batch.submit',
-        },
-      );
-    }
+    checkUploadBytes(source.size, {
+      limit: limits.batchRequestBytes,
+      bound: 'request_bytes',
+      operation: 'batch.submit',
+      multipart: source,
+    });
     const query = {
       asr: options.asr,
       diarization:

@@ -5,7 +5,6 @@
 
 import {
   IncompleteStreamError,
-  localServiceError,
   ProtocolError,
   type SpeechServiceError,
   TransportError,
@@ -19,7 +18,7 @@ import { randomUuid } from '../protocol/uuid.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
 import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
-import { multipartBody, multipartOverhead } from './multipart.ts';
+import { checkUploadBytes, multipartBody } from './multipart.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
@@ -61,16 +60,12 @@ export class FastApi {
     const limit = this.#deps.limits.fastAudioBytes;
     const socketio = options.transport === 'socketio';
     // Over HTTP the service counts the whole multipart body; over Socket.IO the audio alone.
-    const observed =
-      source.size === undefined || socketio
-        ? source.size
-        : source.size + multipartOverhead(source.filename, source.contentType);
-    if (observed !== undefined && observed > limit) {
-      throw localServiceError('PAYLOAD_TOO_LARGE', `upload of ${observed} bytes exceeds ${limit}`, {
-        data: { limit, observed, unit: 'bytes', bound: 'fast_audio_bytes' },
-        operation: socketio ? 'fast.socket' : 'fast.http',
-      });
-    }
+    checkUploadBytes(source.size, {
+      limit,
+      bound: 'fast_audio_bytes',
+      operation: socketio ? 'fast.socket' : 'fast.http',
+      ...(socketio ? {} : { multipart: source }),
+    });
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
     let audio: Buffer | undefined;
     for (let attempt = 0; ; attempt++) {

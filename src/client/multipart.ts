@@ -3,6 +3,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { localServiceError } from '../protocol/errors.ts';
+import type { OperationName } from '../protocol/operations.ts';
 
 export interface MultipartFile {
   filename: string;
@@ -42,6 +44,33 @@ export function multipartOverhead(filename: string, contentType: string): number
   // Every boundary has the same length, so any one measures the framing.
   const { head, tail } = envelope(newBoundary(), filename, contentType);
   return head.length + tail.length;
+}
+
+/**
+ * Pre-flight of an upload of `size` bytes (unknown: nothing to check) against a byte limit of
+ * the service, which counts the whole multipart body over HTTP (`filename`, `contentType` set)
+ * and the audio alone over Socket.IO: the PAYLOAD_TOO_LARGE it would answer, before sending.
+ */
+export function checkUploadBytes(
+  size: number | undefined,
+  check: {
+    limit: number;
+    bound: string;
+    operation: OperationName;
+    multipart?: { filename: string; contentType: string };
+  },
+): void {
+  if (size === undefined) return;
+  const { limit, bound, operation, multipart } = check;
+  const observed = multipart ? size + multipartOverhead(multipart.filename, multipart.contentType) : size;
+  if (observed <= limit) return;
+  const what = multipart
+    ? `request of ${observed} bytes (a recording of ${size} and its multipart framing)`
+    : `upload of ${observed} bytes`;
+  throw localServiceError('PAYLOAD_TOO_LARGE', `${what} exceeds ${limit}`, {
+    data: { limit, observed, unit: 'bytes', bound },
+    operation,
+  });
 }
 
 export function multipartBody(file: MultipartFile): MultipartBody {

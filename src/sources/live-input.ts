@@ -1,7 +1,8 @@
 // Live audio for captioning: what ffmpeg can open (a stream URL, a capture device, a file played
 // at its own pace), or bytes on standard input, as PCM16LE at 16 kHz mono by default.
 
-import type { Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 import { decode } from '../transforms/decode.ts';
 import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 
@@ -26,15 +27,20 @@ export interface LiveInputOptions {
 export function liveInput(input: string, options: LiveInputOptions = {}): Readable {
   const sampleRate = options.sampleRate ?? 16_000;
   if (input === '-') {
+    // decode() sniffs what comes (a streaming WAV header, Ogg, MP3, ...); it takes no device
+    // format, and a pipe is live already.
+    if (options.inputArgs?.length || options.realtime) {
+      throw new InvalidArgumentError(
+        "liveInput: inputArgs and realtime are for what ffmpeg opens, not for standard input ('-')",
+      );
+    }
     const decoder = decode({
       sampleRate,
       lowLatency: true,
       ffmpegPath: options.ffmpegPath,
       signal: options.signal,
     });
-    const stdin = options.stdin ?? process.stdin;
-    stdin.on('error', (err) => decoder.destroy(err));
-    stdin.pipe(decoder);
+    pipeline(options.stdin ?? process.stdin, decoder, () => {});
     return decoder;
   }
   const stream: Readable = ffmpegInput({

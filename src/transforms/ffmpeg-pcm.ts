@@ -8,7 +8,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Duplex, Readable } from 'node:stream';
+import { Duplex, type Readable } from 'node:stream';
 import {
   type FfmpegRun,
   pcm16OutputArgs,
@@ -17,13 +17,21 @@ import {
   runFfmpeg,
 } from '../audio/ffmpeg.ts';
 import { MediaError } from '../audio/media-error.ts';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 import { destroyOnAbort } from './abort.ts';
 
 export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
   sampleRate: number;
   channels: number;
-  /** Arguments before `-i` (to declare a raw input format). */
+  /** Arguments before `-i` (to declare a raw input format, or a device's). */
   inputArgs?: readonly string[];
+  /**
+   * What ffmpeg opens itself (a URL, a device, a file) instead of the bytes written to the
+   * stream: the writable side then takes nothing and is ended to start ffmpeg.
+   */
+  input?: string;
+  /** Read `input` at its own rate (`-re`): a file played as if it were live. Default false. */
+  realtime?: boolean;
   /**
    * Write the input to a temporary file and let ffmpeg read that (for formats it must seek in,
    * such as an MP4 whose index follows its media data). The file is removed on close.
@@ -96,6 +104,7 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
       // file. Without that it writes 32 KiB blocks (about 1 s of 16 kHz mono): lowLatency keeps it.
       const flush = options.lowLatency ? [] : ['-flush_packets', '0'];
       const args = [
+        ...(options.realtime ? ['-re'] : []),
         ...(options.inputArgs ?? []),
         '-i',
         input,
@@ -157,6 +166,10 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
 
   const duplex = new Duplex({
     write(chunk: Buffer, _encoding, callback) {
+      if (options.input !== undefined) {
+        callback(new InvalidArgumentError(`ffmpeg reads ${options.input} itself: write nothing, end()`));
+        return;
+      }
       if (options.spoolToFile) {
         spoolWrite(chunk).then(() => callback(), callback);
         return;
@@ -166,7 +179,7 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
     },
     final(callback) {
       if (!options.spoolToFile) {
-        start('pipe:0').then((r) => {
+        start(options.input ?? 'pipe:0').then((r) => {
           r.stdin.end();
           callback();
         }, callback);
@@ -234,11 +247,7 @@ function noop(): void {}
  * status. At `-loglevel error`, whatever ffmpeg said on a successful run is input it skipped:
  * `onDecodeErrors` hears it, or it is the stream's error.
  */
-function endWithRun(
-  stream: Duplex | Readable,
-  run: FfmpegRun,
-  onDecodeErrors?: (err: MediaError) => void,
-): void {
+function endWithRun(stream: Duplex, run: FfmpegRun, onDecodeErrors?: (err: MediaError) => void): void {
   const ended = new Promise<void>((resolve) => run.stdout.once('end', resolve));
   Promise.all([ended, run.done]).then(
     () => {
@@ -254,66 +263,22 @@ function endWithRun(
   );
 }
 
-export interface FfmpegInputOptions extends Omit<RunFfmpegOptions, 'signal'> {
+export interface FfmpegInputOptions
+  extends Omit<FfmpegPcmOptions, 'input' | 'spoolToFile' | 'gaplessEnd' | 'lowLatency'> {
   /** What ffmpeg opens: a file, a URL, a device (with `inputArgs` naming its format). */
   input: string;
-  /** Options before `-i` (`['-f', 'pulse']`, `['-f', 'lavfi']`, ...). */
-  inputArgs?: readonly string[];
-  /** Read the input at its own rate (`-re`): a file played as if it were live. Default false. */
-  realtime?: boolean;
-  sampleRate: number;
-  channels: number;
-  /** ffmpeg exited 0 but skipped input; without this callback that fails the stream. */
-  onDecodeErrors?: (err: MediaError) => void;
-  onSpawn?: (pid: number | undefined) => void;
   signal?: AbortSignal;
 }
 
 /**
  * A Readable of PCM16LE from an input ffmpeg opens itself (a URL, a device, a file read at its
- * own pace). Each packet is passed on as ffmpeg decodes it (live latency). Backpressure pauses
- * ffmpeg's output; destroy or abort stops ffmpeg, and the stream closes once it has exited.
+ * own pace with `realtime`). Each packet is passed on as ffmpeg decodes it (live latency).
+ * Backpressure pauses ffmpeg's output; destroy or abort stops ffmpeg, and the stream closes once
+ * it has exited.
  */
 export function ffmpegInput(options: FfmpegInputOptions): Readable {
-  // Resolved now, so a missing ffmpeg fails the caller at once (FfmpegNotFoundError).
-  const ffmpegPath = resolveFfmpeg(options).path;
-  let run: FfmpegRun | undefined;
-  const starting = ffmpegHasSoxr(ffmpegPath).then((soxr) => {
-    if (readable.destroyed) return;
-    const args = [
-      ...(options.realtime ? ['-re'] : []),
-      ...(options.inputArgs ?? []),
-      '-i',
-      options.input,
-      '-af',
-      soxr ? SOXR_FILTER : SWR_FILTER,
-      ...pcm16OutputArgs(options.sampleRate, options.channels),
-    ];
-    const r = runFfmpeg(args, { ...options, signal: undefined, ffmpegPath });
-    run = r;
-    options.onSpawn?.(r.child.pid);
-    r.stdin.end();
-    r.stdout.on('data', (chunk: Buffer) => {
-      if (!readable.push(chunk)) r.stdout.pause();
-    });
-    endWithRun(readable, r, options.onDecodeErrors);
-  });
-  const readable = new Readable({
-    read() {
-      run?.stdout.resume();
-    },
-    destroy(err, callback) {
-      starting
-        .then(() => {
-          run?.stop();
-          return run?.done.then(noop, noop);
-        })
-        .then(
-          () => callback(err),
-          () => callback(err),
-        );
-    },
-  });
-  destroyOnAbort(readable, options.signal);
-  return readable;
+  const stream = ffmpegPcm({ ...options, lowLatency: true });
+  stream.end(); // nothing to write: this starts ffmpeg
+  destroyOnAbort(stream, options.signal);
+  return stream;
 }

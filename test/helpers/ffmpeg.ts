@@ -1,6 +1,7 @@
 // Test fixtures made by ffmpeg itself (lavfi sources), so the core suite needs no media.
 
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -72,3 +73,29 @@ export function ffmpegPcm16(
     child.stdin!.end(input);
   });
 }
+
+/** Pids of the `ffmpeg` processes whose parent is `parent` (Linux /proc). */
+export function ffmpegChildren(parent: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const [, comm, rest] = /^\d+ \((.*)\) (.*)$/s.exec(stat)!;
+      if (comm === 'ffmpeg' && Number(rest!.split(' ')[1]) === parent) found.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return found;
+}
+
+/** Whether a process `pid` exists. */
+export const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};

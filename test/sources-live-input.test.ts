@@ -1,0 +1,84 @@
+// liveInput(): what ffmpeg opens (a file, a device format such as lavfi) or standard input, as
+// 16 kHz mono PCM16; destroy and abort stop ffmpeg before the stream closes.
+
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, test } from 'node:test';
+import type { MediaError } from '../src/audio/media-error.ts';
+import { liveInput } from '../src/sources/live-input.ts';
+import { alive, ffmpegChildren, sineFile } from './helpers/ffmpeg.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-live-input-'));
+after(() => rm(root, { recursive: true, force: true }));
+
+async function drain(stream: Readable): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of stream) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
+}
+
+test('a file ffmpeg opens, and the same bytes on standard input, give the same PCM', async () => {
+  const wav = await sineFile({ seconds: 1.5, rate: 44100, channels: 2, codec: 'pcm_s16le' });
+  const path = join(root, 'tone.wav');
+  await writeFile(path, wav);
+  const opened = await drain(liveInput(path));
+  assert.equal(opened.length, 1.5 * 16000 * 2);
+  const piped = await drain(
+    liveInput('-', { stdin: Readable.from([wav.subarray(0, 1000), wav.subarray(1000)]) }),
+  );
+  assert.equal(piped.length, opened.length);
+});
+
+test('standard input takes no device format and is not paced', () => {
+  for (const options of [{ realtime: true }, { inputArgs: ['-f', 'lavfi'] }]) {
+    assert.throws(() => liveInput('-', { ...options, stdin: Readable.from([]) }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    });
+  }
+});
+
+test('destroying an endless input stops its ffmpeg before the stream closes', async () => {
+  const stream = liveInput('sine=frequency=300:sample_rate=16000', { inputArgs: ['-f', 'lavfi'] });
+  const [first] = (await once(stream, 'data')) as [Buffer];
+  assert.ok(first.length > 0);
+  const children = ffmpegChildren(process.pid);
+  assert.equal(children.length, 1, 'one ffmpeg runs');
+  stream.destroy();
+  await once(stream, 'close');
+  assert.deepEqual(children.filter(alive), []);
+});
+
+test('abort fails the stream with the signal’s reason and stops ffmpeg', async () => {
+  const controller = new AbortController();
+  const stream = liveInput('sine=frequency=300:sample_rate=16000', {
+    inputArgs: ['-f', 'lavfi'],
+    realtime: true,
+    signal: controller.signal,
+  });
+  await once(stream, 'data');
+  const children = ffmpegChildren(process.pid);
+  const reason = new Error('operator stopped the relay');
+  const closed = new Promise((resolve) => stream.once('close', resolve));
+  controller.abort(reason);
+  await assert.rejects(drain(stream), (err) => err === reason);
+  await closed;
+  assert.deepEqual(children.filter(alive), []);
+});
+
+test('input ffmpeg skipped is a warning; a missing file is ffmpeg’s error', async () => {
+  const flac = await sineFile({ seconds: 3, rate: 44100, codec: 'flac', format: 'flac' });
+  const path = join(root, 'cut.flac');
+  await writeFile(path, flac.subarray(0, Math.floor(flac.length * 0.6) + 1));
+  const stream = liveInput(path);
+  const warnings: MediaError[] = [];
+  stream.on('warning', (w: MediaError) => warnings.push(w));
+  const pcm = await drain(stream);
+  assert.ok(pcm.length > 0);
+  assert.equal(warnings.length, 1);
+  assert.equal(warnings[0]!.code, 'ERR_MEDIA_FORMAT');
+  await assert.rejects(drain(liveInput(join(root, 'missing.wav'))), { code: 'ERR_FFMPEG_FAILED' });
+});

@@ -2,6 +2,7 @@
 // overlay page, and the recent cues as WebVTT; a viewer that does not read is dropped.
 
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { captionRelay } from '../src/sinks/caption-relay.ts';
@@ -102,9 +103,10 @@ test('a viewer that stops reading is dropped; the writer is never held back', as
   const socket = connect(new URL(relay.url).port === '' ? 80 : Number(new URL(relay.url).port), '127.0.0.1');
   try {
     await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    socket.write('GET /events HTTP/1.1\r\nHost: relay\r\n\r\n');
+    socket.write('GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     socket.pause(); // a viewer whose tab froze
-    while (relay.stats().viewers === 0) await new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 1000 && relay.stats().viewers === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(relay.stats().viewers, 1, 'the raw viewer connected');
     const text = 'x'.repeat(1000);
     // Writes keep completing (the relay never waits for a viewer) until the viewer is dropped.
     for (let i = 0; i < 100_000 && relay.stats().dropped === 0; i++) {
@@ -135,4 +137,72 @@ test('bad input and bad options are typed errors', async () => {
   } finally {
     await relay.close();
   }
+});
+
+test('/cues.json keeps the last `history` cues; HEAD /events takes no viewer slot', async () => {
+  const relay = await captionRelay({ history: 2, maxViewers: 1 });
+  try {
+    for (let i = 0; i < 5; i++)
+      relay.write({ type: 'utterance', id: 'a', index: i, text: '', words: words(`Sentence ${i}.`, i * 10) });
+    const cues = (await (await fetch(`${relay.url}/cues.json`)).json()) as {
+      index: number;
+      lines: string[];
+    }[];
+    assert.deepEqual(
+      cues.map((c) => [c.index, c.lines[0]]),
+      [
+        [4, 'Sentence 3.'],
+        [5, 'Sentence 4.'],
+      ],
+    );
+    const head = await fetch(`${relay.url}/events`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(relay.stats().viewers, 0);
+    const vtt = await (await fetch(`${relay.url}/captions.vtt`)).text();
+    assert.equal(vtt.match(/ --> /g)!.length, 2);
+  } finally {
+    await relay.close();
+  }
+});
+
+test('requests addressed to another host name are refused (a rebound DNS name cannot read the captions)', async () => {
+  const relay = await captionRelay();
+  try {
+    const port = new URL(relay.url).port;
+    const ask = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: '/cues.json', headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.once('error', reject);
+        req.end();
+      });
+    assert.equal(await ask(`evil.example:${port}`), 421);
+    assert.equal(await ask(`localhost:${port}`), 200);
+    assert.equal(await ask(`127.0.0.1:${port}`), 200);
+  } finally {
+    await relay.close();
+  }
+  const open = await captionRelay({ allowedHosts: ['captions.example'] });
+  try {
+    assert.equal((await fetch(`${open.url}/cues.json`)).status, 421);
+  } finally {
+    await open.close();
+  }
+});
+
+test('close() with viewers connected: each gets the end event, then the relay stops', async () => {
+  const relay = await captionRelay();
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => (opened = resolve));
+  const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
+  await open;
+  await relay.close();
+  const events = await reading;
+  assert.deepEqual(
+    events.map((e) => e.event),
+    ['end'],
+  );
+  await assert.rejects(fetch(`${relay.url}/cues.json`));
 });

@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
-import { captionRelay } from '../sinks/caption-relay.ts';
+import { type CaptionRelay, captionRelay } from '../sinks/caption-relay.ts';
 import { liveInput } from '../sources/live-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
@@ -19,7 +19,7 @@ import { Pacer, pace } from '../transforms/pace.ts';
 import { tee } from '../transforms/tee.ts';
 import { toCaptions } from '../transforms/to-captions.ts';
 import { toFrames } from '../transforms/to-frames.ts';
-import { openService } from './service.ts';
+import { openService, type Service } from './service.ts';
 
 export const USAGE = `usage: speechpipe caption <input> [options]
 
@@ -79,6 +79,8 @@ function parse(args: string[]): Options {
     throw new UsageError('--port must be an integer from 0 to 65535');
   if (values.out !== undefined && !/\.(vtt|srt)$/i.test(values.out))
     throw new UsageError('--out must name a .vtt or .srt file');
+  if (positionals[0] === '-' && (values.realtime || values['input-format'] !== undefined))
+    throw new UsageError('--realtime and --input-format are for what ffmpeg opens, not standard input');
   return {
     input: positionals[0]!,
     realtime: values.realtime!,
@@ -103,15 +105,19 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
-  const controller = new AbortController();
-  const signal = controller.signal;
-  const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+  const interrupt = new AbortController();
+  // The first pipeline to fail stops the others, so that nothing runs on while we close.
+  const stop = new AbortController();
+  const signal = AbortSignal.any([interrupt.signal, stop.signal]);
+  const onSignal = () => interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
-  const service = await openService(process.env, log);
-  let relay: Awaited<ReturnType<typeof captionRelay>> | undefined;
+  let service: Service | undefined;
+  let relay: CaptionRelay | undefined;
   try {
+    service = await openService(process.env, log);
+    const client = service.client;
     relay = await captionRelay({ port: options.port, host: options.host });
     process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);
@@ -132,7 +138,7 @@ export async function run(args: string[]): Promise<number> {
     // Days of captions: nothing kept for a final transcript.
     const transcript = [
       ...framesFor('stt'),
-      sttStream({ client: service.client, transport: options.transport, pacer }),
+      sttStream({ client, transport: options.transport, pacer }),
       assembleTranscript({ keepWords: false }),
     ];
     const split = tee(options.speakers ? 2 : 1);
@@ -159,7 +165,7 @@ export async function run(args: string[]): Promise<number> {
           [
             forSpeakers,
             ...framesFor('diarization'),
-            diarizationStream({ client: service.client, transport: options.transport }),
+            diarizationStream({ client, transport: options.transport }),
             mergeDiarization({ keepTimeline: false }),
             timeline.writable(),
           ] as unknown as [Readable, Writable],
@@ -171,12 +177,21 @@ export async function run(args: string[]): Promise<number> {
       const format = options.out!.toLowerCase().endsWith('.srt') ? 'srt' : 'vtt';
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
     }
-    await Promise.all(done);
+    const failures: unknown[] = [];
+    await Promise.all(
+      done.map((p) =>
+        p.catch((err: unknown) => {
+          failures.push(err);
+          stop.abort(err);
+        }),
+      ),
+    );
+    if (failures.length > 0) throw failures[0];
     const stats = relay.stats();
     log(`the input ended: ${stats.cues} cues, ${stats.dropped} viewers dropped for falling behind`);
     return 0;
   } catch (err) {
-    if (signal.aborted) {
+    if (interrupt.signal.aborted) {
       log('interrupted');
       return 130;
     }
@@ -187,6 +202,6 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await relay?.close();
-    await service.close();
+    await service?.close();
   }
 }

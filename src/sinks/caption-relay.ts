@@ -31,6 +31,12 @@ export interface CaptionRelayOptions extends Omit<CaptionOptions, 'format'> {
   heartbeatSec?: number;
   /** The overlay page's title. */
   title?: string;
+  /**
+   * Host names requests may be addressed to. Default: bound to a loopback address, only
+   * loopback names (`localhost`, `127.0.0.1`, `[::1]`, the bound address), so that a page on
+   * another site cannot read the captions through a rebound DNS name; bound elsewhere, any.
+   */
+  allowedHosts?: readonly string[];
 }
 
 /** A cue as the relay sends it (`cue` events, and `/cues.json`). */
@@ -162,7 +168,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     for (const res of viewers) send(res, event, data);
   };
 
-  const onEvents = (res: ServerResponse) => {
+  const onEvents = (res: ServerResponse, head: boolean) => {
     if (viewers.size >= maxViewers) {
       stats.refused++;
       res.writeHead(503, { 'retry-after': '5', 'content-type': 'text/plain' }).end('too many viewers\n');
@@ -173,21 +179,29 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       'cache-control': 'no-store',
       'x-accel-buffering': 'no',
     });
+    if (head) {
+      res.end();
+      return;
+    }
     res.write('retry: 2000\n\n');
-    viewers.add(res);
-    res.once('close', () => viewers.delete(res));
     // A late viewer sees the cue on screen now, not a blank overlay until the next one.
     const last = recent.at(-1);
-    if (last) send(res, 'cue', last);
+    if (last) res.write(`event: cue\ndata: ${JSON.stringify(last)}\n\n`);
     if (ended) {
-      send(res, 'end', {});
-      res.end();
+      res.end('event: end\ndata: {}\n\n');
+      return;
     }
+    viewers.add(res);
+    res.once('close', () => viewers.delete(res));
   };
 
   const vtt = () => VTT_HEADER + recent.map((c) => formatVttCue(c, labels)).join('');
 
   const server: Server = createServer((req, res) => {
+    if (!hostAllowed(req.headers.host)) {
+      res.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request\n');
+      return;
+    }
     const path = new URL(req.url ?? '/', 'http://relay').pathname;
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -202,7 +216,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     if (path === '/overlay.js') return reply('text/javascript; charset=utf-8', SCRIPT);
     if (path === '/captions.vtt') return reply('text/vtt; charset=utf-8', vtt());
     if (path === '/cues.json') return reply('application/json', JSON.stringify(recent));
-    if (path === '/events') return onEvents(res);
+    if (path === '/events') return onEvents(res, req.method === 'HEAD');
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   });
   await new Promise<void>((resolve, reject) => {
@@ -213,8 +227,23 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     });
   });
   const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const url = `http://${host}:${address.port}`;
+  const bound = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const loopback = /^(127\.|\[::1\]$)/.test(bound);
+  const allowed = options.allowedHosts
+    ? new Set(options.allowedHosts.map((h) => h.toLowerCase()))
+    : loopback
+      ? new Set(['localhost', '127.0.0.1', '[::1]', bound])
+      : undefined;
+  function hostAllowed(host: string | undefined): boolean {
+    if (!allowed) return true;
+    if (!host) return false;
+    try {
+      return allowed.has(new URL(`http://${host}`).hostname.toLowerCase());
+    } catch {
+      return false;
+    }
+  }
+  const url = `http://${bound}:${address.port}`;
   const heartbeat = setInterval(() => {
     for (const res of viewers) res.write(': keep-alive\n\n');
   }, heartbeatMs);
@@ -241,8 +270,14 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     closing ??= new Promise<void>((resolve) => {
       finish();
       clearInterval(heartbeat);
-      server.close(() => resolve());
-      server.closeAllConnections();
+      // Viewers get their `end` event first: idle connections close now, the rest once their
+      // last bytes are out, or after a second at the most.
+      const force = setTimeout(() => server.closeAllConnections(), 1000);
+      server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      server.closeIdleConnections();
     });
     return closing;
   };

@@ -2,18 +2,19 @@
 
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { splitForTts } from '../src/cli/tts-command.ts';
+import { startEmulator } from '../src/emulator/index.ts';
 import { parseWavHeader } from '../src/index.ts';
 import { runCli } from './helpers/cli.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-tts-'));
 after(() => rm(root, { recursive: true, force: true }));
 
-const cli = (args: string[]) => runCli(['tts', ...args]);
+const cli = (args: string[], env?: NodeJS.ProcessEnv) => runCli(['tts', ...args], env);
 
 test('splitForTts: pieces within the limit in code points, cut at sentence ends, nothing lost', () => {
   const text = 'First sentence here. Second one! A third, longer sentence that goes on? Done.';
@@ -51,6 +52,32 @@ test('text to a WAV over Socket.IO (24 kHz) and HTTP (16 kHz), long text in seve
     const seconds = (wav.length - header.dataOffset) / 2 / rate;
     assert.ok(seconds > 2, `${seconds} s`);
     assert.ok(!existsSync(`${out}.partial`));
+  }
+});
+
+test('a piece refused after others were spoken: exit 1, neither the file nor its partial left', async () => {
+  const emulator = await startEmulator();
+  try {
+    // The second request is refused (not retryable) after the first one's audio was written.
+    emulator.faults.add({
+      operation: 'tts.socket',
+      nth: 2,
+      action: { type: 'status', status: 400, code: 'TTS_INPUT_NOT_ALLOWED' },
+    });
+    const dir = await mkdtemp(join(root, 'refused-'));
+    const out = join(dir, 'speech.wav');
+    const text = 'The first piece is fine. The second piece is refused. The third never goes.';
+    const run = await cli([text, '--out', out, '--max-chars', '30'], {
+      API_URL: emulator.url,
+      API_KEY: emulator.apiKey,
+    });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /spoke piece 1 of 3/);
+    assert.match(run.stderr, /TTS_INPUT_NOT_ALLOWED/);
+    assert.deepEqual(await readdir(dir), [], 'nothing left behind');
+    assert.equal(emulator.stats().requests['tts.socket'], 2);
+  } finally {
+    await emulator.close();
   }
 });
 

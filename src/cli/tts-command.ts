@@ -2,12 +2,14 @@
 // sentence ends (else at spaces) into pieces the service accepts, spoken one after another
 // into one file; `--list-voices` prints the voices.
 
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { readFile, rename, rm } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
+import { countCodePoints, hasSpeakableText } from '../protocol/tts-request.ts';
 import { wavFile } from '../sinks/wav-file.ts';
 import { openService } from './service.ts';
 
@@ -28,15 +30,13 @@ Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage.`
 
 class UsageError extends Error {}
 
-const SPEAKABLE = /[\p{L}\p{N}]/u;
-
 /**
  * `text` in pieces of at most `maxChars` code points, each with something speakable: cut after
  * sentence ends where possible, else at white space, else (one word longer than a piece) inside
  * the word. Pieces are trimmed; a piece with no letter or number joins its neighbour.
  */
 export function splitForTts(text: string, maxChars: number): string[] {
-  const length = (s: string) => [...s].length;
+  const length = countCodePoints;
   const pieces: string[] = [];
   let current = '';
   const push = (part: string) => {
@@ -60,7 +60,7 @@ export function splitForTts(text: string, maxChars: number): string[] {
   }
   if (current) pieces.push(current);
   // Nothing to say in a piece of punctuation alone ("..."): drop it rather than fail the request.
-  return pieces.map((p) => p.trim()).filter((p) => SPEAKABLE.test(p));
+  return pieces.map((p) => p.trim()).filter(hasSpeakableText);
 }
 
 interface Options {
@@ -106,7 +106,7 @@ async function parse(args: string[]): Promise<Options> {
     if (values['text-file'] !== undefined && positionals.length > 0)
       throw new UsageError('give the text as arguments or with --text-file, not both');
     text = values['text-file'] !== undefined ? await readText(values['text-file']) : positionals.join(' ');
-    if (!SPEAKABLE.test(text)) throw new UsageError('no text to speak');
+    if (!hasSpeakableText(text)) throw new UsageError('no text to speak');
     if (!values.out) throw new UsageError('--out is required');
   }
   return {
@@ -145,8 +145,9 @@ export async function run(args: string[]): Promise<number> {
     }
     const pieces = splitForTts(options.text!, options.maxChars);
     const out = options.out!;
-    // Written beside the target and renamed at the end: a failure leaves no half a file.
-    const partial = `${out}.partial`;
+    // Written beside the target and renamed at the end: a failure leaves no half a file, and
+    // two runs writing the same target do not write into each other's.
+    const partial = `${out}.${randomUUID().slice(0, 8)}.partial`;
     let wav: ReturnType<typeof wavFile> | undefined;
     let seconds = 0;
     try {
@@ -169,7 +170,11 @@ export async function run(args: string[]): Promise<number> {
       await finished(wav!);
       await rename(partial, out);
     } catch (err) {
-      wav?.destroy();
+      if (wav) {
+        // The file may still be opening: remove it only once the stream has let it go.
+        wav.destroy();
+        await finished(wav).catch(() => {});
+      }
       await rm(partial, { force: true });
       throw err;
     }

@@ -69,6 +69,11 @@ export function countCodePoints(text: string): number {
 }
 
 const LETTER_OR_NUMBER = /[\p{L}\p{N}]/u;
+
+/** Whether `text` holds something to speak: a letter or a number (the service refuses text without). */
+export function hasSpeakableText(text: string): boolean {
+  return LETTER_OR_NUMBER.test(text);
+}
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /** Decoded size of standard base64 text, from its length alone. */

@@ -13,13 +13,16 @@ export function cliEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Run `speechpipe ...args` to its end. */
-export function runCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Run `speechpipe ...args` to its end (`env`: added to the emulator-only environment). */
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       ['src/cli/main.ts', ...args],
-      { cwd: CLI_CWD, env: cliEnv(), timeout: 120_000 },
+      { cwd: CLI_CWD, env: { ...cliEnv(), ...env }, timeout: 120_000 },
       (err, stdout, stderr) =>
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );

@@ -77,18 +77,28 @@ test('admission: concurrency per workload is respected and workloads are indepen
   admission.close();
 });
 
-test('admission: a rate-limit 429 pauses the workload for Retry-After, then retries', async () => {
+test('admission: a rate-limit 429 pauses the workload for Retry-After, then retries', async (t) => {
+  // A mocked clock: the pause is asserted in timer ticks, not measured.
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
   const admission = new Admission({ concurrency: { fast: 4 } });
   let calls = 0;
-  const started = Date.now();
-  const value = await admission.run('fast', async (attempt) => {
+  const result = admission.run('fast', async (attempt) => {
     calls++;
-    if (attempt === 0) throw reject429('RATE_LIMIT_EXCEEDED', 80);
+    if (attempt === 0) throw reject429('RATE_LIMIT_EXCEEDED', 80_000);
     return 'ok';
   });
-  assert.equal(value, 'ok');
+  const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+  await settle();
+  assert.equal(calls, 1);
+  assert.equal(admission.stats().find((s) => s.workload === 'fast')!.paused, true);
+  t.mock.timers.tick(79_999);
+  await settle();
+  assert.equal(calls, 1, 'nothing before Retry-After');
+  // Retry-After, plus at most the jitter (up to the base delay, 250 ms).
+  t.mock.timers.tick(251);
+  await settle();
+  assert.equal(await result, 'ok');
   assert.equal(calls, 2);
-  assert.ok(Date.now() - started >= 80, 'waited for Retry-After');
   admission.close();
 });
 

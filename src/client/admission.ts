@@ -7,6 +7,7 @@
 // admission (see isAdmissionRejection).
 
 import PQueue from 'p-queue';
+import { STREAM_REQUESTS_IN_FLIGHT_BOUND } from '../protocol/error-codes.ts';
 import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS, WORKLOADS, type Workload } from '../protocol/limits.ts';
 import { type BackoffOptions, backoffDelay } from './retry.ts';
@@ -16,13 +17,6 @@ const ADMISSION_CODES = new Set([
   'RATE_LIMIT_EXCEEDED',
   'SESSION_SLOTS_EXHAUSTED',
 ]);
-
-/**
- * `data.bound` of the emulator's refusal of a second POST in flight for one diarization stream
- * (429 `CONCURRENCY_LIMIT_EXCEEDED`, docs/DECISIONS.md "Overlapping POSTs"): the stream's own
- * POST is still being answered; the account's concurrency is not at issue.
- */
-const STREAM_REQUESTS_IN_FLIGHT_BOUND = 'stream_requests_in_flight';
 
 /**
  * Whether `err` is a rejection of admission (nothing was consumed; retry after a pause). Not the

@@ -2,6 +2,7 @@
 // 409 for an id never started, retired or already live, expiry, idle retirement, session audio
 // limit, sustained byte rate) plus admission, and the engine that turns frames into records.
 
+import { STREAM_REQUESTS_IN_FLIGHT_BOUND } from '../protocol/error-codes.ts';
 import type { LiveFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
@@ -23,9 +24,6 @@ export type LiveRecord = AsrRecord | DiarizationRecord;
  * diarization never-started rule. Retired ids are never forgotten.
  */
 const MAX_REMEMBERED = 100_000;
-
-/** `data.bound` of the one-POST-in-flight refusal of a diarization stream (not in the interface). */
-const STREAM_POSTS_BOUND = 'stream_requests_in_flight';
 
 export interface SessionScope {
   /** `http` pseudo-sessions take a slot and expire; Socket.IO streams live with their socket. */
@@ -373,7 +371,7 @@ export class LiveSessions {
         'another POST of this stream is in flight; send one at a time',
         {
           retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
-          data: { limit: 1, observed: 2, unit: 'requests', bound: STREAM_POSTS_BOUND },
+          data: { limit: 1, observed: 2, unit: 'requests', bound: STREAM_REQUESTS_IN_FLIGHT_BOUND },
         },
       );
     }

@@ -70,6 +70,14 @@ export const LIMIT_BOUNDS = {
   tts_voice_reference_count: 'references',
 } as const;
 
+/**
+ * `data.bound` of a second POST in flight for one diarization stream (429
+ * `CONCURRENCY_LIMIT_EXCEEDED`; ours, not the interface's: docs/DECISIONS.md "Overlapping
+ * POSTs"). The stream's own POST is still being answered; the account's concurrency is not at
+ * issue, so a client waits for it without pausing the workload.
+ */
+export const STREAM_REQUESTS_IN_FLIGHT_BOUND = 'stream_requests_in_flight';
+
 export type LimitBound = keyof typeof LIMIT_BOUNDS | `account_concurrency_${string}`;
 
 export function unitOfBound(bound: string): string | undefined {

@@ -1,7 +1,7 @@
 // One measured run of the end-to-end pipeline (or its baseline), in a fresh process so that
 // its peak RSS is its own: prints {audioSeconds, wallSeconds, maxRssMiB, maxLiveHeapMiB, words}
-// as JSON. Under `--expose-gc` it also collects garbage once a second and records the heap that
-// survives (what the pipeline really holds; peak RSS also counts garbage not yet collected).
+// as JSON. Under `--expose-gc` it also collects garbage every 60 s of audio and records the heap
+// that survives (what the pipeline really holds; peak RSS also counts garbage not collected yet).
 //   node [--expose-gc] bench/pipeline-run.ts pipeline <file> <url> <key>
 //   node bench/pipeline-run.ts baseline <file> <url> <key>
 
@@ -26,12 +26,14 @@ let audioBytes = 0;
 let words = 0;
 let maxLiveHeap = 0;
 const gc = (globalThis as { gc?: () => void }).gc;
-const sampler = gc
-  ? setInterval(() => {
-      gc();
-      maxLiveHeap = Math.max(maxLiveHeap, process.memoryUsage().heapUsed);
-    }, 1000)
-  : undefined;
+// Sampled by progress, not by the clock: every 60 s of audio, however fast it goes.
+const SAMPLE_EVERY_BYTES = 60 * 32000;
+let nextSample = SAMPLE_EVERY_BYTES;
+const sampleHeap = () => {
+  if (!gc) return;
+  gc();
+  maxLiveHeap = Math.max(maxLiveHeap, process.memoryUsage().heapUsed);
+};
 
 if (mode === 'pipeline') {
   const client = createClient({ apiUrl: url, apiKey: key, env: {} });
@@ -41,6 +43,10 @@ if (mode === 'pipeline') {
     new (await import('node:stream')).Transform({
       transform(chunk: Buffer, _e, cb) {
         audioBytes += chunk.length;
+        if (audioBytes >= nextSample) {
+          nextSample += SAMPLE_EVERY_BYTES;
+          sampleHeap();
+        }
         cb(null, chunk);
       },
     }),
@@ -86,7 +92,6 @@ if (mode === 'pipeline') {
   }
 }
 
-clearInterval(sampler);
 process.stdout.write(
   `${JSON.stringify({
     audioSeconds: audioBytes / 32000,

@@ -97,7 +97,7 @@ export async function run(): Promise<Comparison[]> {
       baseline: heapShort.maxLiveHeapMiB,
       ratio: heapShort.maxLiveHeapMiB / heapLong.maxLiveHeapMiB,
       target: 0.9,
-      note: `largest heap left after a collection, sampled every second; 3 h: ${heapLong.words} words, peak RSS ${heapLong.maxRssMiB.toFixed(0)} MiB`,
+      note: `largest heap left after a collection, sampled every 60 s of audio; 3 h: ${heapLong.words} words, peak RSS ${heapLong.maxRssMiB.toFixed(0)} MiB`,
     };
     return [throughput, memory, liveHeap];
   } finally {

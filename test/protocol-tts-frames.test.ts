@@ -12,6 +12,7 @@ import {
   TtsDemuxer,
   uuidToBytes,
 } from '../src/index.ts';
+import { TTS_FRAME_HEADER_BYTES } from '../src/protocol/tts-frames.ts';
 import { chunksOf, cutsFor, splitAt } from './helpers/chunks.ts';
 
 const ID = '6ba7b810-9dad-41d1-80b4-00c04fd430c8';
@@ -147,6 +148,40 @@ test('coalescing gathers PCM split across reads into fewer chunks, bounded in si
   assert.throws(() => new TtsDemuxer(ID, { coalesceBytes: -1 }), { code: 'ERR_INVALID_ARGUMENT' });
 });
 
+test('property: staged PCM waits at most coalesceBytes, whatever the frame sizes', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 0, max: 1500 }), { minLength: 1, maxLength: 12 }),
+      fc.constantFrom(64, 1000, 4096),
+      fc.array(fc.integer({ min: 1, max: 4095 }), { minLength: 1, maxLength: 32 }),
+      (sizes, coalesce, readSizes) => {
+        const frames = sizes.map((n, i) => Buffer.alloc(n * 2, i + 1));
+        const whole = body(frames);
+        const d = new TtsDemuxer(ID, { coalesceBytes: coalesce });
+        const out: TtsChunk[] = [];
+        let received = 0;
+        for (let at = 0, k = 0; at < whole.length; k++) {
+          const size = Math.min(readSizes[k % readSizes.length]! % coalesce || 1, whole.length - at);
+          d.push(whole.subarray(at, at + size), out);
+          at += size;
+          received += size;
+          // Not yet emitted: staged bytes (under coalesceBytes), a carried half sample, and bytes
+          // that may be a header cut short.
+          const held = received - TTS_FRAME_HEADER_BYTES * d.frames - d.pcmBytes;
+          assert.ok(
+            held <= coalesce + TTS_FRAME_HEADER_BYTES,
+            `${held} bytes held with coalesceBytes ${coalesce}`,
+          );
+        }
+        d.end(out);
+        assert.deepEqual(Buffer.concat(out.map((c) => c.pcm)), Buffer.concat(frames));
+        checkShape(out);
+      },
+    ),
+    { numRuns: Number(process.env.FC_RUNS ?? 300) },
+  );
+});
+
 test('a trailing half sample at the end is an error, never dropped', () => {
   const d = new TtsDemuxer(ID);
   d.push(encodeTtsFrame(ID, true, Buffer.from([1, 2, 3])));
@@ -280,6 +315,10 @@ test('property: demuxTts passes on the same PCM before an error for any split', 
         assert.equal(
           (many.error as { code?: string } | undefined)?.code,
           (one.error as { code?: string } | undefined)?.code,
+        );
+        assert.equal(
+          (many.error as { offset?: number } | undefined)?.offset,
+          (one.error as { offset?: number } | undefined)?.offset,
         );
         assert.deepEqual(many.pcm, one.pcm);
       },

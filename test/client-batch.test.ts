@@ -13,6 +13,7 @@ import {
 } from '../src/client/index.ts';
 import { multipartOverhead } from '../src/client/multipart.ts';
 import { ProtocolError, SpeechServiceError, TransportError, validateJobV1 } from '../src/index.ts';
+import { abortingUpload } from './helpers/aborting-upload.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
 
@@ -397,19 +398,10 @@ test('a read without save_result lost before the service read it: recovered with
 });
 
 test('abort in the middle of an upload releases the admission slot and the request body', async () => {
-  const controller = new AbortController();
-  const reason = new Error('user stopped');
-  let pulls = 0;
-  // A stream that gives one chunk, then aborts the submission when asked for more.
-  const stream = new Readable({
-    read() {
-      if (pulls++ === 0) this.push(wav.subarray(0, 4096));
-      else controller.abort(reason);
-    },
-  });
+  const { stream, signal, reason } = abortingUpload(wav.subarray(0, 4096));
   const before = emulator.stats();
   await assert.rejects(
-    client.batch.submit({ stream, filename: 'talk.wav' }, { signal: controller.signal }),
+    client.batch.submit({ stream, filename: 'talk.wav' }, { signal }),
     (err: unknown) => err === reason,
   );
   await new Promise((resolve) => setImmediate(resolve));

@@ -11,6 +11,7 @@ import {
   TransportError,
 } from '../src/index.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
+import { abortingUpload } from './helpers/aborting-upload.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav, speechWithPauses } from './helpers/speech.ts';
 
@@ -208,16 +209,8 @@ test('the Socket.IO audio_file acknowledgement wait is the client option timeout
 });
 
 test('abort in the middle of a fast upload releases the admission slot and the request body', async () => {
-  const controller = new AbortController();
-  const reason = new Error('user stopped');
-  let pulls = 0;
-  const stream = new Readable({
-    read() {
-      if (pulls++ === 0) this.push(wav.subarray(0, 4096));
-      else controller.abort(reason);
-    },
-  });
-  const { err } = await collect(client.fast.transcribe(stream, { signal: controller.signal }));
+  const { stream, signal, reason } = abortingUpload(wav.subarray(0, 4096));
+  const { err } = await collect(client.fast.transcribe(stream, { signal }));
   assert.equal(err, reason);
   await new Promise((resolve) => setImmediate(resolve));
   assert.ok(stream.destroyed, 'the input stream was released');

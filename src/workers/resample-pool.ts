@@ -89,6 +89,10 @@ export class ResamplePool {
       // Blocking Atomics.wait in idle workers would keep them busy for nothing.
       atomics: 'disabled',
     });
+    // Errors Piscina cannot pin on a task (the reply of a task aborted a moment before, a worker
+    // that died between tasks) concern no caller: every task settles through its own promise.
+    // Left unhandled, the 'error' event would crash the process.
+    this.#piscina.on('error', () => {});
   }
 
   /** Tasks admitted (queued or running). */

@@ -308,6 +308,24 @@ test('a stalled source gets keepalive audio before the session would expire', as
   assert.ok(keepalives >= 3, `${keepalives} keepalives`);
   assert.equal(changes.length, 0, 'the session never expired');
   assert.equal(records.at(-1)!.is_final, true);
+
+  // The keepalive silence is not the source's audio: what was said after the stall keeps the
+  // times it has without a stall.
+  const reference: AsrRecord[] = [];
+  await pipeline(
+    source(pcm.subarray(0, 128000)),
+    toFrames({ transport: 'http', frameMs: 500 }),
+    sttStream({ client: short.client, keepaliveMs: 0 }),
+    collect(reference),
+  );
+  const last = words(records).at(-1)!;
+  const expected = words(reference).at(-1)!;
+  assert.ok(expected.start_time > 2.5, 'the reference has a word after the stall point');
+  assert.ok(
+    Math.abs(last.start_time - expected.start_time) < 0.05 &&
+      Math.abs(last.end_time - expected.end_time) < 0.05,
+    `last word at ${last.start_time}-${last.end_time}, without the stall ${expected.start_time}-${expected.end_time}`,
+  );
 });
 
 /** A client whose sessions `wrap` instruments before they are used. */

@@ -70,14 +70,35 @@ function restartable(err: unknown): boolean {
   return false;
 }
 
-function shiftAsr(record: AsrRecord, offset: number): AsrRecord {
-  if (offset === 0) return record;
+/** Keepalive silence a session heard: `sec` seconds inserted at session time `at`. */
+interface Filler {
+  at: number;
+  sec: number;
+}
+
+/**
+ * Session time to pipeline time: `offset` plus the session time without the keepalive silence
+ * inserted before it (a time inside a filler maps to where the filler began). Keepalive audio
+ * is not the source's, so it must not delay the times of what the source said after a stall.
+ */
+function toPipelineTime(t: number, offset: number, fillers: readonly Filler[]): number {
+  let inserted = 0;
+  for (const f of fillers) {
+    if (t >= f.at + f.sec) inserted += f.sec;
+    else if (t > f.at) inserted += t - f.at;
+    else break;
+  }
+  return offset + t - inserted;
+}
+
+function shiftAsr(record: AsrRecord, offset: number, fillers: readonly Filler[]): AsrRecord {
+  if (offset === 0 && fillers.length === 0) return record;
   return {
     ...record,
     words: record.words.map((w) => ({
       ...w,
-      start_time: w.start_time + offset,
-      end_time: w.end_time + offset,
+      start_time: toPipelineTime(w.start_time, offset, fillers),
+      end_time: toPipelineTime(w.end_time, offset, fillers),
     })),
   };
 }
@@ -105,13 +126,18 @@ function continuedDiarization(record: DiarizationRecord, sessionEndSec: number):
   };
 }
 
-function shiftDiarization(record: DiarizationRecord, offset: number, session: number): DiarizationRecord {
-  if (offset === 0 && session === 0) return record;
+function shiftDiarization(
+  record: DiarizationRecord,
+  offset: number,
+  fillers: readonly Filler[],
+  session: number,
+): DiarizationRecord {
+  if (offset === 0 && fillers.length === 0 && session === 0) return record;
   // Speaker labels are relative to one stream; a later session's labels are other people.
   const shift = (s: LiveDiarizationSegment): LiveDiarizationSegment => ({
     ...s,
-    start_time: s.start_time + offset,
-    ...(typeof s.end_time === 'number' ? { end_time: s.end_time + offset } : {}),
+    start_time: toPipelineTime(s.start_time, offset, fillers),
+    ...(typeof s.end_time === 'number' ? { end_time: toPipelineTime(s.end_time, offset, fillers) } : {}),
     speaker: session === 0 ? s.speaker : `${s.speaker}#${session}`,
   });
   return {
@@ -126,10 +152,12 @@ class LiveStream<K extends LiveKind> extends Duplex {
   readonly #options: LiveStreamOptions;
   #session: LiveSession<K> | undefined;
   #sessionIndex = -1;
-  /** Seconds of audio accepted by earlier sessions (the current session's time origin). */
+  /** Seconds of source audio accepted by earlier sessions (the current session's time origin). */
   #offsetSec = 0;
-  /** Seconds of audio accepted by the current session. */
+  /** Seconds of audio accepted by the current session, keepalive silence included (its limits count it). */
   #sessionSec = 0;
+  /** Silence of our own the current session accepted, in session time order. */
+  #fillers: Filler[] = [];
   #restartsWithoutRecord = 0;
   #rotatePending = false;
   /** The latest record since rotation became due was a speech boundary. */
@@ -185,7 +213,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
     // Chained: a keepalive send may still be in flight.
     this.#writing = this.#writing
       .then(() => this.#waitForReader())
-      .then(() => this.#send(decoded.pcm, decoded.isFinal, decoded.language));
+      .then(() => this.#send(decoded.pcm, decoded.isFinal, decoded.language, false));
     this.#writing.then(
       () => {
         this.#pendingWrites--;
@@ -208,7 +236,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
         // close with 20 ms of silence (an empty terminator is invalid), on a fresh session if a
         // rotation just closed the last one: only a final record ends the stream downstream.
         if (this.#language !== undefined && !this.#lastFinalSent)
-          await this.#send(Buffer.alloc(640), true, this.#language);
+          await this.#send(Buffer.alloc(640), true, this.#language, true);
         this.#ended = true;
         this.push(null);
       })
@@ -238,14 +266,15 @@ class LiveStream<K extends LiveKind> extends Duplex {
     }
   }
 
-  async #send(pcm: Buffer, final: boolean, language: Language): Promise<void> {
+  /** `filler`: silence of our own (keepalive, terminator), not the source's audio. */
+  async #send(pcm: Buffer, final: boolean, language: Language, filler: boolean): Promise<void> {
     const rotating = this.#session;
     if (
       !final &&
       rotating &&
       this.#rotatePending &&
       (this.#atBoundary || this.#sessionSec >= this.#forceRotateSec) &&
-      (await this.#closeForRotation(rotating, pcm))
+      (await this.#closeForRotation(rotating, pcm, filler))
     ) {
       return;
     }
@@ -253,7 +282,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
       const session = this.#session ?? this.#startSession(language);
       if (final) this.#lastSession = session;
       try {
-        await this.#sendOn(session, pcm, final);
+        await this.#sendOn(session, pcm, final, filler);
       } catch (err) {
         // Not accepted by this session: send it on a fresh one (that is not a replay).
         this.#recover(err);
@@ -273,10 +302,10 @@ class LiveStream<K extends LiveKind> extends Duplex {
    * but the session's last response broke, its audio is not sent again: only its last records
    * are lost (`session-error`), and the stream goes on.
    */
-  async #closeForRotation(session: LiveSession<K>, pcm: Buffer): Promise<boolean> {
+  async #closeForRotation(session: LiveSession<K>, pcm: Buffer, filler: boolean): Promise<boolean> {
     this.#closingSec = this.#sessionSec + pcm.length / LIVE_BYTES_PER_SECOND;
     try {
-      await this.#sendOn(session, pcm, true);
+      await this.#sendOn(session, pcm, true, filler);
     } catch (err) {
       this.#recover(err);
       return false;
@@ -291,9 +320,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
     return true;
   }
 
-  async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean): Promise<void> {
+  async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean, filler: boolean): Promise<void> {
     await session.send(pcm, { final });
-    this.#sessionSec += pcm.length / LIVE_BYTES_PER_SECOND;
+    const sec = pcm.length / LIVE_BYTES_PER_SECOND;
+    if (filler) this.#fillers.push({ at: this.#sessionSec, sec });
+    this.#sessionSec += sec;
     const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
     if (!final && !this.#rotatePending && this.#sessionSec >= rotateAfter) {
       // Only a boundary heard from now on counts: an earlier pause is no place to cut now.
@@ -318,8 +349,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** The current session is over; its accepted audio moves into the time offset. */
   #endSession(change: Omit<SessionChange, 'id' | 'offsetSec'>): void {
     this.#session = undefined;
-    this.#offsetSec += this.#sessionSec;
+    let source = this.#sessionSec;
+    for (const f of this.#fillers) source -= f.sec;
+    this.#offsetSec += source;
     this.#sessionSec = 0;
+    this.#fillers = [];
     this.#rotatePending = false;
     this.#atBoundary = false;
     this.#pendingChange = change;
@@ -336,6 +370,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
     }) as LiveSession<K>;
     const offset = this.#offsetSec;
     const index = this.#sessionIndex;
+    // This session's own list: #endSession replaces the field, records may still arrive.
+    const fillers: Filler[] = [];
+    this.#fillers = fillers;
     session.on('record', (record: AsrRecord | DiarizationRecord) => {
       this.#restartsWithoutRecord = 0;
       const continued = record.is_final && this.#lastSession !== session;
@@ -343,13 +380,13 @@ class LiveStream<K extends LiveKind> extends Duplex {
         let asr = record as AsrRecord;
         if (continued) asr = continuedAsr(asr);
         this.#heard(session, asr.is_speech_final);
-        this.push(shiftAsr(asr, offset));
+        this.push(shiftAsr(asr, offset, fillers));
       } else {
         let diarization = record as DiarizationRecord;
         if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
         // Nobody speaking: a place to cut.
         this.#heard(session, diarization.active_segments.length === 0);
-        this.push(shiftDiarization(diarization, offset, index));
+        this.push(shiftDiarization(diarization, offset, fillers, index));
       }
     });
     session.on('rate-limited', (err: SpeechServiceError) =>
@@ -393,7 +430,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
       if (!this.#session || !this.#keepaliveAllowed) return;
       // 100 ms of silence keeps the session from expiring while the source stalls.
       this.#writing = this.#writing
-        .then(() => this.#send(Buffer.alloc(3200), false, language))
+        .then(() => this.#send(Buffer.alloc(3200), false, language, true))
         .then(
           () => {
             this.emit('keepalive');

@@ -85,6 +85,20 @@ test('WavReader: a partial sample at the end is an error, not dropped', () => {
   assert.throws(() => new WavReader().end(), { code: 'ERR_WAV_FORMAT' });
 });
 
+test('WavReader: data that ends before its declared size is a cut file, an error after its samples', () => {
+  const wav = encodeWav(Buffer.alloc(64, 3), 8000);
+  const reader = new WavReader();
+  // Cut on a sample boundary: nothing is left half, but 16 declared bytes never came.
+  assert.deepEqual(reader.push(wav.subarray(0, wav.length - 16)), Buffer.alloc(48, 3));
+  assert.throws(
+    () => reader.end(),
+    (err: unknown) =>
+      err instanceof ProtocolError && err.code === 'ERR_WAV_FORMAT' && /48 of the 64 bytes/.test(err.message),
+  );
+  assert.throws(() => decodeWav(wav.subarray(0, wav.length - 2)), { code: 'ERR_WAV_FORMAT' });
+  assert.deepEqual(decodeWav(wav).pcm, Buffer.alloc(64, 3), 'the whole file still decodes');
+});
+
 test('WavReader ignores bytes after the declared data chunk', () => {
   const wav = encodeWav(Buffer.alloc(64, 3), 8000);
   const withTrailer = Buffer.concat([wav, Buffer.from('LIST\x04\0\0\0abcd')]);

@@ -14,7 +14,7 @@ import { MediaError } from '../src/audio/media-error.ts';
 import { OggOpusDemuxer, oggCrc } from '../src/audio/ogg-opus.ts';
 import { sniffAudio } from '../src/audio/sniff.ts';
 import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
-import { ProtocolError } from '../src/protocol/errors.ts';
+import { encodeWav } from '../src/protocol/riff.ts';
 import { type DecodeFormatEvent, type DecodeOptions, decode } from '../src/transforms/decode.ts';
 import { chunksOf, cutsFor, splitAt } from './helpers/chunks.ts';
 import { ffmpeg, sineFile } from './helpers/ffmpeg.ts';
@@ -326,9 +326,16 @@ test('cut or corrupt Opus input fails with MediaError', async () => {
   );
 });
 
-test('a WAV cut inside a sample is an error, not dropped', async () => {
+test('a cut WAV is an error, not dropped: inside a sample, or on a sample boundary before its declared size', async () => {
   const wav = await sineFile({ seconds: 0.1, rate: 8000, channels: 2, codec: 'pcm_s24le' });
-  await assert.rejects(run(wav.subarray(0, wav.length - 2)), ProtocolError);
+  const truncated = (err: unknown) => err instanceof MediaError && err.code === 'ERR_MEDIA_TRUNCATED';
+  await assert.rejects(run(wav.subarray(0, wav.length - 2)), truncated);
+  // ffmpeg wrote that one to a pipe (sizes unknown); this one declares its size.
+  const sized = encodeWav(Buffer.alloc(1600, 7), 8000);
+  await assert.rejects(run(sized.subarray(0, sized.length - 200)), (err: unknown) => {
+    return truncated(err) && /cut file/.test((err as Error).message);
+  });
+  assert.equal((await run(sized)).pcm.length, 1600 * 2, 'the whole file decodes (8 to 16 kHz)');
 });
 
 test('compressed formats go through ffmpeg and keep their duration (mp3 gapless, m4a index at the end)', async () => {

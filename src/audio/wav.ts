@@ -51,10 +51,20 @@ export class WavReader {
     return int16ToBuffer(toPcm16(data.subarray(0, whole), info.format, info.bitsPerSample));
   }
 
-  /** End of input: throws if no header arrived or a partial sample frame is left. */
+  /**
+   * End of input: throws if no header arrived, a partial sample frame is left, or the data
+   * ended before the size its header declares (a cut file: its samples were passed on).
+   */
   end(): void {
     if (this.#info === null)
       throw new ProtocolError('ERR_WAV_FORMAT', 'input ended before the WAV data chunk');
+    if (this.#remaining !== undefined && this.#remaining > 0) {
+      const declared = this.#info.dataBytes!;
+      throw new ProtocolError(
+        'ERR_WAV_FORMAT',
+        `WAV data ends after ${declared - this.#remaining} of the ${declared} bytes its header declares (a cut file)`,
+      );
+    }
     if (this.#carry !== null) {
       throw new ProtocolError(
         'ERR_WAV_FORMAT',

@@ -12,7 +12,7 @@ import { checkDesign, checkPcmFormat, type PcmFormat, type ResamplerDesign } fro
 import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
-import { InvalidArgumentError } from '../protocol/errors.ts';
+import { InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import type { ResamplePool } from '../workers/resample-pool.ts';
 import { destroyOnAbort } from './abort.ts';
@@ -104,15 +104,29 @@ function rawCore(input: RawInputFormat): PcmCore {
   };
 }
 
+/** The WAV reader's errors as decode()'s: a bad header or layout, or a cut file. */
+function wavError(err: unknown, code: 'ERR_MEDIA_FORMAT' | 'ERR_MEDIA_TRUNCATED'): unknown {
+  return err instanceof ProtocolError ? new MediaError(code, err.message, { cause: err }) : err;
+}
+
 function wavCore(): PcmCore {
   const reader = new WavReader();
   return {
     push(chunk) {
-      const pcm = reader.push(chunk);
+      let pcm: Buffer;
+      try {
+        pcm = reader.push(chunk);
+      } catch (err) {
+        throw wavError(err, 'ERR_MEDIA_FORMAT');
+      }
       return pcm.length === 0 ? [] : [new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length / 2)];
     },
     end() {
-      reader.end();
+      try {
+        reader.end();
+      } catch (err) {
+        throw wavError(err, 'ERR_MEDIA_TRUNCATED');
+      }
       return [];
     },
   };

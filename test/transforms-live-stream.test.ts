@@ -328,6 +328,39 @@ test('a stalled source gets keepalive audio before the session would expire', as
   );
 });
 
+test('diarizationStream: keepalive silence does not delay the segments after a stall', async () => {
+  const short = await startService({ limits: { sessionExpirySec: 0.4 } });
+  const run = async (stall: boolean) => {
+    const stream = diarizationStream({ client: short.client, keepaliveMs: stall ? 150 : 0 });
+    let keepalives = 0;
+    stream.on('keepalive', () => keepalives++);
+    const records: DiarizationRecord[] = [];
+    await pipeline(
+      Readable.from(
+        (async function* () {
+          yield pcm.subarray(0, 64000);
+          if (stall) await sleep(1000);
+          yield pcm.subarray(64000, 160000);
+        })(),
+        { objectMode: false },
+      ),
+      toFrames({ transport: 'http', frameMs: 500 }),
+      stream,
+      collect(records),
+    );
+    const segments = records.flatMap((r) => r.final_segments.concat(r.is_final ? r.active_segments : []));
+    return { keepalives, last: segments.sort((x, y) => x.start_time - y.start_time).at(-1)! };
+  };
+  const stalled = await run(true);
+  const reference = await run(false);
+  assert.ok(stalled.keepalives >= 3, `${stalled.keepalives} keepalives`);
+  assert.ok(reference.last.start_time > 2.5, 'a segment after the stall point');
+  assert.ok(
+    Math.abs(stalled.last.start_time - reference.last.start_time) < 0.05,
+    `last segment at ${stalled.last.start_time}, without the stall ${reference.last.start_time}`,
+  );
+});
+
 /** A client whose sessions `wrap` instruments before they are used. */
 function instrumented(base: SpeechClient, wrap: (session: LiveSession) => void): SpeechClient {
   const open = (...args: Parameters<SpeechClient['live']['open']>) => {

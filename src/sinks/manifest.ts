@@ -1,16 +1,33 @@
-// A resumable run manifest: one NDJSON line per finished input, saying where its results are
-// or why it failed. Appended as each input ends, so a crash loses at most the line being
-// written; a torn last line is ignored when the manifest is read back.
+// A resumable run manifest: one NDJSON line per event of an input (a batch job submitted, the
+// input done or failed), saying where its results are or why it failed. Appended as each input
+// ends, so a crash loses at most the line being written; a torn last line is ignored when the
+// manifest is read back, and ended with a newline before the next append so it takes no other
+// entry with it. Read line by line; rewritten with only each input's latest entry when most of
+// its lines are superseded, so reruns over a large archive do not grow it without bound.
 
-import { appendFile, mkdir, readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { appendFile, mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { createInterface } from 'node:readline';
+
+/** What an input's results depend on besides the input itself. */
+export interface ManifestSettings {
+  mode: string;
+  language: string;
+  speakers: boolean;
+}
 
 export interface ManifestEntry {
   /** The input's path as given to the run. */
   input: string;
   size: number;
   mtimeMs: number;
-  status: 'done' | 'failed';
+  /** `submitted`: a batch job holds this input's work (`jobId`), not finished yet. */
+  status: 'done' | 'failed' | 'submitted';
+  settings?: ManifestSettings;
+  /** The batch job that has (or had) this input's work. */
+  jobId?: string;
   /** Files written for this input (done). */
   outputs?: string[];
   /** Why it failed: a stable code and a message (failed). */
@@ -20,6 +37,13 @@ export interface ManifestEntry {
   warnings?: Array<{ code: string; message: string }>;
   /** ISO time the entry was written. */
   at: string;
+}
+
+/** Compact on open when there are more than this many lines and most are superseded. */
+const COMPACT_MIN_LINES = 1000;
+
+function sameSettings(a: ManifestSettings | undefined, b: ManifestSettings): boolean {
+  return a !== undefined && a.mode === b.mode && a.language === b.language && a.speakers === b.speakers;
 }
 
 export class Manifest {
@@ -34,12 +58,17 @@ export class Manifest {
   /** Open (or start) a manifest; earlier entries are loaded for resuming. */
   static async open(path: string): Promise<Manifest> {
     const manifest = new Manifest(path);
-    const text = await readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return '';
+    await mkdir(dirname(path), { recursive: true });
+    const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
       throw err;
     });
-    for (const line of text.split('\n')) {
+    if (info === undefined || info.size === 0) return manifest;
+    let lines = 0;
+    const reader = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
+    for await (const line of reader) {
       if (!line.trim()) continue;
+      lines++;
       try {
         const entry = JSON.parse(line) as ManifestEntry;
         if (typeof entry.input === 'string') manifest.#latest.set(entry.input, entry);
@@ -47,8 +76,46 @@ export class Manifest {
         // A line torn by a crash: that input simply runs again.
       }
     }
-    await mkdir(dirname(path), { recursive: true });
+    if (lines > COMPACT_MIN_LINES && lines > 2 * manifest.#latest.size) {
+      await manifest.#compact();
+      return manifest;
+    }
+    // A torn last line (no newline): end it, so the next entry is a line of its own.
+    const handle = await open(path, 'r');
+    try {
+      const last = Buffer.alloc(1);
+      await handle.read(last, 0, 1, info.size - 1);
+      if (last[0] !== 0x0a) await appendFile(path, '\n');
+    } finally {
+      await handle.close();
+    }
     return manifest;
+  }
+
+  /** Rewrite the file with only the latest entry of each input (temporary file, synced, renamed). */
+  async #compact(): Promise<void> {
+    const temp = `${this.path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      const handle = await open(temp, 'w');
+      try {
+        let batch: string[] = [];
+        for (const entry of this.#latest.values()) {
+          batch.push(`${JSON.stringify(entry)}\n`);
+          if (batch.length === 1000) {
+            await handle.write(batch.join(''));
+            batch = [];
+          }
+        }
+        await handle.write(batch.join(''));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temp, this.path);
+    } catch (err) {
+      await rm(temp, { force: true });
+      throw err;
+    }
   }
 
   /** The last entry recorded for `input`. */
@@ -56,10 +123,40 @@ export class Manifest {
     return this.#latest.get(input);
   }
 
-  /** Whether `file` finished earlier and has not changed since (same size and mtime). */
-  isDone(file: { path: string; size: number; mtimeMs: number }): boolean {
+  /**
+   * Whether `file` finished earlier with the same settings, has not changed since (same size
+   * and mtime), and its entry lists every output now asked for (`outputs`; whether those files
+   * still exist is the caller's check).
+   */
+  isDone(
+    file: { path: string; size: number; mtimeMs: number },
+    wanted: { settings: ManifestSettings; outputs: readonly string[] },
+  ): boolean {
     const entry = this.#latest.get(file.path);
-    return entry?.status === 'done' && entry.size === file.size && entry.mtimeMs === file.mtimeMs;
+    return (
+      entry?.status === 'done' &&
+      entry.size === file.size &&
+      entry.mtimeMs === file.mtimeMs &&
+      sameSettings(entry.settings, wanted.settings) &&
+      wanted.outputs.every((o) => entry.outputs?.includes(o))
+    );
+  }
+
+  /**
+   * The batch job to wait for instead of submitting `file` again: the latest entry says a job
+   * was submitted (or its wait failed) for this unchanged input with the same settings.
+   */
+  pendingJob(
+    file: { path: string; size: number; mtimeMs: number },
+    settings: ManifestSettings,
+  ): string | undefined {
+    const entry = this.#latest.get(file.path);
+    if (entry?.jobId === undefined || entry.status === 'done') return undefined;
+    if (entry.size !== file.size || entry.mtimeMs !== file.mtimeMs || !sameSettings(entry.settings, settings))
+      return undefined;
+    // A job that itself ended failed is not waited for again.
+    if (entry.status === 'failed' && entry.error?.code === 'ERR_JOB_NOT_DONE') return undefined;
+    return entry.jobId;
   }
 
   /** Append an entry (writes are serialized, in call order). */

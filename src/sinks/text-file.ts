@@ -1,15 +1,22 @@
-// Writing result files atomically: a reader (or a resumed run) never sees half a file.
+// Writing result files atomically: a reader (or a resumed run) never sees half a file, and a
+// file renamed into place was on disk first (a power loss cannot leave it empty).
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
-/** Write `data` to `path` through a temporary file in the same directory, then rename. */
+/** Write `data` to `path` through a temporary file in the same directory, synced, then rename. */
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
-    await writeFile(temp, data);
+    const handle = await open(temp, 'w');
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
     await rename(temp, path);
   } catch (err) {
     await rm(temp, { force: true });

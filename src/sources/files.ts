@@ -1,10 +1,9 @@
 // File sources: audio files found under paths (a deterministic walk that never follows
 // directory symlinks), and a Readable of one file.
 
-import { createReadStream, type ReadStream } from 'node:fs';
+import { createReadStream, type Dirent, type ReadStream, type Stats } from 'node:fs';
 import { lstat, readdir, stat } from 'node:fs/promises';
 import { basename, extname, join, relative } from 'node:path';
-import { InvalidArgumentError } from '../protocol/errors.ts';
 
 /** Extensions treated as audio by `walkAudioFiles` (lower case, no dot). */
 export const AUDIO_EXTENSIONS: ReadonlySet<string> = new Set([
@@ -33,6 +32,12 @@ export interface AudioFile {
   relative: string;
   size: number;
   mtimeMs: number;
+  /**
+   * Set when the walk could not read this path (a directory it may not list, a broken symlink,
+   * a file gone between listing and reading it): the path is reported, not skipped, so every
+   * input ends with a recorded reason. `size` and `mtimeMs` are 0 then.
+   */
+  unreadable?: { code: string; message: string };
 }
 
 export interface WalkOptions {
@@ -40,9 +45,22 @@ export interface WalkOptions {
   signal?: AbortSignal;
 }
 
+function unreadable(path: string, relative: string, err: unknown, what: string): AudioFile {
+  const code = (err as NodeJS.ErrnoException)?.code ?? 'ERR_UNREADABLE';
+  return {
+    path,
+    relative,
+    size: 0,
+    mtimeMs: 0,
+    unreadable: { code, message: `cannot read ${what} ${path}: ${code}` },
+  };
+}
+
 /**
  * Audio files under `inputs` (files or directories), in a stable order: each directory's
  * entries sorted by name, hidden entries skipped, directory symlinks not followed (no loops).
+ * A path the walk cannot read is yielded with `unreadable` set rather than thrown, and the walk
+ * goes on. Abort stops it with the signal's reason.
  */
 export async function* walkAudioFiles(
   inputs: readonly string[],
@@ -52,20 +70,40 @@ export async function* walkAudioFiles(
   const isAudio = (name: string) => extensions.has(extname(name).slice(1).toLowerCase());
   for (const input of inputs) {
     options.signal?.throwIfAborted();
-    const info = await stat(input).catch((err: NodeJS.ErrnoException) => {
-      throw new InvalidArgumentError(`cannot read ${input}: ${err.code ?? err.message}`);
-    });
+    let info: Stats;
+    try {
+      info = await stat(input);
+    } catch (err) {
+      yield unreadable(input, basename(input), err, 'input');
+      continue;
+    }
     if (info.isFile()) {
       yield { path: input, relative: basename(input), size: info.size, mtimeMs: info.mtimeMs };
       continue;
     }
-    if (!info.isDirectory()) throw new InvalidArgumentError(`${input} is neither a file nor a directory`);
+    if (!info.isDirectory()) {
+      const message = `${input} is neither a file nor a directory`;
+      yield {
+        path: input,
+        relative: basename(input),
+        size: 0,
+        mtimeMs: 0,
+        unreadable: { code: 'ERR_NOT_A_FILE', message },
+      };
+      continue;
+    }
     const pending = [input];
     while (pending.length > 0) {
       const dir = pending.shift()!;
-      const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
-        a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
-      );
+      let entries: Dirent[];
+      try {
+        entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
+          a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+        );
+      } catch (err) {
+        yield unreadable(dir, relative(input, dir) || basename(dir), err, 'directory');
+        continue;
+      }
       const subdirs: string[] = [];
       for (const entry of entries) {
         options.signal?.throwIfAborted();
@@ -73,8 +111,15 @@ export async function* walkAudioFiles(
         const path = join(dir, entry.name);
         if (entry.isDirectory()) subdirs.push(path);
         else if ((entry.isFile() || entry.isSymbolicLink()) && isAudio(entry.name)) {
-          const file = entry.isSymbolicLink() ? await stat(path).catch(() => undefined) : await lstat(path);
-          if (file?.isFile())
+          let file: Stats;
+          try {
+            file = entry.isSymbolicLink() ? await stat(path) : await lstat(path);
+          } catch (err) {
+            // A broken symlink, or a file removed since the listing.
+            yield unreadable(path, relative(input, path), err, 'file');
+            continue;
+          }
+          if (file.isFile())
             yield { path, relative: relative(input, path), size: file.size, mtimeMs: file.mtimeMs };
         }
       }

@@ -1,0 +1,95 @@
+// The run manifest: read back line by line, a torn last line costs only itself, superseded
+// lines are compacted away, resume decisions compare settings and outputs.
+
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { Manifest, type ManifestEntry, type ManifestSettings } from '../src/sinks/manifest.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-manifest-'));
+after(() => rm(root, { recursive: true, force: true }));
+
+const settings: ManifestSettings = { mode: 'live', language: 'auto', speakers: false };
+const file = (input: string) => ({ path: input, size: 10, mtimeMs: 1000 });
+const done = (input: string, outputs = [`${input}.txt`]): Omit<ManifestEntry, 'at'> => ({
+  input,
+  size: 10,
+  mtimeMs: 1000,
+  status: 'done',
+  settings,
+  outputs,
+});
+
+test('a torn last line costs only itself: the next entry is a line of its own', async () => {
+  const path = join(root, 'torn.ndjson');
+  const a = JSON.stringify({ ...done('a'), at: 'x' });
+  await writeFile(path, `${a}\n{"input":"b","size":10,"mti`);
+  const first = await Manifest.open(path);
+  assert.ok(first.isDone(file('a'), { settings, outputs: ['a.txt'] }));
+  assert.equal(first.get('b'), undefined);
+  await first.record(done('c'));
+  const again = await Manifest.open(path);
+  assert.ok(again.isDone(file('c'), { settings, outputs: ['c.txt'] }), 'the entry after the torn line');
+  assert.ok(again.isDone(file('a'), { settings, outputs: ['a.txt'] }));
+});
+
+test('a manifest whose lines are mostly superseded is compacted to the latest entry per input', async () => {
+  const path = join(root, 'compact.ndjson');
+  const lines: string[] = [];
+  for (let run = 0; run < 300; run++)
+    for (const input of ['a', 'b', 'c', 'd', 'e'])
+      lines.push(JSON.stringify({ ...done(input, [`${input}.${run}.txt`]), at: String(run) }));
+  await writeFile(path, `${lines.join('\n')}\n`);
+  const manifest = await Manifest.open(path);
+  const text = await readFile(path, 'utf8');
+  assert.equal(text.trim().split('\n').length, 5);
+  assert.deepEqual(manifest.get('c')!.outputs, ['c.299.txt'], 'the latest entry is kept');
+  const reopened = await Manifest.open(path);
+  assert.deepEqual(
+    reopened.entries().map((e) => e.input),
+    ['a', 'b', 'c', 'd', 'e'],
+  );
+});
+
+test('a few superseded lines are left as they are', async () => {
+  const path = join(root, 'small.ndjson');
+  const text = ['a', 'a', 'a'].map((i, n) => JSON.stringify({ ...done(i), at: String(n) })).join('\n');
+  await writeFile(path, `${text}\n`);
+  await Manifest.open(path);
+  assert.equal(await readFile(path, 'utf8'), `${text}\n`);
+});
+
+test('isDone: the same input, settings and outputs; pendingJob: a job to wait for again', async () => {
+  const manifest = await Manifest.open(join(root, 'decide.ndjson'));
+  await manifest.record(done('a', ['a.vtt', 'a.json']));
+  const wanted = { settings, outputs: ['a.vtt'] };
+  assert.ok(manifest.isDone(file('a'), wanted));
+  assert.ok(!manifest.isDone({ ...file('a'), size: 11 }, wanted), 'changed input');
+  assert.ok(!manifest.isDone(file('a'), { settings, outputs: ['a.srt'] }), 'an output not written');
+  assert.ok(!manifest.isDone(file('a'), { settings: { ...settings, speakers: true }, outputs: ['a.vtt'] }));
+  assert.ok(!manifest.isDone(file('a'), { settings: { ...settings, language: 'en' }, outputs: ['a.vtt'] }));
+
+  const batch = { ...settings, mode: 'batch' };
+  const id = '3b241101-e2bb-4255-8caf-4136c566a962';
+  const base = { input: 'b', size: 10, mtimeMs: 1000, settings: batch };
+  await manifest.record({ ...base, status: 'submitted', jobId: id });
+  assert.equal(manifest.pendingJob(file('b'), batch), id);
+  assert.equal(manifest.pendingJob(file('b'), settings), undefined, 'other settings');
+  assert.equal(manifest.pendingJob({ ...file('b'), mtimeMs: 2 }, batch), undefined, 'changed input');
+  await manifest.record({
+    ...base,
+    status: 'failed',
+    jobId: id,
+    error: { code: 'ERR_WAIT_TIMEOUT', message: '' },
+  });
+  assert.equal(manifest.pendingJob(file('b'), batch), id, 'a wait that gave up');
+  await manifest.record({
+    ...base,
+    status: 'failed',
+    jobId: id,
+    error: { code: 'ERR_JOB_NOT_DONE', message: '' },
+  });
+  assert.equal(manifest.pendingJob(file('b'), batch), undefined, 'a job that failed is not waited for again');
+});

@@ -3,13 +3,16 @@
 // emulator answers.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { ManifestEntry } from '../src/sinks/manifest.ts';
-import { runCli } from './helpers/cli.ts';
+import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
 import { ffmpeg } from './helpers/ffmpeg.ts';
+import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-cli-'));
@@ -28,6 +31,8 @@ await writeFile(
 await writeFile(join(archive, 'broken.mp3'), 'this is not an mp3 at all');
 
 const cli = runCli;
+/** Fast transcription to text: the quickest whole run, for tests about the run itself. */
+const FAST_TXT = ['--format', 'txt', '--mode', 'fast'];
 
 async function manifest(out: string): Promise<ManifestEntry[]> {
   return (await readFile(join(out, 'manifest.ndjson'), 'utf8'))
@@ -129,10 +134,131 @@ test('bad usage exits 2 with the usage text', async () => {
     ['transcribe'],
     ['transcribe', archive],
     ['transcribe', archive, '--out', root, '--mode', 'nope'],
+    ['transcribe', archive, '--out', root, '--mode', 'fast', '--speakers'],
+    ['transcribe', archive, '--out', root, '--mode', 'batch', '--job-timeout', '0'],
+    ['transcribe', archive, join(root, 'no-such-dir'), '--out', join(root, 'never')],
     ['nope'],
   ]) {
     const run = await cli(args);
     assert.equal(run.code, 2, args.join(' '));
     assert.match(run.stdout + run.stderr, /usage: speechpipe/);
   }
+});
+
+test('two inputs with the same relative name both get their results, under different names', async () => {
+  const a = join(root, 'same-a');
+  const b = join(root, 'same-b');
+  await mkdir(a, { recursive: true });
+  await mkdir(b, { recursive: true });
+  const wav = await readFile(join(archive, 'interview.wav'));
+  await writeFile(join(a, 'talk.wav'), wav);
+  await writeFile(join(b, 'talk.wav'), wav);
+  const out = join(root, 'out-same');
+  const run = await cli(['transcribe', a, b, '--out', out, ...FAST_TXT]);
+  assert.equal(run.code, 0, run.stderr);
+  const entries = await manifest(out);
+  assert.equal(entries.length, 2);
+  const [first, second] = [
+    entries.find((e) => e.input.startsWith(a))!,
+    entries.find((e) => e.input.startsWith(b))!,
+  ];
+  assert.deepEqual(first.outputs, [join(out, 'talk.wav.txt')]);
+  assert.match(second.outputs![0]!, /talk\.wav~[0-9a-f]{8}\.txt$/);
+  for (const e of entries) assert.ok((await readFile(e.outputs![0]!, 'utf8')).length > 1);
+  // The names are stable: a resumed run finds both done.
+  const again = await cli(['transcribe', a, b, '--out', out, ...FAST_TXT, '--resume']);
+  assert.match(again.stdout, /^0 done, 0 failed, 2 skipped/);
+});
+
+test('a path the walk cannot read is recorded as failed, and the run goes on', async () => {
+  const dir = join(root, 'links');
+  await mkdir(dir, { recursive: true });
+  await symlink(join(dir, 'gone.wav'), join(dir, 'a-broken.wav'));
+  await writeFile(join(dir, 'b-good.wav'), await readFile(join(archive, 'interview.wav')));
+  const out = join(root, 'out-links');
+  const run = await cli(['transcribe', dir, '--out', out, ...FAST_TXT]);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stdout, /^1 done, 1 failed, 0 skipped/);
+  const entries = await manifest(out);
+  const broken = entries.find((e) => e.input.endsWith('a-broken.wav'))!;
+  assert.equal(broken.status, 'failed');
+  assert.equal(broken.error!.code, 'ENOENT');
+  assert.equal(entries.find((e) => e.input.endsWith('b-good.wav'))!.status, 'done');
+});
+
+test('--resume runs an input again when other settings or outputs are asked for, or an output is gone', async () => {
+  const dir = join(root, 'resume-settings');
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'talk.wav'), await readFile(join(archive, 'interview.wav')));
+  const out = join(root, 'out-resume-settings');
+  const base = ['transcribe', dir, '--out', out, '--mode', 'fast'];
+  assert.equal((await cli([...base, '--format', 'txt'])).code, 0);
+  const skipped = /^0 done, 0 failed, 1 skipped/;
+  const redone = /^1 done, 0 failed, 0 skipped/;
+  assert.match((await cli([...base, '--format', 'txt', '--resume'])).stdout, skipped);
+  assert.match((await cli([...base, '--format', 'txt,srt', '--resume'])).stdout, redone, 'a new format');
+  assert.match((await cli([...base, '--format', 'srt', '--resume'])).stdout, skipped, 'srt was written');
+  assert.match((await cli([...base, '--format', 'txt', '--language', 'en', '--resume'])).stdout, redone);
+  await rm(join(out, 'talk.wav.txt'));
+  assert.match(
+    (await cli([...base, '--format', 'txt', '--language', 'en', '--resume'])).stdout,
+    redone,
+    'output deleted',
+  );
+});
+
+test('batch: a job whose wait gave up is recorded, and --resume waits for that job instead of submitting again', async () => {
+  const service = await startService({ jobTiming: { queuedMs: 0, processingMs: 1500 } });
+  const env = { API_URL: service.emulator.url, API_KEY: service.emulator.apiKey };
+  const out = join(root, 'out-batch-resume');
+  const args = [
+    'transcribe',
+    join(archive, 'interview.wav'),
+    '--out',
+    out,
+    '--mode',
+    'batch',
+    '--format',
+    'txt',
+  ];
+  const first = await cli([...args, '--job-timeout', '0.2'], env);
+  assert.equal(first.code, 1, first.stderr);
+  const [submitted, failed] = await manifest(out);
+  assert.equal(submitted!.status, 'submitted');
+  assert.equal(failed!.status, 'failed');
+  assert.equal(failed!.error!.code, 'ERR_WAIT_TIMEOUT');
+  assert.equal(failed!.jobId, submitted!.jobId);
+  const second = await cli([...args, '--resume'], env);
+  assert.equal(second.code, 0, second.stderr);
+  assert.equal(service.emulator.stats().jobsCreated, 1, 'the file was submitted once');
+  const entries = await manifest(out);
+  assert.equal(entries.at(-1)!.status, 'done');
+  assert.equal(entries.at(-1)!.jobId, submitted!.jobId);
+});
+
+test('Ctrl-C during a directory run: exit 130, finished inputs recorded, the rest left for --resume', async () => {
+  const dir = join(root, 'many');
+  await mkdir(dir, { recursive: true });
+  const wav = await readFile(join(archive, 'interview.wav'));
+  for (let i = 0; i < 40; i++) await writeFile(join(dir, `f${String(i).padStart(2, '0')}.wav`), wav);
+  const out = join(root, 'out-many');
+  const child = spawn(
+    process.execPath,
+    ['src/cli/main.ts', 'transcribe', dir, '--out', out, ...FAST_TXT, '--concurrency', '1'],
+    { cwd: CLI_CWD, env: cliEnv() },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d;
+    if (/^done /m.test(stderr) && !child.killed) child.kill('SIGINT');
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  assert.equal(code, 130, stderr);
+  assert.match(stderr, /run again with --resume/);
+  const entries = await manifest(out);
+  assert.ok(entries.length >= 1 && entries.length < 40, `${entries.length} entries`);
+  assert.ok(
+    entries.every((e) => e.status === 'done'),
+    'nothing recorded as failed by the interruption',
+  );
 });

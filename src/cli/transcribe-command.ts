@@ -1,16 +1,20 @@
 // `speechpipe transcribe`: transcribe files or whole directories to captions and JSON, with a
 // resumable manifest: every input ends with its results written or a recorded reason.
 
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { access, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
+import { BatchResultLostError } from '../client/batch.ts';
 import type { SpeechClient } from '../client/index.ts';
-import { SpeechpipeError } from '../protocol/errors.ts';
+import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
+import type { JobV2 } from '../protocol/jobs.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
-import { Manifest } from '../sinks/manifest.ts';
+import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { writeFileAtomic } from '../sinks/text-file.ts';
 import { type AudioFile, fromFile, walkAudioFiles } from '../sources/files.ts';
 import { alignSpeakers, type SpeakerWord } from '../transforms/align-speakers.ts';
@@ -45,7 +49,14 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (live: realtime diarization; batch: diarization)
   --concurrency N       files at once (default 2)
-  --resume              skip inputs the manifest says are done and unchanged
+  --job-timeout SEC     batch: stop waiting for a job after this long (default 14400); the
+                        job id is recorded, and --resume waits for that job again
+  --resume              skip inputs the manifest says are done, unchanged, with the same
+                        mode, language and speakers, and whose outputs asked for exist;
+                        wait for batch jobs an earlier run submitted instead of submitting again
+
+Two inputs whose results would have the same name (a/talk.mp3 and b/talk.mp3 given
+directly) keep them apart: the later one's name gets ~ and 8 hex digits of its path's hash.
 
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
 Exit code: 0 when every input is done, 1 when any failed (see the manifest), 2 on bad usage.`;
@@ -58,6 +69,7 @@ interface Options {
   speakers: boolean;
   concurrency: number;
   resume: boolean;
+  jobTimeoutMs: number;
 }
 
 interface Result {
@@ -79,6 +91,7 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       language: { type: 'string', default: 'auto' },
       speakers: { type: 'boolean', default: false },
       concurrency: { type: 'string', default: '2' },
+      'job-timeout': { type: 'string', default: '14400' },
       resume: { type: 'boolean', default: false },
     },
   });
@@ -92,6 +105,11 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
   const concurrency = Number(values.concurrency);
   if (!Number.isSafeInteger(concurrency) || concurrency < 1)
     throw new UsageError('--concurrency must be a positive integer');
+  const jobTimeoutSec = Number(values['job-timeout']);
+  if (!Number.isFinite(jobTimeoutSec) || jobTimeoutSec <= 0)
+    throw new UsageError('--job-timeout must be a positive number of seconds');
+  if (values.speakers && mode === 'fast')
+    throw new UsageError('--speakers needs --mode live or batch (fast transcription has no speakers)');
   return {
     inputs: positionals,
     options: {
@@ -102,6 +120,7 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       speakers: values.speakers!,
       concurrency,
       resume: values.resume!,
+      jobTimeoutMs: jobTimeoutSec * 1000,
     },
   };
 }
@@ -171,19 +190,53 @@ async function transcribeLive(
   };
 }
 
+/**
+ * How a batch input's job is found: an earlier run's (`pending`), or submitted now and recorded
+ * at once (`submitted`). `jobId` is the job holding the work while it is waited for, so a
+ * failure can be recorded with it and a later `--resume` waits for that job again.
+ */
+interface JobRef {
+  pending?: string;
+  jobId?: string;
+  submitted(jobId: string): Promise<void>;
+}
+
 async function transcribeBatch(
   client: SpeechClient,
   file: AudioFile,
   options: Options,
   signal: AbortSignal,
+  ref: JobRef,
 ): Promise<Result> {
-  const job = await client.batch.transcribe(file.path, {
-    language: options.language,
-    diarization: options.speakers,
-    signal,
-  });
+  const wait = (jobId: string) => {
+    ref.jobId = jobId;
+    return client.batch.wait(jobId, { signal, timeoutMs: options.jobTimeoutMs });
+  };
+  let job: JobV2 | undefined;
+  if (ref.pending !== undefined) {
+    try {
+      job = await wait(ref.pending);
+    } catch (err) {
+      // The earlier job is gone, or its result was lost: submit again.
+      const gone =
+        (err instanceof SpeechServiceError && err.code === 'TRANSCRIPTION_JOB_NOT_FOUND') ||
+        err instanceof BatchResultLostError;
+      if (!gone) throw err;
+    }
+    if (job?.status === 'cleared') job = undefined;
+  }
+  if (job === undefined) {
+    ref.jobId = undefined;
+    const ack = await client.batch.submit(file.path, {
+      language: options.language,
+      diarization: options.speakers,
+      signal,
+    });
+    await ref.submitted(ack.jobId);
+    job = await wait(ack.jobId);
+  }
   if (job.status !== 'done')
-    throw new SpeechpipeError('ERR_JOB_NOT_DONE', `batch job ${job.jobId} ended ${job.status}`);
+    throw new SpeechpipeError('ERR_JOB_NOT_DONE', `batch job ${ref.jobId} ended ${job.status}`);
   return {
     words: alignSpeakers(job.final_word_segments, job.diarization_segments, { mode: 'v1' }),
     transcript: job.final_result,
@@ -204,6 +257,27 @@ async function transcribeFast(
   };
 }
 
+/**
+ * Result names: the input's path relative to the directory given (a file given directly: its
+ * base name). When two inputs of a run would share one, the later gets `~` and 8 hex digits of
+ * its absolute path's hash: stable from run to run, so --resume finds its outputs.
+ */
+class OutputNames {
+  readonly #owner = new Map<string, string>();
+
+  for(file: AudioFile): string {
+    const path = resolve(file.path);
+    const owner = this.#owner.get(file.relative);
+    if (owner === undefined || owner === path) {
+      this.#owner.set(file.relative, path);
+      return file.relative;
+    }
+    const name = `${file.relative}~${createHash('sha256').update(path).digest('hex').slice(0, 8)}`;
+    this.#owner.set(name, path);
+    return name;
+  }
+}
+
 function render(format: Format, file: AudioFile, result: Result, options: Options): string {
   if (format === 'vtt' || format === 'srt') return renderCaptions(result.words, { format });
   if (format === 'txt') return `${result.transcript}\n`;
@@ -220,6 +294,17 @@ export async function run(args: string[]): Promise<number> {
   }
   const { inputs, options } = parsed;
   const log = (line: string) => process.stderr.write(`${line}\n`);
+  // A path given that cannot be read is a mistake in the command line: nothing runs.
+  for (const input of inputs) {
+    const problem = await stat(input).then(
+      (info) => (info.isFile() || info.isDirectory() ? undefined : 'neither a file nor a directory'),
+      (err: NodeJS.ErrnoException) => err.code ?? err.message,
+    );
+    if (problem !== undefined) {
+      process.stderr.write(`speechpipe transcribe: cannot read ${input}: ${problem}\n\n${USAGE}\n`);
+      return 2;
+    }
+  }
   const controller = new AbortController();
   // First signal: stop gracefully (in-flight inputs are cancelled, the manifest is flushed).
   // A second one, or 10 s without finishing, exits at once.
@@ -238,26 +323,58 @@ export async function run(args: string[]): Promise<number> {
   const manifest = await Manifest.open(join(options.out, 'manifest.ndjson'));
   const service = await openService(process.env, log);
   const counts = { done: 0, failed: 0, skipped: 0 };
-  const work = { live: transcribeLive, batch: transcribeBatch, fast: transcribeFast }[options.mode];
+  const settings: ManifestSettings = {
+    mode: options.mode,
+    language: options.language,
+    speakers: options.speakers,
+  };
+  const names = new OutputNames();
   const one = async (file: AudioFile) => {
-    if (options.resume && manifest.isDone(file)) {
+    const identity = { input: file.path, size: file.size, mtimeMs: file.mtimeMs, settings };
+    if (file.unreadable) {
+      await manifest.record({ ...identity, status: 'failed', error: file.unreadable });
+      counts.failed++;
+      log(`failed  ${file.relative}: ${file.unreadable.code}: ${file.unreadable.message}`);
+      return;
+    }
+    const name = names.for(file);
+    const outputs = options.formats.map((format) => join(options.out, `${name}.${format}`));
+    if (
+      options.resume &&
+      manifest.isDone(file, { settings, outputs }) &&
+      (
+        await Promise.all(
+          outputs.map((o) =>
+            access(o).then(
+              () => true,
+              () => false,
+            ),
+          ),
+        )
+      ).every(Boolean)
+    ) {
       counts.skipped++;
       return;
     }
     const started = performance.now();
+    const job: JobRef = {
+      ...(options.resume ? { pending: manifest.pendingJob(file, settings) } : {}),
+      submitted: (jobId) => manifest.record({ ...identity, status: 'submitted', jobId }),
+    };
     try {
-      const result = await work(service.client, file, options, controller.signal);
-      const outputs: string[] = [];
-      for (const format of options.formats) {
-        const path = join(options.out, `${file.relative}.${format}`);
-        await writeFileAtomic(path, render(format, file, result, options));
-        outputs.push(path);
-      }
+      const signal = controller.signal;
+      const result =
+        options.mode === 'batch'
+          ? await transcribeBatch(service.client, file, options, signal, job)
+          : options.mode === 'fast'
+            ? await transcribeFast(service.client, file, options, signal)
+            : await transcribeLive(service.client, file, options, signal);
+      for (const [i, format] of options.formats.entries())
+        await writeFileAtomic(outputs[i]!, render(format, file, result, options));
       await manifest.record({
-        input: file.path,
-        size: file.size,
-        mtimeMs: file.mtimeMs,
+        ...identity,
         status: 'done',
+        ...(job.jobId === undefined ? {} : { jobId: job.jobId }),
         outputs,
         ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
         ...(result.warnings ? { warnings: result.warnings } : {}),
@@ -272,10 +389,9 @@ export async function run(args: string[]): Promise<number> {
       const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
       const message = err instanceof Error ? err.message : String(err);
       await manifest.record({
-        input: file.path,
-        size: file.size,
-        mtimeMs: file.mtimeMs,
+        ...identity,
         status: 'failed',
+        ...(job.jobId === undefined ? {} : { jobId: job.jobId }),
         error: { code, message },
       });
       counts.failed++;
@@ -284,10 +400,15 @@ export async function run(args: string[]): Promise<number> {
   };
   try {
     const running = new Set<Promise<void>>();
-    for await (const file of walkAudioFiles(inputs, { signal: controller.signal })) {
-      const task = one(file).finally(() => running.delete(task));
-      running.add(task);
-      if (running.size >= options.concurrency) await Promise.race(running);
+    try {
+      for await (const file of walkAudioFiles(inputs, { signal: controller.signal })) {
+        const task = one(file).finally(() => running.delete(task));
+        running.add(task);
+        if (running.size >= options.concurrency) await Promise.race(running);
+      }
+    } catch (err) {
+      // Interrupted mid-walk: the inputs in flight end below, the rest wait for --resume.
+      if (!controller.signal.aborted) throw err;
     }
     await Promise.all(running);
   } finally {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
+import { MediaError } from '../src/audio/media-error.ts';
 import type { SpeechClient } from '../src/client/client.ts';
 import type { LiveSession } from '../src/client/live.ts';
 import {
@@ -134,6 +135,56 @@ test('a response broken mid-NDJSON restarts the session instead of failing the p
   assert.equal(errors, 1);
   assert.equal(records.at(-1)!.is_final, true);
   assertMonotonic(records);
+});
+
+test('an outage longer than five restarts: sessions restart with backoff and the stream rides it out', async () => {
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 2,
+    times: 12,
+    action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
+  });
+  const records: AsrRecord[] = [];
+  const stt = sttStream({ client, restartBackoff: { baseMs: 5, maxMs: 20 } });
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect(records));
+  fault.remove();
+  assert.ok(errors > 5, `${errors} restarts`);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+});
+
+test('sessions that keep failing fail the stream once restartWithinMs has passed', async () => {
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
+  });
+  const stt = sttStream({ client, restartWithinMs: 200, restartBackoff: { baseMs: 20, maxMs: 40 } });
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  await assert.rejects(
+    pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect([])),
+    (err: SpeechServiceError) => err.status === 503,
+  );
+  fault.remove();
+  assert.ok(errors >= 3, `${errors} restarts before giving up`);
+});
+
+test('an input with no audio fails with a MediaError that says so, and leaves no session open', async () => {
+  const own = newClient();
+  for (const make of [sttStream, diarizationStream]) {
+    await assert.rejects(
+      pipeline(
+        Readable.from([], { objectMode: false }),
+        toFrames({ transport: 'http' }),
+        make({ client: own }),
+        collect([]),
+      ),
+      (err: Error) => err instanceof MediaError && /no audio/.test(err.message),
+    );
+  }
+  assert.ok(own.admissionStats().every((s) => s.running === 0));
 });
 
 test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues', async () => {

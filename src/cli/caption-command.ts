@@ -21,6 +21,9 @@ import { toCaptions } from '../transforms/to-captions.ts';
 import { toFrames } from '../transforms/to-frames.ts';
 import { openService, type Service } from './service.ts';
 
+/** A relay runs for days: sessions may keep failing this long (an outage) before it gives up. */
+const RELAY_RESTART_WITHIN_MS = 10 * 60_000;
+
 export const USAGE = `usage: speechpipe caption <input> [options]
 
   <input>               what ffmpeg opens (a stream URL, a file, a device with --input-format),
@@ -138,7 +141,7 @@ export async function run(args: string[]): Promise<number> {
     // Days of captions: nothing kept for a final transcript.
     const transcript = [
       ...framesFor('stt'),
-      sttStream({ client, transport: options.transport, pacer }),
+      sttStream({ client, transport: options.transport, pacer, restartWithinMs: RELAY_RESTART_WITHIN_MS }),
       assembleTranscript({ keepWords: false }),
     ];
     const split = tee(options.speakers ? 2 : 1);
@@ -165,7 +168,11 @@ export async function run(args: string[]): Promise<number> {
           [
             forSpeakers,
             ...framesFor('diarization'),
-            diarizationStream({ client, transport: options.transport }),
+            diarizationStream({
+              client,
+              transport: options.transport,
+              restartWithinMs: RELAY_RESTART_WITHIN_MS,
+            }),
             mergeDiarization({ keepTimeline: false }),
             timeline.writable(),
           ] as unknown as [Readable, Writable],

@@ -6,8 +6,10 @@
 // last session's final record is final downstream: the records read as one stream.
 
 import { Duplex } from 'node:stream';
+import { MediaError } from '../audio/media-error.ts';
 import type { SpeechClient } from '../client/client.ts';
 import type { LiveKind, LiveSession, LiveSessionOptions, LiveTransport } from '../client/live.ts';
+import { type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
 import {
   IncompleteStreamError,
   InvalidArgumentError,
@@ -27,8 +29,22 @@ export interface LiveStreamOptions {
   language?: Language;
   /** Start a fresh session after 408, 409, a broken response or a lost connection. Default true. */
   restart?: boolean;
-  /** Restarts allowed without a record in between, before the stream fails. Default 5. */
+  /**
+   * Restarts allowed without a record in between, before the stream fails. Default unbounded:
+   * `restartWithinMs` decides.
+   */
   maxRestarts?: number;
+  /**
+   * The stream fails when sessions keep failing, with no record heard, for longer than this
+   * since the first of those failures. Default 60 s (a relay meant to ride out longer outages
+   * raises it).
+   */
+  restartWithinMs?: number;
+  /**
+   * Pause before each restart: exponential with full jitter from the first failure without a
+   * record, or the service's `Retry-After`. Default 250 ms doubling to 10 s.
+   */
+  restartBackoff?: BackoffOptions;
   /**
    * Send keepalive audio (silence) when no frame arrived for this long, before the service's
    * 60 s expiry. Default 45 s; 0 disables.
@@ -159,6 +175,12 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** Silence of our own the current session accepted, in session time order. */
   #fillers: Filler[] = [];
   #restartsWithoutRecord = 0;
+  /** When the first of the restarts without a record in between happened (performance.now()). */
+  #failingSince = 0;
+  /** Pause before the next session starts (set by a restart). */
+  #restartDelayMs = 0;
+  /** Aborted on destroy: ends a restart pause. */
+  readonly #destroyed = new AbortController();
   #rotatePending = false;
   /** The latest record since rotation became due was a speech boundary. */
   #atBoundary = false;
@@ -230,6 +252,16 @@ class LiveStream<K extends LiveKind> extends Duplex {
   override _final(callback: (error?: Error | null) => void): void {
     this.#finishing = true;
     this.#clearKeepalive();
+    if (this.#language === undefined) {
+      // No frame at all: say so, rather than let downstream report a missing final record.
+      callback(
+        new MediaError(
+          'ERR_MEDIA_FORMAT',
+          `${this.kind}Stream: no audio, the input ended before its first frame`,
+        ),
+      );
+      return;
+    }
     this.#writing
       .then(async () => {
         // The last real frame must carry is_final; if the source ended without marking one,
@@ -255,6 +287,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
     this.#clearKeepalive();
     this.#readWaiter?.();
+    this.#destroyed.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
     this.#session?.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
     callback(err);
   }
@@ -279,6 +312,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
       return;
     }
     for (;;) {
+      if (this.#session === undefined && this.#restartDelayMs > 0) {
+        const pause = this.#restartDelayMs;
+        this.#restartDelayMs = 0;
+        await sleep(pause, this.#destroyed.signal);
+      }
       const session = this.#session ?? this.#startSession(language);
       if (final) this.#lastSession = session;
       try {
@@ -341,7 +379,16 @@ class LiveStream<K extends LiveKind> extends Duplex {
   #recover(err: unknown, reason: SessionChange['reason'] = 'restart'): void {
     const failed = this.#session;
     if (this.destroyed || this.#options.restart === false || !restartable(err)) throw err;
-    if (++this.#restartsWithoutRecord > (this.#options.maxRestarts ?? 5)) throw err;
+    const now = performance.now();
+    if (this.#restartsWithoutRecord === 0) this.#failingSince = now;
+    if (++this.#restartsWithoutRecord > (this.#options.maxRestarts ?? Number.POSITIVE_INFINITY)) throw err;
+    if (now - this.#failingSince > (this.#options.restartWithinMs ?? 60_000)) throw err;
+    const retryAfterMs = err instanceof SpeechServiceError ? err.retryAfterMs : undefined;
+    this.#restartDelayMs = backoffDelay(
+      this.#restartsWithoutRecord - 1,
+      { baseMs: 250, maxMs: 10_000, ...this.#options.restartBackoff },
+      retryAfterMs,
+    );
     this.emit('session-error', err);
     this.#endSession({ reason, previousId: failed?.id ?? '', error: err });
   }

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { connect } from 'node:net';
+import { finished } from 'node:stream/promises';
 import { test } from 'node:test';
 import { captionRelay } from '../src/sinks/caption-relay.ts';
 import { readEvents } from './helpers/sse.ts';
@@ -192,17 +193,96 @@ test('requests addressed to another host name are refused (a rebound DNS name ca
   }
 });
 
-test('close() with viewers connected: each gets the end event, then the relay stops', async () => {
+test('close() before the captions ended: connections close without `end` (overlays reconnect), then the relay stops', async () => {
   const relay = await captionRelay();
   let opened!: () => void;
   const open = new Promise<void>((resolve) => (opened = resolve));
   const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
   await open;
   await relay.close();
-  const events = await reading;
+  assert.deepEqual(await reading, [], 'the stream closed with no end event');
+  await assert.rejects(fetch(`${relay.url}/cues.json`));
+});
+
+test('the writes ended, then close(): viewers got `end`, and a late viewer gets it too', async () => {
+  const relay = await captionRelay();
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => (opened = resolve));
+  const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
+  await open;
+  relay.end();
+  await finished(relay);
   assert.deepEqual(
-    events.map((e) => e.event),
+    (await reading).map((e) => e.event),
     ['end'],
   );
-  await assert.rejects(fetch(`${relay.url}/cues.json`));
+  const late = await readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'));
+  assert.deepEqual(
+    late.map((e) => e.event),
+    ['end'],
+  );
+  await relay.close();
+});
+
+test('the overlay page reconnects after a refusal, and not once the captions ended', async () => {
+  const relay = await captionRelay();
+  let script: string;
+  try {
+    script = await (await fetch(`${relay.url}/overlay.js`)).text();
+  } finally {
+    await relay.close();
+  }
+  // The page's script against stand-ins for the DOM, EventSource and timers.
+  class FakeEventSource {
+    static CLOSED = 2;
+    static made: FakeEventSource[] = [];
+    readyState = 1;
+    readonly handlers = new Map<string, (e: { data?: string }) => void>();
+    readonly url: string;
+    constructor(url: string) {
+      this.url = url;
+      FakeEventSource.made.push(this);
+    }
+    addEventListener(type: string, fn: (e: { data?: string }) => void) {
+      this.handlers.set(type, fn);
+    }
+    close() {
+      this.readyState = 2;
+    }
+    fire(type: string, data?: string) {
+      this.handlers.get(type)?.({ data });
+    }
+  }
+  const element = () => ({ textContent: '', append() {} });
+  const elements = { cue: element(), partial: element() };
+  const timers: Array<() => void> = [];
+  new Function('document', 'EventSource', 'setTimeout', 'clearTimeout', script)(
+    {
+      getElementById: (id: 'cue' | 'partial') => elements[id],
+      createElement: element,
+      createTextNode: () => ({}),
+    },
+    FakeEventSource,
+    (fn: () => void) => timers.push(fn),
+    () => {},
+  );
+  const [first] = FakeEventSource.made;
+  assert.equal(first!.url, '/events');
+  first!.fire('partial', JSON.stringify({ text: 'hello' }));
+  assert.equal(elements.partial.textContent, 'hello');
+  // Refused (a 503 closes an EventSource for good): a new one is opened later.
+  first!.readyState = FakeEventSource.CLOSED;
+  first!.fire('error');
+  assert.equal(timers.length, 1);
+  timers.shift()!();
+  const second = FakeEventSource.made[1]!;
+  // A dropped connection the browser retries by itself: nothing to do.
+  second.readyState = 0;
+  second.fire('error');
+  assert.equal(timers.length, 0);
+  // The captions ended: no reconnecting.
+  second.fire('end', '{}');
+  second.fire('error');
+  assert.equal(timers.length, 0);
+  assert.equal(FakeEventSource.made.length, 2);
 });

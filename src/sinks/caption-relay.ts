@@ -61,7 +61,10 @@ export interface CaptionRelay extends Writable {
   /** `http://host:port` (the overlay page is at `/`). */
   readonly url: string;
   stats(): CaptionRelayStats;
-  /** Tell viewers the captions ended, then stop serving. */
+  /**
+   * Stop serving. Viewers are told the captions ended (`end`) only if the writes had ended;
+   * otherwise their connections just close, and overlays reconnect to whatever serves next.
+   */
   close(): Promise<void>;
 }
 
@@ -114,10 +117,19 @@ function showCue(cue) {
   clearTimeout(clearTimer);
   clearTimer = setTimeout(() => { cueEl.textContent = ''; }, Math.max(1500, cue.endMs - cue.startMs + 1500));
 }
-const events = new EventSource('/events');
-events.addEventListener('cue', (e) => showCue(JSON.parse(e.data)));
-events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).text; });
-events.addEventListener('end', () => { partialEl.textContent = ''; events.close(); });
+let ended = false;
+function connect() {
+  const events = new EventSource('/events');
+  events.addEventListener('cue', (e) => showCue(JSON.parse(e.data)));
+  events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).text; });
+  events.addEventListener('end', () => { ended = true; partialEl.textContent = ''; events.close(); });
+  // A refused connection (503: too many viewers, or the relay restarting) closes an
+  // EventSource for good; try again later. A dropped connection retries by itself.
+  events.addEventListener('error', () => {
+    if (!ended && events.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+  });
+}
+connect();
 `;
 
 const SECURITY_HEADERS = {
@@ -154,6 +166,8 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const viewers = new Set<ServerResponse>();
   const stats = { cues: 0, dropped: 0, refused: 0 };
   let ended = false;
+  /** The writes ended: the captions are over (not merely the relay stopping). */
+  let captionsEnded = false;
 
   const send = (res: ServerResponse, event: string, data: unknown) => {
     res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -188,7 +202,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     const last = recent.at(-1);
     if (last) res.write(`event: cue\ndata: ${JSON.stringify(last)}\n\n`);
     if (ended) {
-      res.end('event: end\ndata: {}\n\n');
+      res.end(captionsEnded ? 'event: end\ndata: {}\n\n' : undefined);
       return;
     }
     viewers.add(res);
@@ -257,10 +271,16 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       broadcast('cue', relayed);
     }
   };
-  const finish = () => {
+  /**
+   * `end` only when the captions really ended (the writes ended). A relay stopped otherwise
+   * (a failure, an interrupt) just closes its connections, so overlays reconnect to the next
+   * relay on the same address instead of going blank for good.
+   */
+  const finish = (done: boolean) => {
     if (ended) return;
     ended = true;
-    broadcast('end', {});
+    captionsEnded = done;
+    if (done) broadcast('end', {});
     for (const res of viewers) res.end();
     viewers.clear();
   };
@@ -268,9 +288,9 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= new Promise<void>((resolve) => {
-      finish();
+      finish(false);
       clearInterval(heartbeat);
-      // Viewers get their `end` event first: idle connections close now, the rest once their
+      // Viewers get their last events first: idle connections close now, the rest once their
       // last bytes are out, or after a second at the most.
       const force = setTimeout(() => server.closeAllConnections(), 1000);
       server.close(() => {
@@ -300,7 +320,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       callback();
     },
     final(callback) {
-      finish();
+      finish(true);
       callback();
     },
     destroy(err, callback) {

@@ -81,6 +81,16 @@ test('a piece refused after others were spoken: exit 1, neither the file nor its
   }
 });
 
+test('a file that cannot be written: a typed error and exit 1, no crash, nothing left behind', async () => {
+  const dir = await mkdtemp(join(root, 'nodir-'));
+  const out = join(dir, 'missing', 'speech.wav');
+  const run = await cli(['Hello there. This goes nowhere.', '--out', out]);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /speechpipe tts: ENOENT/);
+  assert.doesNotMatch(run.stderr, /Unhandled|at .*\.ts:\d+/);
+  assert.deepEqual(await readdir(dir), []);
+});
+
 test('--text-file, --list-voices, a refused voice and bad usage', async () => {
   const file = join(root, 'text.txt');
   await writeFile(file, 'Read from a file.\n');

@@ -149,6 +149,10 @@ export async function run(args: string[]): Promise<number> {
     // two runs writing the same target do not write into each other's.
     const partial = `${out}.${randomUUID().slice(0, 8)}.partial`;
     let wav: ReturnType<typeof wavFile> | undefined;
+    // A file error (no such directory, a full disk) may come while we wait for audio: it stops
+    // the synthesis and is the error reported.
+    const fileFailed = new AbortController();
+    const stopped = AbortSignal.any([signal, fileFailed.signal]);
     let seconds = 0;
     try {
       for (const [i, text] of pieces.entries()) {
@@ -157,19 +161,23 @@ export async function run(args: string[]): Promise<number> {
           transport: options.transport,
           ...(options.voice ? { voiceId: options.voice } : {}),
           ...(options.model ? { model: options.model } : {}),
-          signal,
+          signal: stopped,
         });
-        wav ??= wavFile(partial, { sampleRate: synthesis.sampleRate, channels: 1 });
+        if (!wav) {
+          wav = wavFile(partial, { sampleRate: synthesis.sampleRate, channels: 1 });
+          wav.on('error', (err) => fileFailed.abort(err));
+        }
         for await (const pcm of synthesis.audio) {
           seconds += (pcm as Buffer).length / 2 / synthesis.sampleRate;
-          if (!wav.write(pcm)) await once(wav, 'drain', { signal });
+          if (!wav.write(pcm)) await once(wav, 'drain', { signal: stopped });
         }
         if (pieces.length > 1) log(`spoke piece ${i + 1} of ${pieces.length}`);
       }
       wav!.end();
       await finished(wav!);
       await rename(partial, out);
-    } catch (err) {
+    } catch (caught) {
+      const err = fileFailed.signal.aborted ? fileFailed.signal.reason : caught;
       if (wav) {
         // The file may still be opening: remove it only once the stream has let it go.
         wav.destroy();

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -261,4 +261,63 @@ test('Ctrl-C during a directory run: exit 130, finished inputs recorded, the res
     entries.every((e) => e.status === 'done'),
     'nothing recorded as failed by the interruption',
   );
+});
+
+test('result names stay with their inputs when a colliding input turns unreadable, readable or gone', async () => {
+  const a = join(root, 'flip-a');
+  const b = join(root, 'flip-b');
+  await mkdir(a, { recursive: true });
+  await mkdir(b, { recursive: true });
+  const wav = await readFile(join(archive, 'interview.wav'));
+  await symlink(join(a, 'nowhere.wav'), join(a, 'talk.wav'));
+  await writeFile(join(b, 'talk.wav'), wav);
+  const out = join(root, 'out-flip');
+  const run = (...extra: string[]) => cli(['transcribe', a, b, '--out', out, ...FAST_TXT, ...extra]);
+  assert.match((await run()).stdout, /^1 done, 1 failed, 0 skipped/);
+  const bName = (await manifest(out)).find((e) => e.input.startsWith(b))!.outputs![0]!;
+  // a becomes readable: it gets a name of its own, b keeps its result and is not redone.
+  await rm(join(a, 'talk.wav'));
+  await writeFile(join(a, 'talk.wav'), wav);
+  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 1 skipped/);
+  const entries = await manifest(out);
+  const aName = entries.findLast((e) => e.input.startsWith(a))!.outputs![0]!;
+  assert.notEqual(aName, bName);
+  // a is gone: b still keeps its name.
+  await rm(a, { recursive: true });
+  await mkdir(a);
+  assert.match((await run('--resume')).stdout, /^0 done, 0 failed, 1 skipped/);
+  assert.ok((await readFile(bName, 'utf8')).length > 1);
+});
+
+test('batch: an input unreadable for one run keeps its pending job for the next --resume', async () => {
+  const service = await startService({ jobTiming: { queuedMs: 0, processingMs: 1500 } });
+  const env = { API_URL: service.emulator.url, API_KEY: service.emulator.apiKey };
+  const dir = join(root, 'batch-flaky');
+  await mkdir(dir, { recursive: true });
+  const input = join(dir, 'talk.wav');
+  await writeFile(input, await readFile(join(archive, 'interview.wav')));
+  // A whole-second mtime, so putting the file back can restore it exactly.
+  const mtime = 1_700_000_000;
+  await utimes(input, mtime, mtime);
+  const out = join(root, 'out-batch-flaky');
+  const args = ['transcribe', input, '--out', out, '--mode', 'batch', '--format', 'txt'];
+  assert.equal((await cli([...args, '--job-timeout', '0.2'], env)).code, 1);
+  const jobId = (await manifest(out))[0]!.jobId;
+  assert.ok(jobId);
+  // The file is away for one run (a directory given, the file gone from it).
+  const saved = await readFile(input);
+  await rm(input);
+  await symlink(join(dir, 'elsewhere.wav'), input);
+  assert.equal(
+    (await cli(['transcribe', dir, '--out', out, '--mode', 'batch', '--format', 'txt', '--resume'], env))
+      .code,
+    1,
+  );
+  assert.equal((await manifest(out)).at(-1)!.jobId, jobId, 'the unreadable entry keeps the job');
+  await rm(input);
+  await writeFile(input, saved);
+  await utimes(input, mtime, mtime);
+  const last = await cli([...args, '--resume'], env);
+  assert.equal(last.code, 0, last.stderr);
+  assert.equal(service.emulator.stats().jobsCreated, 1, 'the file was submitted once');
 });

@@ -155,6 +155,48 @@ test('an outage longer than five restarts: sessions restart with backoff and the
   assertMonotonic(records);
 });
 
+test('restartWithinMs counts from the latest failure after accepted audio, not from a failure long ago', async () => {
+  // Silence: accepted, but no record. A failure, a quiet stretch longer than restartWithinMs,
+  // then one more failure: that is two separate hiccups, not one long outage.
+  const first = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 2,
+    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
+  });
+  const second = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 8,
+    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
+  });
+  const stt = sttStream({
+    client,
+    keepaliveMs: 0,
+    restartWithinMs: 200,
+    restartBackoff: { baseMs: 5, maxMs: 10 },
+  });
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  const silence = Buffer.alloc(16000 * 2 * 6);
+  const records: AsrRecord[] = [];
+  await pipeline(
+    Readable.from(
+      (async function* () {
+        yield silence.subarray(0, 16000 * 2 * 2);
+        await sleep(400);
+        yield silence.subarray(16000 * 2 * 2);
+      })(),
+      { objectMode: false },
+    ),
+    toFrames({ transport: 'http', frameMs: 500 }),
+    stt,
+    collect(records),
+  );
+  first.remove();
+  second.remove();
+  assert.equal(errors, 2);
+  assert.equal(records.at(-1)!.is_final, true);
+});
+
 test('sessions that keep failing fail the stream once restartWithinMs has passed', async () => {
   const fault = emulator.faults.add({
     operation: 'stt.http',

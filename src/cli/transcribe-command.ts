@@ -3,7 +3,7 @@
 
 import { createHash } from 'node:crypto';
 import { access, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { extname, join, relative, resolve } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
@@ -14,7 +14,7 @@ import type { JobV2 } from '../protocol/jobs.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
-import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
+import { Manifest, type ManifestEntry, type ManifestSettings } from '../sinks/manifest.ts';
 import { writeFileAtomic } from '../sinks/text-file.ts';
 import { type AudioFile, fromFile, walkAudioFiles } from '../sources/files.ts';
 import { alignSpeakers, type SpeakerWord } from '../transforms/align-speakers.ts';
@@ -259,21 +259,39 @@ async function transcribeFast(
 
 /**
  * Result names: the input's path relative to the directory given (a file given directly: its
- * base name). When two inputs of a run would share one, the later gets `~` and 8 hex digits of
- * its absolute path's hash: stable from run to run, so --resume finds its outputs.
+ * base name). When two inputs would share one, the later gets `~` and 8 hex digits of its
+ * absolute path's hash. Names the manifest recorded stay with their inputs, so a name does not
+ * move to another input because one became unreadable, was deleted or was added.
  */
 class OutputNames {
   readonly #owner = new Map<string, string>();
+  readonly #recorded = new Map<string, string>();
+
+  constructor(out: string, entries: readonly ManifestEntry[], formats: readonly string[]) {
+    for (const entry of entries) {
+      const first = entry.outputs?.[0];
+      if (first === undefined) continue;
+      const ext = formats.find((f) => first.endsWith(`.${f}`)) ?? extname(first).slice(1);
+      const name = relative(out, first.slice(0, first.length - ext.length - 1));
+      const path = resolve(entry.input);
+      this.#owner.set(name, path);
+      this.#recorded.set(path, name);
+    }
+  }
 
   for(file: AudioFile): string {
     const path = resolve(file.path);
+    const recorded = this.#recorded.get(path);
+    if (recorded !== undefined) return recorded;
     const owner = this.#owner.get(file.relative);
     if (owner === undefined || owner === path) {
       this.#owner.set(file.relative, path);
+      this.#recorded.set(path, file.relative);
       return file.relative;
     }
     const name = `${file.relative}~${createHash('sha256').update(path).digest('hex').slice(0, 8)}`;
     this.#owner.set(name, path);
+    this.#recorded.set(path, name);
     return name;
   }
 }
@@ -328,16 +346,28 @@ export async function run(args: string[]): Promise<number> {
     language: options.language,
     speakers: options.speakers,
   };
-  const names = new OutputNames();
+  const names = new OutputNames(options.out, manifest.entries(), FORMATS);
   const one = async (file: AudioFile) => {
     const identity = { input: file.path, size: file.size, mtimeMs: file.mtimeMs, settings };
+    // Claimed even when unreadable: names must not depend on which inputs could be read.
+    const name = names.for(file);
     if (file.unreadable) {
-      await manifest.record({ ...identity, status: 'failed', error: file.unreadable });
+      // A batch job that holds this input's work stays recorded for a later --resume.
+      const previous = manifest.get(file.path);
+      const job =
+        previous?.jobId !== undefined && previous.status !== 'done'
+          ? {
+              size: previous.size,
+              mtimeMs: previous.mtimeMs,
+              settings: previous.settings,
+              jobId: previous.jobId,
+            }
+          : {};
+      await manifest.record({ ...identity, ...job, status: 'failed', error: file.unreadable });
       counts.failed++;
       log(`failed  ${file.relative}: ${file.unreadable.code}: ${file.unreadable.message}`);
       return;
     }
-    const name = names.for(file);
     const outputs = options.formats.map((format) => join(options.out, `${name}.${format}`));
     if (
       options.resume &&

@@ -30,14 +30,14 @@ export interface LiveStreamOptions {
   /** Start a fresh session after 408, 409, a broken response or a lost connection. Default true. */
   restart?: boolean;
   /**
-   * Restarts allowed without a record in between, before the stream fails. Default unbounded:
-   * `restartWithinMs` decides.
+   * Restarts allowed with no record heard and no frame accepted in between, before the stream
+   * fails. Default unbounded: `restartWithinMs` decides.
    */
   maxRestarts?: number;
   /**
-   * The stream fails when sessions keep failing, with no record heard, for longer than this
-   * since the first of those failures. Default 60 s (a relay meant to ride out longer outages
-   * raises it).
+   * The stream fails when sessions keep failing, with no record heard and no frame accepted,
+   * for longer than this since the first of those failures. Default 60 s (a relay meant to
+   * ride out longer outages raises it).
    */
   restartWithinMs?: number;
   /**
@@ -360,6 +360,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean, filler: boolean): Promise<void> {
     await session.send(pcm, { final });
+    // Accepted: the service works again (silence yields no records, so those alone cannot say).
+    this.#restartsWithoutRecord = 0;
     const sec = pcm.length / LIVE_BYTES_PER_SECOND;
     if (filler) this.#fillers.push({ at: this.#sessionSec, sec });
     this.#sessionSec += sec;

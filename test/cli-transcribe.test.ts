@@ -321,3 +321,24 @@ test('batch: an input unreadable for one run keeps its pending job for the next 
   assert.equal(last.code, 0, last.stderr);
   assert.equal(service.emulator.stats().jobsCreated, 1, 'the file was submitted once');
 });
+
+test('a manifest that gave two inputs one name (before names were kept apart): the second is redone under its own', async () => {
+  const c = join(root, 'legacy-c');
+  const d = join(root, 'legacy-d');
+  await mkdir(c, { recursive: true });
+  await mkdir(d, { recursive: true });
+  const wav = await readFile(join(archive, 'interview.wav'));
+  await writeFile(join(c, 'talk.wav'), wav);
+  await writeFile(join(d, 'talk.wav'), wav);
+  const out = join(root, 'out-legacy');
+  const run = (...extra: string[]) => cli(['transcribe', c, d, '--out', out, ...FAST_TXT, ...extra]);
+  assert.equal((await run()).code, 0);
+  // Rewrite the manifest as the old code left it: both entries naming talk.wav.txt.
+  const shared = join(out, 'talk.wav.txt');
+  const legacy = (await manifest(out)).map((e) => JSON.stringify({ ...e, outputs: [shared] }));
+  await writeFile(join(out, 'manifest.ndjson'), `${legacy.join('\n')}\n`);
+  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 1 skipped/);
+  const redone = (await manifest(out)).at(-1)!;
+  assert.ok(redone.input.startsWith(d));
+  assert.match(redone.outputs![0]!, /talk\.wav~[0-9a-f]{8}\.txt$/);
+});

@@ -274,6 +274,10 @@ class OutputNames {
       const ext = formats.find((f) => first.endsWith(`.${f}`)) ?? extname(first).slice(1);
       const name = relative(out, first.slice(0, first.length - ext.length - 1));
       const path = resolve(entry.input);
+      // Two entries with one name (a manifest written before names were kept apart): the
+      // first keeps it, the other gets a name of its own when it runs again.
+      const owner = this.#owner.get(name);
+      if (owner !== undefined && owner !== path) continue;
       this.#owner.set(name, path);
       this.#recorded.set(path, name);
     }

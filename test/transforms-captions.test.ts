@@ -300,3 +300,24 @@ test('live: hours of speech faster than the reading speed never leave cues behin
   for (const c of cues) worst = Math.max(worst, c.start - startOf.get(c.lines[0]!.split(' ')[0]!)!);
   assert.ok(worst <= 1000, `a cue starts ${worst} ms after its first word`);
 });
+
+test('fractional duration options still give whole-millisecond timestamps', () => {
+  const words = [{ word: 'hi', start_time: 0, end_time: 0.2 }];
+  for (const format of ['srt', 'vtt'] as const) {
+    const text = renderCaptions(words, { format, minDurationMs: 1000.5 });
+    const stamp =
+      format === 'srt'
+        ? /^\d{2}:\d{2}:\d{2},\d{3} --> \d{2}:\d{2}:\d{2},\d{3}$/m
+        : /^\d{2}:\d{2}:\d{2}\.\d{3} --> \d{2}:\d{2}:\d{2}\.\d{3}$/m;
+    assert.match(text, stamp, text);
+  }
+});
+
+test('white space inside a word (a blank line) cannot end a cue block early', () => {
+  const words = [
+    { word: 'x\n\ny', start_time: 0, end_time: 0.5 },
+    { word: 'z\t', start_time: 0.5, end_time: 1 },
+  ];
+  assert.equal(renderCaptions(words, { format: 'srt' }), '1\n00:00:00,000 --> 00:00:01,000\nx y z\n\n');
+  assert.doesNotMatch(renderCaptions(words, { format: 'vtt' }).slice('WEBVTT\n\n'.length), /\n\n./);
+});

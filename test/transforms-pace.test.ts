@@ -20,6 +20,9 @@ const frame = (pcmBytes: number) =>
     pcm: Buffer.alloc(pcmBytes),
   });
 
+/** The wall clock, which `t.mock.timers` can move (the default clock, performance.now, it cannot). */
+const mockedNow = () => Date.now();
+
 test('defaults are the session limit: 4x real time sustained (128000 B/s), 16 MiB burst', () => {
   const c = clock();
   const pacer = new Pacer({ now: c.now });
@@ -69,7 +72,7 @@ test('penalize(retryAfterMs): nothing for that long, then the sustained rate wit
 
 test('pace() holds a frame until its PCM bytes (length - 18) are in the bucket', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
-  const stream = pace({ burstBytes: 3200 });
+  const stream = pace({ burstBytes: 3200, now: mockedNow });
   const out: Buffer[] = [];
   stream.on('data', (f: Buffer) => out.push(f));
   stream.write(frame(3200)); // the burst
@@ -95,7 +98,7 @@ test('pace() holds a frame until its PCM bytes (length - 18) are in the bucket',
 
 test('byte streams are paced by their length; live sources are not delayed (a penalty still holds)', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
-  const bytes = pace({ input: 'pcm', burstBytes: 1000 });
+  const bytes = pace({ input: 'pcm', burstBytes: 1000, now: mockedNow });
   const got: number[] = [];
   bytes.on('data', (c: Buffer) => got.push(c.length));
   bytes.write(Buffer.alloc(1000));
@@ -106,7 +109,7 @@ test('byte streams are paced by their length; live sources are not delayed (a pe
   await new Promise((resolve) => setImmediate(resolve));
   assert.deepEqual(got, [1000, 1280]);
 
-  const live = pace({ live: true, burstBytes: 0 });
+  const live = pace({ live: true, burstBytes: 0, now: mockedNow });
   const liveOut: Buffer[] = [];
   live.on('data', (f: Buffer) => liveOut.push(f));
   for (let i = 0; i < 5; i++) live.write(frame(32_000));
@@ -125,7 +128,7 @@ test('byte streams are paced by their length; live sources are not delayed (a pe
 
 test('a shared Pacer lets another stage slow the stream down', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 0 });
-  const pacer = new Pacer();
+  const pacer = new Pacer({ now: mockedNow });
   const stream = pace({ pacer });
   assert.equal(stream.pacer, pacer);
   const out: Buffer[] = [];
@@ -182,4 +185,19 @@ test('property: whatever the chunk sizes, bytes let through by time t never exce
     ),
     { numRuns: 300 },
   );
+});
+
+test('the default clock is monotonic: a wall clock set back an hour does not stall pacing', (t) => {
+  let monotonic = 1000;
+  let wall = Date.now();
+  t.mock.method(performance, 'now', () => monotonic);
+  t.mock.method(Date, 'now', () => wall);
+  const pacer = new Pacer();
+  pacer.take(pacer.burstBytes);
+  // The wall clock is set back an hour; 300 ms pass on both clocks.
+  wall -= 3_600_000;
+  monotonic += 300;
+  wall += 300;
+  // 1 s of audio at 4x real time needs 250 ms of refill, which has passed.
+  assert.equal(pacer.delayFor(32_000), 0);
 });

@@ -150,3 +150,11 @@ test('no final record: IncompleteStreamError; invalid or late records: ProtocolE
   await assert.rejects(events([{ id: A, words: 'nope' }]), ProtocolError);
   await assert.rejects(events([rec(A, [], { final: true }), rec(A, [])]), ProtocolError);
 });
+
+test('an utterance of 150,000 words (hours without a speech boundary) is committed, not a stack overflow', async () => {
+  const words = Array.from({ length: 150_000 }, (_, i) => w('la', i * 0.1, i * 0.1 + 0.08));
+  const out = await events([rec(A, words, { final: true })]);
+  const utterance = out[0] as UtteranceEvent;
+  assert.equal(utterance.words.length, 150_000);
+  assert.equal(utterance.end, words.at(-1)!.end_time);
+});

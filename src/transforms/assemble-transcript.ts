@@ -115,7 +115,10 @@ export class TranscriptAssembler {
     const event: UtteranceEvent = { type: 'utterance', id, index: this.#utterances++, text, words };
     if (words.length > 0) {
       event.start = words[0]!.start_time;
-      event.end = Math.max(...words.map((w) => w.end_time));
+      // A loop, not Math.max(...): a record of 100k+ words would overflow the call stack.
+      let end = words[0]!.end_time;
+      for (const w of words) if (w.end_time > end) end = w.end_time;
+      event.end = end;
       this.#lastEnd = Math.max(this.#lastEnd, event.end);
     }
     if (this.#keepWords) {

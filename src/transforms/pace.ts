@@ -15,7 +15,7 @@ export interface PacerOptions {
   burstBytes?: number;
   /** Bytes per second of real time. Default 32000 (PCM16 mono 16 kHz). */
   bytesPerSecond?: number;
-  /** Clock in milliseconds. Default `Date.now`. */
+  /** Clock in milliseconds. Default `performance.now` (monotonic: a wall clock set back must not stall pacing). */
   now?: () => number;
 }
 
@@ -43,7 +43,7 @@ export class Pacer {
       );
     }
     this.rate = (speed * bytesPerSecond) / 1000; // bytes per millisecond
-    this.#now = options.now ?? (() => Date.now());
+    this.#now = options.now ?? (() => performance.now());
     this.#at = this.#now();
     this.#tokens = this.burstBytes;
   }

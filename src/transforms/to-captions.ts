@@ -123,7 +123,8 @@ export class CaptionBuilder {
     let current: { words: CaptionWord[]; speaker: string | null } | undefined;
     const prefixFor = (speaker: string | null) => (L.srt && L.labels && speaker ? speaker.length + 2 : 0);
     for (const raw of words) {
-      const text = raw.word.trim();
+      // White space inside a word (a newline, a blank line) would end the cue block early.
+      const text = raw.word.trim().replace(/\s+/g, ' ');
       if (text === '') continue;
       const w = { ...raw, word: text };
       const speaker = raw.speaker ?? null;
@@ -169,7 +170,9 @@ export class CaptionBuilder {
   }
 }
 
-function timestamp(ms: number, separator: ',' | '.'): string {
+function timestamp(time: number, separator: ',' | '.'): string {
+  // Whole milliseconds: fractional options (minDurationMs: 1000.5) must not print `01,0.5`.
+  const ms = Math.round(time);
   const h = Math.floor(ms / 3_600_000);
   const m = Math.floor(ms / 60_000) % 60;
   const s = Math.floor(ms / 1000) % 60;

@@ -349,6 +349,21 @@ test('getLegacy passes diarization_force_align: words outside every segment get 
   );
 });
 
+test('wait() deadline runs on a monotonic clock: a wall clock set forward does not end it', async (t) => {
+  const quick = await startService({ jobTiming: { queuedMs: 0, processingMs: 300 } });
+  const ack = await quick.client.batch.submit(wav);
+  const real = Date.now.bind(Date);
+  let offset = 0;
+  t.mock.method(Date, 'now', () => real() + offset);
+  // After the first poll the wall clock is set an hour forward.
+  const job = await quick.client.batch.wait(ack.jobId, {
+    timeoutMs: 10_000,
+    initialIntervalMs: 50,
+    onStatus: () => (offset = 3_600_000),
+  });
+  assert.equal(job.status, 'done');
+});
+
 test('wait() deadline bounds a lookup in flight', { timeout: 10_000 }, async () => {
   const slow = await startService({ jobTiming: { queuedMs: 60_000, processingMs: 60_000 } });
   const ack = await slow.client.batch.submit(wav);

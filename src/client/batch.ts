@@ -309,7 +309,7 @@ export class BatchApi {
    * exponential backoff and jitter. Returns the terminal job (result fields only when done).
    */
   async wait(jobId: string, options: WaitOptions = {}): Promise<JobV2> {
-    const started = Date.now();
+    const started = performance.now(); // monotonic: a clock step must not end or stretch the wait
     const factor = options.factor ?? 1.5;
     const maxInterval = options.maxIntervalMs ?? 15_000;
     let interval = options.initialIntervalMs ?? 1_000;
@@ -318,9 +318,9 @@ export class BatchApi {
       // The deadline bounds a poll in flight too (with its retries), not only the pauses.
       let deadline: AbortSignal | undefined;
       if (options.timeoutMs !== undefined) {
-        const left = started + options.timeoutMs - Date.now();
+        const left = started + options.timeoutMs - performance.now();
         if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
-        deadline = AbortSignal.timeout(left);
+        deadline = AbortSignal.timeout(Math.ceil(left));
       }
       let job: JobV2;
       try {
@@ -339,7 +339,7 @@ export class BatchApi {
       // Jitter: between half and all of the interval.
       let pause = interval * (0.5 + Math.random() * 0.5);
       if (options.timeoutMs !== undefined) {
-        const left = started + options.timeoutMs - Date.now();
+        const left = started + options.timeoutMs - performance.now();
         if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
         pause = Math.min(pause, left);
       }

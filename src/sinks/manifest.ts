@@ -5,11 +5,11 @@
 // entry with it. Read line by line; rewritten with only each input's latest entry when most of
 // its lines are superseded, so reruns over a large archive do not grow it without bound.
 
-import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { appendFile, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { appendFile, mkdir, open, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
+import { writeFileAtomic } from './text-file.ts';
 
 /** What an input's results depend on besides the input itself. */
 export interface ManifestSettings {
@@ -92,30 +92,15 @@ export class Manifest {
     return manifest;
   }
 
-  /** Rewrite the file with only the latest entry of each input (temporary file, synced, renamed). */
-  async #compact(): Promise<void> {
-    const temp = `${this.path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-    try {
-      const handle = await open(temp, 'w');
-      try {
-        let batch: string[] = [];
-        for (const entry of this.#latest.values()) {
-          batch.push(`${JSON.stringify(entry)}\n`);
-          if (batch.length === 1000) {
-            await handle.write(batch.join(''));
-            batch = [];
-          }
-        }
-        await handle.write(batch.join(''));
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await rename(temp, this.path);
-    } catch (err) {
-      await rm(temp, { force: true });
-      throw err;
-    }
+  /** Rewrite the file with only the latest entry of each input (atomically, synced). */
+  #compact(): Promise<void> {
+    const latest = this.#latest;
+    return writeFileAtomic(
+      this.path,
+      (function* () {
+        for (const entry of latest.values()) yield `${JSON.stringify(entry)}\n`;
+      })(),
+    );
   }
 
   /** The last entry recorded for `input`. */

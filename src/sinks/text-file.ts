@@ -5,14 +5,31 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
-/** Write `data` to `path` through a temporary file in the same directory, synced, then rename. */
-export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
+/**
+ * Write `data` to `path` through a temporary file in the same directory, synced, then rename.
+ * `data` may be an iterable of strings (written in batches: no one string of the whole file).
+ */
+export async function writeFileAtomic(
+  path: string,
+  data: string | Uint8Array | Iterable<string>,
+): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
     const handle = await open(temp, 'w');
     try {
-      await handle.writeFile(data);
+      if (typeof data === 'string' || data instanceof Uint8Array) await handle.writeFile(data);
+      else {
+        let batch: string[] = [];
+        for (const piece of data) {
+          batch.push(piece);
+          if (batch.length === 1000) {
+            await handle.write(batch.join(''));
+            batch = [];
+          }
+        }
+        await handle.write(batch.join(''));
+      }
       await handle.sync();
     } finally {
       await handle.close();

@@ -57,6 +57,14 @@ interface AckRegistry {
   acks?: Record<number, unknown>;
 }
 
+/**
+ * Ids are UUIDs, compared as UUIDs: hex digits in either case name the same id, so a result
+ * for `ABC…` reaches the operation that sent `abc…` (and the other way round).
+ */
+function routeKey(id: string): string {
+  return id.toLowerCase();
+}
+
 /** Made outside emitWithAck so that its scope (the payload) is not captured. */
 function ackCallback(holder: AckHolder): (ack: FrameAck) => void {
   return (ack) => holder.onAck?.(ack);
@@ -127,14 +135,30 @@ export class SocketTransport {
       this.#opening = {
         fail: (err) => {
           this.#opening = undefined;
+          clearTimeout(deadline);
           socket.off('connect', onConnect);
           socket.off('connect_error', onError);
           socket.disconnect();
           reject(err);
         },
       };
+      // socket.io-client's `timeout` covers only the engine.io handshake: a server that opens
+      // the websocket and never answers the namespace CONNECT (a login that never completes)
+      // would leave every operation waiting for good. The whole connect has this deadline.
+      const deadline = setTimeout(
+        () =>
+          this.#opening?.fail(
+            new TransportError(
+              'ERR_TIMEOUT',
+              `${operation}: Socket.IO connection not established within ${this.#connectTimeoutMs} ms`,
+              { operation, ambiguous: false },
+            ),
+          ),
+        this.#connectTimeoutMs,
+      );
       const onConnect = () => {
         this.#opening = undefined;
+        clearTimeout(deadline);
         socket.off('connect_error', onError);
         if (this.#closed) {
           socket.disconnect();
@@ -146,6 +170,7 @@ export class SocketTransport {
       };
       const onError = (err: Error & { data?: unknown }) => {
         this.#opening = undefined;
+        clearTimeout(deadline);
         socket.off('connect', onConnect);
         socket.disconnect();
         if (err.data && typeof err.data === 'object')
@@ -173,14 +198,14 @@ export class SocketTransport {
     const e = this.events;
     const dispatch = (event: string) => (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      if (typeof id === 'string') this.#routes.get(id)?.onResult(event, payload);
+      if (typeof id === 'string') this.#routes.get(routeKey(id))?.onResult(event, payload);
     };
     socket.on(e.transcriptionResult, dispatch(e.transcriptionResult));
     socket.on(e.diarizationResult, dispatch(e.diarizationResult));
     socket.on(e.ttsAudio, dispatch(e.ttsAudio));
     socket.on(e.error, (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
-      const route = typeof id === 'string' ? this.#routes.get(id) : undefined;
+      const route = typeof id === 'string' ? this.#routes.get(routeKey(id)) : undefined;
       if (route) route.onError(errorFromSocketPayload(payload, route.operation, this.#secrets));
       else if (typeof id !== 'string') {
         // A connection-level error (for example authentication): every operation fails.
@@ -204,9 +229,10 @@ export class SocketTransport {
 
   /** Receive results and errors for `id`; returns the unsubscribe function. */
   route(id: string, route: Route): () => void {
-    this.#routes.set(id, route);
+    const key = routeKey(id);
+    this.#routes.set(key, route);
     return () => {
-      if (this.#routes.get(id) === route) this.#routes.delete(id);
+      if (this.#routes.get(key) === route) this.#routes.delete(key);
     };
   }
 
@@ -221,8 +247,11 @@ export class SocketTransport {
     options: { timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<FrameAck> {
     const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
+    // The wait covers the connect (itself bounded by the connect timeout) and the ack.
+    const started = performance.now();
     const socket = await this.connect(operation, options.signal);
     options.signal?.throwIfAborted();
+    const remainingMs = Math.max(0, timeoutMs - (performance.now() - started));
     return new Promise<FrameAck>((resolve, reject) => {
       let settled = false;
       // socket.io keeps an ack callback until its ack or a disconnect, so on a long-lived
@@ -267,7 +296,7 @@ export class SocketTransport {
               }),
             ),
           ),
-        timeoutMs,
+        remainingMs,
       );
       const callback = ackCallback(holder);
       socket.emit(event, payload, callback);

@@ -1,0 +1,76 @@
+// The client under faults and hostile servers (issue 13): ids compared as UUIDs, every wait
+// bounded (also a Socket.IO server that never completes login), completion bounded when the
+// final record never comes, slots given back to the service on abort and before a restart,
+// and records read only as fast as the consumer takes them.
+
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { Server } from 'socket.io';
+import { createClient, IncompleteStreamError, TransportError } from '../src/index.ts';
+import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
+import { startService } from './helpers/service.ts';
+
+const { emulator, client } = await startService();
+
+test('fast transcription over Socket.IO matches its request id as a UUID, whatever its case', {
+  timeout: 20_000,
+}, async () => {
+  const id = globalThis.crypto.randomUUID().toUpperCase();
+  const wav = wavOf(speechPcm([{ speech: 0.8 }, { silence: 0.5 }, { speech: 0.8 }]));
+  const records = [];
+  for await (const record of client.fast.transcribe(wav, {
+    transport: 'socketio',
+    id,
+    recordTimeoutMs: 5_000,
+  })) {
+    records.push(record);
+  }
+  assert.ok(records.length > 0);
+  assert.equal(records.at(-1)?.is_final, true);
+  assert.equal(records[0]!.id.toLowerCase(), id.toLowerCase());
+});
+
+/** A Socket.IO server that accepts the websocket and never completes the namespace login. */
+async function silentLoginServer(t: { after(fn: () => unknown): void }) {
+  const http = createServer();
+  const io = new Server(http, { transports: ['websocket'] });
+  io.use(() => {
+    /* never calls next(): the CONNECT is never answered */
+  });
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
+  t.after(async () => {
+    io.disconnectSockets(true);
+    await io.close();
+  });
+  return `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+}
+
+test('a Socket.IO server that never completes login: send(), listVoices() and TTS fail with a typed timeout', {
+  timeout: 20_000,
+}, async (t) => {
+  const url = await silentLoginServer(t);
+  const c = createClient({
+    apiUrl: url,
+    apiKey: 'k',
+    env: {},
+    retry: { baseMs: 10, maxMs: 20, attempts: 1 },
+    timeouts: { socketConnectMs: 300, socketAckMs: 400 },
+  });
+  t.after(() => c.close());
+  const session = c.live.stt({ transport: 'socketio' });
+  const outcomes = await Promise.allSettled([
+    c.tts.listVoices(),
+    c.tts.synthesize({ text: 'Hello there', transport: 'socketio' }),
+    session.send(Buffer.alloc(3200), { final: true }),
+  ]);
+  for (const outcome of outcomes) {
+    assert.equal(outcome.status, 'rejected');
+    const err = (outcome as PromiseRejectedResult).reason;
+    assert.ok(err instanceof TransportError, String(err));
+    assert.equal(err.code, 'ERR_TIMEOUT', String(err));
+  }
+});

@@ -74,3 +74,73 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
     assert.equal(err.code, 'ERR_TIMEOUT', String(err));
   }
 });
+
+for (const transport of ['socketio', 'http'] as const) {
+  test(`${transport}: a lost final record ends the session with a typed error within finalTimeoutMs`, {
+    timeout: 20_000,
+  }, async (t) => {
+    const operation = transport === 'http' ? 'stt.http' : 'stt.socket';
+    const fault = emulator.faults.add({ operation, action: { type: 'endWithoutFinal' } });
+    t.after(() => fault.remove());
+    const session = client.live.stt({ transport, finalTimeoutMs: 300 });
+    await session.send(speechPcm([{ speech: 0.5 }, { silence: 0.3 }]), { final: true });
+    await assert.rejects(session.done, (err: unknown) => {
+      assert.ok(err instanceof IncompleteStreamError, String(err));
+      return true;
+    });
+  });
+}
+
+test('http: records are read only as fast as the consumer takes them (the service is held by TCP)', {
+  timeout: 30_000,
+}, async (t) => {
+  const CAP = 100_000;
+  let written = 0;
+  let lastDrainWait = 0;
+  let waiting = false;
+  let response: import('node:http').ServerResponse | undefined;
+  const server = createServer((req, res) => {
+    req.resume();
+    response = res;
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    const pump = () => {
+      waiting = false;
+      while (written < CAP) {
+        written++;
+        const line = `${JSON.stringify({ id: streamId, seq: written, transcription: 'word '.repeat(20), words: [], is_speech_final: false, is_final: false })}\n`;
+        if (!res.write(line)) {
+          waiting = true;
+          lastDrainWait = performance.now();
+          res.once('drain', pump);
+          return;
+        }
+      }
+    };
+    pump();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    response?.destroy();
+    server.closeAllConnections();
+    server.close();
+  });
+  const c = createClient({
+    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    apiKey: 'k',
+    env: {},
+  });
+  t.after(() => c.close());
+  const session = c.live.stt({ transport: 'http', highWaterMark: 8 });
+  const streamId = session.id;
+  const records = session.records();
+  await session.send(Buffer.alloc(3200));
+  const first = await records.next();
+  assert.equal(first.done, false);
+  // Wait until the server has been held for a while, or has written everything it would.
+  while (written < CAP && !(waiting && performance.now() - lastDrainWait > 500)) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.ok(written < CAP, `the client read all ${CAP} records without the consumer taking them`);
+  session.abort();
+});

@@ -35,7 +35,12 @@ export interface ClientOptions extends ConfigOptions {
    * 30 s; a live session's or a synthesis's `ackTimeoutMs` overrides it). A fast `audio_file`
    * is acknowledged after the whole upload was validated: it waits `uploadHeadersMs` (300 s).
    */
-  timeouts?: Partial<HttpTimeouts> & { socketConnectMs?: number; socketAckMs?: number };
+  timeouts?: Partial<HttpTimeouts> & {
+    socketConnectMs?: number;
+    socketAckMs?: number;
+    /** Longest wait for a live session's final record after its final frame (default 60 s). */
+    liveFinalMs?: number;
+  };
   retry?: RetryOptions;
   /** Batch submissions whose outcome is ambiguous: `fail` (default) or `resubmit`. */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
@@ -124,6 +129,9 @@ export class SpeechClient {
       realtimePrefix: prefix,
       limits: this.limits,
       socketAckTimeoutMs,
+      ...(options.timeouts?.liveFinalMs !== undefined
+        ? { liveFinalTimeoutMs: options.timeouts.liveFinalMs }
+        : {}),
       closed: this.#closing.signal,
       sessions: this.#sessions,
     };

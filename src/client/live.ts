@@ -31,6 +31,9 @@ import { decoded, type HttpTransport } from './http.ts';
 import { backoffDelay, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
+/** Default wait for the final record once the final frame was accepted. */
+export const DEFAULT_LIVE_FINAL_MS = 60_000;
+
 export type LiveKind = 'stt' | 'diarization';
 export type LiveTransport = 'http' | 'socketio';
 export type LiveRecord<K extends LiveKind> = K extends 'stt' ? AsrRecord : DiarizationRecord;
@@ -54,6 +57,12 @@ export interface LiveSessionOptions {
   ackTimeoutMs?: number;
   /** Validate each record against the interface's shape (a bad one fails the session). Default true. */
   validate?: boolean;
+  /**
+   * Longest wait for the `is_final` record once the final frame was accepted: past it the
+   * session fails with `IncompleteStreamError` (a lost final record, a connection that went
+   * quiet). Default the client's `timeouts.liveFinalMs` (60 s).
+   */
+  finalTimeoutMs?: number;
 }
 
 export interface LiveDeps {
@@ -64,6 +73,8 @@ export interface LiveDeps {
   limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes'>;
   /** Default Socket.IO acknowledgement wait. */
   socketAckTimeoutMs?: number;
+  /** Default wait for the final record after the final frame (`finalTimeoutMs`). */
+  liveFinalTimeoutMs?: number;
   /** Aborted when the client closes: a session used after it fails with its reason. */
   closed?: AbortSignal;
   /**
@@ -99,8 +110,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   readonly #idBytes: Buffer;
   readonly #operation: OperationName;
   readonly #options: Required<
-    Pick<LiveSessionOptions, 'maxRateRetries' | 'highWaterMark' | 'socketAcks' | 'ackTimeoutMs' | 'validate'>
+    Pick<
+      LiveSessionOptions,
+      'maxRateRetries' | 'highWaterMark' | 'socketAcks' | 'ackTimeoutMs' | 'validate' | 'finalTimeoutMs'
+    >
   >;
+  /** Bounds the wait for the final record (see `finalTimeoutMs`). */
+  #finalTimer: NodeJS.Timeout | undefined;
   readonly #abort = new AbortController();
   #resolveDone!: (record: LiveRecord<K>) => void;
   #rejectDone!: (err: unknown) => void;
@@ -119,7 +135,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   // Async iteration (opt-in via records()).
   #buffer: LiveRecord<K>[] | undefined;
   #wake: (() => void) | undefined;
-  #drained: (() => void) | undefined;
+  /** Waiters for the consumer (sends and response reads), woken together by #drained(). */
+  #drainWaiters: (() => void)[] = [];
+  /** The consumer asked for no more records for now (see pause()). */
+  #paused = false;
 
   constructor(kind: K, deps: LiveDeps, options: LiveSessionOptions = {}) {
     super();
@@ -136,6 +155,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       socketAcks: options.socketAcks ?? true,
       ackTimeoutMs: options.ackTimeoutMs ?? deps.socketAckTimeoutMs ?? 30_000,
       validate: options.validate ?? true,
+      finalTimeoutMs: options.finalTimeoutMs ?? deps.liveFinalTimeoutMs ?? DEFAULT_LIVE_FINAL_MS,
     };
     this.done = new Promise((resolve, reject) => {
       this.#resolveDone = resolve;
@@ -225,6 +245,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       if (first) await this.#open(frame, signal);
       else await this.#sendFrame(frame, signal);
       this.#sentFrames++;
+      if ((frame[16]! & 0b10) !== 0) this.#awaitFinal();
     } catch (err) {
       this.#fail(err);
       throw this.#error;
@@ -243,7 +264,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
         const buffer = this.#buffer!;
         if (buffer.length > 0) {
           const value = buffer.shift()!;
-          if (buffer.length < this.#options.highWaterMark) this.#drained?.();
+          if (buffer.length < this.#options.highWaterMark) this.#drained();
           return { value, done: false };
         }
         if (this.#error !== undefined) throw this.#error;
@@ -255,7 +276,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       next,
       return: async () => {
         this.#buffer = undefined;
-        this.#drained?.();
+        this.#drained();
         return { value: undefined, done: true };
       },
       [Symbol.asyncIterator]: () => iterator,
@@ -381,6 +402,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     try {
       for await (const chunk of body) {
         for (const value of decoded((out) => decoder.push(chunk as Buffer, out))) this.#deliver(value);
+        // Backpressure: the next chunk is read only when the consumer takes records again.
+        await this.#waitForConsumer();
         if (this.#state === 'finished' || this.#error !== undefined) {
           body.destroy();
           return;
@@ -489,16 +512,55 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     if (record.is_final) this.#finish(record);
   }
 
+  /** The consumer holds as many records as it wants (or paused): hold off sending and reading. */
+  get #consumerFull(): boolean {
+    return this.#paused || (this.#buffer !== undefined && this.#buffer.length >= this.#options.highWaterMark);
+  }
+
   async #waitForConsumer(): Promise<void> {
-    while (this.#buffer && this.#buffer.length >= this.#options.highWaterMark && this.#error === undefined) {
-      await new Promise<void>((resolve) => (this.#drained = resolve));
+    while (this.#consumerFull && this.#error === undefined && this.#state !== 'finished') {
+      await new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
     }
+  }
+
+  #drained(): void {
+    for (const wake of this.#drainWaiters.splice(0)) wake();
+  }
+
+  /**
+   * Read no more records for now (a consumer of `record` events that cannot keep up): no
+   * further response is read over HTTP, so the service's sending is held by TCP, and no frame
+   * is sent. `resume()` goes on. Iterating with records() does this by itself.
+   */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#drained();
+  }
+
+  /** The final frame was accepted: the final record must come within `finalTimeoutMs`. */
+  #awaitFinal(): void {
+    if (this.#state === 'finished' || this.#error !== undefined) return;
+    const ms = this.#options.finalTimeoutMs;
+    this.#finalTimer = setTimeout(() => {
+      this.#finalTimer = undefined;
+      this.#fail(
+        new IncompleteStreamError(
+          `${this.#operation}: no record with is_final: true for stream ${this.id} within ${ms} ms of the final frame`,
+          { operation: this.#operation, id: this.id, received: this.#receivedRecords },
+        ),
+      );
+    }, ms);
   }
 
   #finish(record: LiveRecord<K>): void {
     this.#state = 'finished';
     this.#cleanup();
     this.#wake?.();
+    this.#drained();
     this.emit('final', record);
     this.#resolveDone(record);
   }
@@ -510,12 +572,14 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     this.#abort.abort(err);
     this.#cleanup();
     this.#wake?.();
-    this.#drained?.();
+    this.#drained();
     this.#rejectDone(err);
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
 
   #cleanup(): void {
+    clearTimeout(this.#finalTimer);
+    this.#finalTimer = undefined;
     this.#deps.sessions?.delete(this);
     for (const unlisten of this.#unlisten.splice(0)) unlisten();
     this.#slot?.release();

@@ -248,10 +248,11 @@ export class SocketTransport {
   ): Promise<FrameAck> {
     const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
     // The wait covers the connect (itself bounded by the connect timeout) and the ack.
-    const started = performance.now();
+    const started = this.#socket?.connected ? undefined : performance.now();
     const socket = await this.connect(operation, options.signal);
     options.signal?.throwIfAborted();
-    const remainingMs = Math.max(0, timeoutMs - (performance.now() - started));
+    const remainingMs =
+      started === undefined ? timeoutMs : Math.max(0, timeoutMs - (performance.now() - started));
     return new Promise<FrameAck>((resolve, reject) => {
       let settled = false;
       // socket.io keeps an ack callback until its ack or a disconnect, so on a long-lived

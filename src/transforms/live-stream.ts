@@ -196,6 +196,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** The writable side ended (`_final`): no keepalive from now on. */
   #finishing = false;
   #readWaiter: (() => void) | undefined;
+  /** Sessions told to stop reading records while the readable side is full (see _read). */
+  readonly #pausedSessions = new Set<LiveSession<K>>();
   #ended = false;
   /** The language byte of the latest frame (a terminator after a rotation needs one). */
   #language: Language | undefined;
@@ -279,6 +281,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
   }
 
   override _read(): void {
+    for (const session of this.#pausedSessions) session.resume();
+    this.#pausedSessions.clear();
     const wake = this.#readWaiter;
     this.#readWaiter = undefined;
     wake?.();
@@ -429,13 +433,13 @@ class LiveStream<K extends LiveKind> extends Duplex {
         let asr = record as AsrRecord;
         if (continued) asr = continuedAsr(asr);
         this.#heard(session, asr.is_speech_final);
-        this.push(shiftAsr(asr, offset, fillers));
+        this.#pushFrom(session, shiftAsr(asr, offset, fillers));
       } else {
         let diarization = record as DiarizationRecord;
         if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
         // Nobody speaking: a place to cut.
         this.#heard(session, diarization.active_segments.length === 0);
-        this.push(shiftDiarization(diarization, offset, fillers, index));
+        this.#pushFrom(session, shiftDiarization(diarization, offset, fillers, index));
       }
     });
     session.on('rate-limited', (err: SpeechServiceError) =>
@@ -448,6 +452,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
       this.emit('session', change);
     }
     return session;
+  }
+
+  /** Push downstream; when the reader is full, the session reads no more records until _read. */
+  #pushFrom(session: LiveSession<K>, record: AsrRecord | DiarizationRecord): void {
+    if (!this.push(record) && !this.destroyed) {
+      session.pause();
+      this.#pausedSessions.add(session);
+    }
   }
 
   /** A record of the current session: whether it is a speech boundary, once rotation is due. */

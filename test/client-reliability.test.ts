@@ -57,7 +57,7 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
     apiUrl: url,
     apiKey: 'k',
     env: {},
-    retry: { baseMs: 10, maxMs: 20, attempts: 1 },
+    retry: { baseMs: 10, maxMs: 20, maxAttempts: 1 },
     timeouts: { socketConnectMs: 300, socketAckMs: 400 },
   });
   t.after(() => c.close());

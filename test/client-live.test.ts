@@ -135,6 +135,9 @@ test('abort cancels what is in flight and releases the slot', async () => {
   await assert.rejects(session.done, (err: unknown) => err === reason);
   await assert.rejects(session.send(pcm.subarray(0, 16000)), (err: unknown) => err === reason);
   assert.equal(session.state, 'failed');
+  // The stream is ended at the service (a closing frame) before the slot is given back.
+  await session.ended;
+  assert.equal(emulator.stats().concurrent.realtime_asr, 0);
   const stats = client.admissionStats().find((s) => s.workload === 'realtime_asr')!;
   assert.equal(stats.running, 0);
 });

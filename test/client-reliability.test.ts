@@ -7,10 +7,12 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { Server } from 'socket.io';
-import { createClient, IncompleteStreamError, TransportError } from '../src/index.ts';
-import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
+import { createClient, IncompleteStreamError, sttStream, TransportError, toFrames } from '../src/index.ts';
+import { speechPcm, until, wavOf } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 
 const { emulator, client } = await startService();
@@ -131,7 +133,7 @@ test('http: records are read only as fast as the consumer takes them (the servic
     env: {},
   });
   t.after(() => c.close());
-  const session = c.live.stt({ transport: 'http', highWaterMark: 8 });
+  const session = c.live.stt({ transport: 'http', highWaterMark: 8, endTimeoutMs: 200 });
   const streamId = session.id;
   const records = session.records();
   await session.send(Buffer.alloc(3200));
@@ -143,4 +145,82 @@ test('http: records are read only as fast as the consumer takes them (the servic
   }
   assert.ok(written < CAP, `the client read all ${CAP} records without the consumer taking them`);
   session.abort();
+});
+
+/** An emulator whose account allows 2 live ASR streams, and a client that knows its plan. */
+async function twoSlotService() {
+  const service = await startService(
+    { limits: { accountConcurrency: { realtime_asr: 2 } } },
+    { concurrency: { realtime_asr: 2 } },
+  );
+  return service;
+}
+
+const limited = await twoSlotService();
+const concurrencyRejections = () => limited.emulator.stats().rejections.CONCURRENCY_LIMIT_EXCEEDED ?? 0;
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: aborted sessions give their slots back to the service; after 2x the limit of aborts a new session starts at once`, {
+    timeout: 30_000,
+  }, async () => {
+    const c = limited.client;
+    const before = concurrencyRejections();
+    const chunk = speechPcm([{ speech: 0.3 }]);
+    for (let i = 0; i < 4; i++) {
+      const ctl = new AbortController();
+      const session = c.live.stt({ transport, signal: ctl.signal });
+      await session.send(chunk); // live at the service, no exchange under way
+      if (i % 2 === 0) ctl.abort(new Error('caller gave up'));
+      else session.abort();
+      await session.ended;
+    }
+    assert.equal(limited.emulator.stats().concurrent.realtime_asr, 0, 'slots held after the aborts');
+    const next = c.live.stt({ transport });
+    await next.send(chunk, { final: true });
+    await next.done;
+    assert.equal(concurrencyRejections(), before, 'a session was refused for a slot an aborted one held');
+  });
+}
+
+test('sttStream over HTTP: eight transient 500s restart the session without a concurrency refusal or a held slot', {
+  timeout: 30_000,
+}, async (t) => {
+  const before = concurrencyRejections();
+  const fault = limited.emulator.faults.add({
+    operation: 'stt.http',
+    nth: 2,
+    times: 8,
+    action: { type: 'status', status: 500, code: 'ASR_TRANSCRIPTION_FAILED' },
+  });
+  t.after(() => fault.remove());
+  const restarts: unknown[] = [];
+  const stt = sttStream({
+    client: limited.client,
+    transport: 'http',
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+  });
+  stt.on('session-error', (err) => restarts.push(err));
+  const records: unknown[] = [];
+  await pipeline(
+    Readable.from([speechPcm([{ speech: 1 }, { silence: 0.5 }, { speech: 1 }, { silence: 0.5 }])]),
+    toFrames({ transport: 'http', frameMs: 250, language: 'en' }),
+    stt,
+    new Writable({
+      objectMode: true,
+      write(record, _e, cb) {
+        records.push(record);
+        cb();
+      },
+    }),
+  );
+  assert.ok(restarts.length >= 1);
+  assert.equal((records.at(-1) as { is_final: boolean }).is_final, true);
+  assert.equal(
+    concurrencyRejections(),
+    before,
+    'a restarted session was refused for a slot a failed one held',
+  );
+  // Failed sessions are ended in the background; the client holds each slot until then.
+  await until(() => limited.client.admissionStats().every((s) => s.running === 0), 'client slots released');
+  assert.equal(limited.emulator.stats().concurrent.realtime_asr, 0);
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import { MediaError } from '../src/audio/media-error.ts';
 import type { SpeechClient } from '../src/client/client.ts';
 import type { LiveSession } from '../src/client/live.ts';
@@ -19,6 +19,7 @@ import {
   toFrames,
 } from '../src/index.ts';
 import { diarizationStream, type SessionChange, sttStream } from '../src/transforms/live-stream.ts';
+import { until } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -32,6 +33,10 @@ const pcm = await speechWithPauses(
   700,
 );
 const { emulator, client, newClient } = await startService();
+
+// A failed session is ended at the service in the background (its closing frame, which holds
+// its slot); a fault rule added by the next test must not meet that frame instead.
+afterEach(() => until(() => client.admissionStats().every((s) => s.running === 0), 'failed sessions ended'));
 
 function collect<T>(into: T[]): Writable {
   return new Writable({
@@ -141,7 +146,7 @@ test('an outage longer than five restarts: sessions restart with backoff and the
   const fault = emulator.faults.add({
     operation: 'stt.http',
     nth: 2,
-    times: 12,
+    times: 24, // shared by the restarted sessions and the closing frames of the failed ones
     action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
   });
   const records: AsrRecord[] = [];
@@ -777,7 +782,14 @@ test('destroying the stream aborts the session and leaves nothing open', async (
       (e) => (e ? reject(e) : resolve()),
     ),
   );
+  const before = emulator.stats().sessions;
   stt.destroy();
   await new Promise((resolve) => stt.once('close', resolve));
-  assert.equal(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running, 0);
+  // The session is ended at the service (a closing frame); its slot is held until then.
+  await until(
+    () => own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running === 0,
+    'the slot given back',
+  );
+  const after = emulator.stats().sessions;
+  assert.equal(after.active, before.active - 1, 'the stream is still live at the service');
 });

@@ -46,6 +46,8 @@ export interface Slot {
   rejected(err: SpeechServiceError, attempt: number): void;
   /** Give the slot back. Neutral: a release alone is neither a success nor a rejection. */
   release(): void;
+  /** Settles once the slot is free again in the queue (after release()). */
+  readonly freed: Promise<void>;
 }
 
 export interface AdmissionOptions {
@@ -171,18 +173,26 @@ export class Admission {
     const { signal } = options;
     const lane = this.#lane(workload);
     const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
+    // The signal ends the wait for a slot, not the holding of it: a slot is held until
+    // release() (p-queue would free it on abort while the holder still uses it, e.g. while an
+    // aborted live session is still being ended at the service).
+    const waiting = new AbortController();
+    const stopWaiting = () => waiting.abort(combined.reason);
+    if (combined.aborted) stopWaiting();
+    else combined.addEventListener('abort', stopWaiting, { once: true });
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     let started!: () => void;
     const running = new Promise<void>((resolve) => (started = resolve));
     const task = lane.queue.add(
       () => {
+        combined.removeEventListener('abort', stopWaiting);
         started();
         return held;
       },
-      { signal: combined, priority: options.retrying ? 1 : 0 },
+      { signal: waiting.signal, priority: options.retrying ? 1 : 0 },
     );
-    task.catch(() => {});
+    task.catch(() => combined.removeEventListener('abort', stopWaiting));
     await Promise.race([running, task]);
     let released = false;
     let reported = false;
@@ -202,6 +212,10 @@ export class Admission {
         released = true;
         release();
       },
+      freed: task.then(
+        () => {},
+        () => {},
+      ),
     };
   }
 

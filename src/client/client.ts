@@ -73,6 +73,8 @@ export class SpeechClient {
   readonly #closing = new AbortController();
   /** Live sessions in use, failed by close() (they leave the set when they end). */
   readonly #sessions = new Set<LiveSession>();
+  /** Failed or aborted sessions being ended at the service; close() waits for them. */
+  readonly #ending = new Set<Promise<void>>();
   #closed = false;
 
   constructor(options: ClientOptions = {}) {
@@ -134,6 +136,7 @@ export class SpeechClient {
         : {}),
       closed: this.#closing.signal,
       sessions: this.#sessions,
+      ending: this.#ending,
     };
     this.live = {
       open: <K extends LiveKind>(kind: K, o?: LiveSessionOptions) => new LiveSession(kind, deps, o),
@@ -157,6 +160,9 @@ export class SpeechClient {
     this.#closed = true;
     this.#closing.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
     for (const session of [...this.#sessions]) session.abort(this.#closing.signal.reason);
+    // Their streams are ended at the service first (bounded by each one's endTimeoutMs), so
+    // closing a client does not leave the account's slots held until the service's expiry.
+    await Promise.all([...this.#ending]);
     this.#admission.close();
     this.#socket.close();
     await this.#http.close();

@@ -34,6 +34,12 @@ import type { SocketTransport } from './socket.ts';
 /** Default wait for the final record once the final frame was accepted. */
 export const DEFAULT_LIVE_FINAL_MS = 60_000;
 
+/** Default bound on ending a failed or aborted session at the service. */
+export const DEFAULT_LIVE_END_MS = 5_000;
+
+/** Answers after which the service no longer holds the stream live. */
+const STREAM_GONE_STATUSES = new Set([401, 403, 408, 409, 422]);
+
 export type LiveKind = 'stt' | 'diarization';
 export type LiveTransport = 'http' | 'socketio';
 export type LiveRecord<K extends LiveKind> = K extends 'stt' ? AsrRecord : DiarizationRecord;
@@ -63,6 +69,14 @@ export interface LiveSessionOptions {
    * quiet). Default the client's `timeouts.liveFinalMs` (60 s).
    */
   finalTimeoutMs?: number;
+  /**
+   * A session that ends without its final record (abort, destroy, a failure) is ended at the
+   * service, so it gives back its concurrency slot at once instead of after the service's
+   * expiry: an in-flight HTTP exchange is aborted (the service cancels the stream), otherwise a
+   * closing frame (is_final, 20 ms of silence) is sent. This bounds that closing exchange.
+   * Default 5 s.
+   */
+  endTimeoutMs?: number;
 }
 
 export interface LiveDeps {
@@ -77,6 +91,8 @@ export interface LiveDeps {
   liveFinalTimeoutMs?: number;
   /** Aborted when the client closes: a session used after it fails with its reason. */
   closed?: AbortSignal;
+  /** Sessions being ended at the service (see `endTimeoutMs`), which close() waits for. */
+  ending?: Set<Promise<void>>;
   /**
    * The client's sessions in use (sending or iterated), which its close() fails: a session
    * joins on first use and leaves when it ends, so the client keeps no session it does not need
@@ -104,6 +120,18 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   readonly language: Language;
   /** Resolves with the `is_final` record; rejects when the session fails or is aborted. */
   readonly done: Promise<LiveRecord<K>>;
+  /**
+   * Resolves once the session is over at the service too: at once after the final record;
+   * after a failure or abort, once it was ended there (see `endTimeoutMs`). Never rejects.
+   * Its admission slot is held until then, so a next session is not refused for it.
+   */
+  readonly ended: Promise<void>;
+  #resolveEnded!: () => void;
+  /**
+   * The service may hold the stream live: its start frame went out, and no final record, nor an
+   * answer saying the stream is gone (408, 409, 422, a lost Socket.IO connection), came since.
+   */
+  #serviceOpen = false;
 
   #state: LiveState = 'idle';
   readonly #deps: LiveDeps;
@@ -112,7 +140,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   readonly #options: Required<
     Pick<
       LiveSessionOptions,
-      'maxRateRetries' | 'highWaterMark' | 'socketAcks' | 'ackTimeoutMs' | 'validate' | 'finalTimeoutMs'
+      | 'maxRateRetries'
+      | 'highWaterMark'
+      | 'socketAcks'
+      | 'ackTimeoutMs'
+      | 'validate'
+      | 'finalTimeoutMs'
+      | 'endTimeoutMs'
     >
   >;
   /** Bounds the wait for the final record (see `finalTimeoutMs`). */
@@ -156,7 +190,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
       ackTimeoutMs: options.ackTimeoutMs ?? deps.socketAckTimeoutMs ?? 30_000,
       validate: options.validate ?? true,
       finalTimeoutMs: options.finalTimeoutMs ?? deps.liveFinalTimeoutMs ?? DEFAULT_LIVE_FINAL_MS,
+      endTimeoutMs: options.endTimeoutMs ?? DEFAULT_LIVE_END_MS,
     };
+    this.ended = new Promise((resolve) => (this.#resolveEnded = resolve));
     this.done = new Promise((resolve, reject) => {
       this.#resolveDone = resolve;
       this.#rejectDone = reject;
@@ -306,12 +342,14 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     for (let attempt = 0; ; attempt++) {
       this.#slot = await this.#acquire(attempt, signal);
       try {
+        this.#serviceOpen = true;
         await this.#sendFrame(frame, signal, true);
         this.#slot?.succeeded(); // undefined if the session failed meanwhile
         return;
       } catch (err) {
         if (!isAdmissionRejection(err) || attempt >= 100) throw err;
         // Nothing was consumed and the id is not live: wait in the queue, then start again.
+        this.#serviceOpen = false;
         this.#slot.rejected(err, attempt);
         this.#slot.release();
         this.#slot = undefined;
@@ -453,7 +491,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
         if (event === resultEvent) this.#deliver(payload);
       },
       onError: (err) => this.#fail(err),
-      onDisconnect: (err) =>
+      onDisconnect: (err) => {
+        // The service drops a connection's streams with it.
+        this.#serviceOpen = false;
         this.#fail(
           this.#receivedRecords > 0 || this.#sentFrames > 0
             ? new IncompleteStreamError(`${this.#operation}: connection lost during stream ${this.id}`, {
@@ -463,7 +503,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
                 cause: err,
               })
             : err,
-        ),
+        );
+      },
     });
   }
 
@@ -558,6 +599,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
 
   #finish(record: LiveRecord<K>): void {
     this.#state = 'finished';
+    this.#serviceOpen = false;
     this.#cleanup();
     this.#wake?.();
     this.#drained();
@@ -569,6 +611,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     if (this.#error !== undefined || this.#state === 'finished') return;
     this.#error = err;
     this.#state = 'failed';
+    if (err instanceof SpeechServiceError && STREAM_GONE_STATUSES.has(err.status)) this.#serviceOpen = false;
     this.#abort.abort(err);
     this.#cleanup();
     this.#wake?.();
@@ -582,12 +625,95 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
     this.#finalTimer = undefined;
     this.#deps.sessions?.delete(this);
     for (const unlisten of this.#unlisten.splice(0)) unlisten();
-    this.#slot?.release();
-    this.#slot = undefined;
     this.#unroute?.();
     this.#unroute = undefined;
+    // The slot is the service's too: it is given back once the stream is over there.
+    const slot = this.#slot;
+    this.#slot = undefined;
+    if (!this.#serviceOpen) {
+      slot?.release();
+      this.#resolveEnded();
+      return;
+    }
+    const ending = this.#endAtService();
+    const { ending: tracked } = this.#deps;
+    tracked?.add(ending);
+    void ending.then(async () => {
+      tracked?.delete(ending);
+      slot?.release();
+      await slot?.freed;
+      this.#resolveEnded();
+    });
+  }
+
+  /**
+   * End the stream at the service if it may still be live there (see `endTimeoutMs`), with a
+   * closing frame. An exchange that was under way was aborted with the session, which cancels
+   * the stream if the service had not answered it yet; if it had, the stream is still live. The
+   * closing frame settles both: accepted, the stream finishes; 409, it was gone already.
+   */
+  async #endAtService(): Promise<void> {
+    this.#serviceOpen = false;
+    const frame = encodeFrame({
+      streamId: this.#idBytes,
+      isStart: false,
+      isFinal: true,
+      language: this.language,
+      pcm: Buffer.alloc(CLOSING_PCM_BYTES),
+    });
+    const ctl = new AbortController();
+    const timer = setTimeout(
+      () => ctl.abort(new Error('ending the session took too long')),
+      this.#options.endTimeoutMs,
+    );
+    try {
+      if (this.transport === 'http') {
+        const op =
+          this.kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream;
+        for (let attempt = 0; ; attempt++) {
+          let retryAfterMs: number | undefined;
+          try {
+            const res = await this.#deps.http.send({
+              operation: this.#operation,
+              method: 'POST',
+              path: realtimePath(this.#deps.realtimePrefix, op),
+              headers: { 'content-type': 'application/octet-stream', accept: 'application/x-ndjson' },
+              body: frame,
+              signal: ctl.signal,
+            });
+            // Accepted: the stream is finishing (its answer is read and dropped); 409: it was
+            // gone already. A 429 (the aborted exchange still counted as in flight) or a 5xx
+            // left it live: tried again until the deadline.
+            if (res.status < 500 && res.status !== 429) {
+              await res.body.dump({ limit: 64 * 1024, signal: ctl.signal });
+              break;
+            }
+            retryAfterMs = (await this.#deps.http.errorOf(res, this.#operation)).retryAfterMs;
+          } catch (err) {
+            if (ctl.signal.aborted) throw err;
+          }
+          await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1000 }, retryAfterMs), ctl.signal);
+        }
+      } else if (this.#deps.socket.connected) {
+        const event =
+          this.kind === 'stt'
+            ? this.#deps.socket.events.audioStream
+            : this.#deps.socket.events.diarizationStream;
+        await this.#deps.socket.emitWithAck(this.#operation, event, frame, {
+          timeoutMs: this.#options.endTimeoutMs,
+          signal: ctl.signal,
+        });
+      }
+    } catch {
+      // Best effort: the service's own expiry ends what could not be ended here.
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
+
+/** 20 ms of silence: the closing frame must carry audio (an empty terminator is invalid). */
+const CLOSING_PCM_BYTES = 640;
 
 /** PCM bytes carried by an encoded live frame. */
 export function framePcmBytes(frame: Uint8Array): number {

@@ -98,6 +98,11 @@ export class SocketTransport {
     return [this.#config.apiKey.reveal()];
   }
 
+  /** A connection is open now. */
+  get connected(): boolean {
+    return this.#socket?.connected === true;
+  }
+
   /** The connected socket, connecting first if needed. */
   connect(operation: OperationName, signal?: AbortSignal): Promise<Socket> {
     if (this.#closed)

@@ -50,6 +50,7 @@ export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
 export {
   diarizationStream,
   type LiveStreamOptions,
+  type LostAudio,
   type SessionChange,
   sttStream,
 } from './transforms/live-stream.ts';
@@ -65,6 +66,7 @@ export {
 } from './transforms/merge-diarization.ts';
 export { type PaceOptions, Pacer, type PacerOptions, type PaceTransform, pace } from './transforms/pace.ts';
 export { type ParseNdjsonOptions, parseNdjson } from './transforms/parse-ndjson.ts';
+export { DEFAULT_REPLAY_LIMITS, type ReplayLimits } from './transforms/replay-buffer.ts';
 export { type ResampleOptions, resample } from './transforms/resample.ts';
 export {
   CaptionBuilder,

@@ -34,6 +34,9 @@ const pcm = await speechWithPauses(
 );
 const { emulator, client, newClient } = await startService();
 
+/** Pipeline time where the new session's own audio starts: after what it hears again. */
+const resumedAt = (c: SessionChange) => c.offsetSec + (c.replaySec ?? 0);
+
 // A failed session is ended at the service in the background (its closing frame, which holds
 // its slot); a fault rule added by the next test must not meet that frame instead.
 afterEach(() => until(() => client.admissionStats().every((s) => s.running === 0), 'failed sessions ended'));
@@ -118,7 +121,9 @@ test('409 mid-stream: a fresh session (new UUID) continues, times keep increasin
   assert.equal(changes.length, 1);
   assert.equal(changes[0]!.reason, 'restart');
   assert.notEqual(changes[0]!.id, changes[0]!.previousId);
-  assert.ok(changes[0]!.offsetSec > 0, 'the new session starts where the accepted audio ended');
+  // The new session starts where the service had finalised the audio, and hears the rest of
+  // what the failed one accepted (two 0.5 s frames) again.
+  assert.equal(resumedAt(changes[0]!), 1, 'the new session goes on where the accepted audio ended');
   const committed = events.filter((e) => e.type === 'utterance').flatMap((e) => e.words);
   for (let i = 1; i < committed.length; i++)
     assert.ok(committed[i]!.start_time >= committed[i - 1]!.end_time - 1e-6);
@@ -250,7 +255,7 @@ test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues'
   assert.equal(changes[0]!.reason, 'restart');
   assert.equal((changes[0]!.error as SpeechServiceError).status, 408);
   assert.notEqual(changes[0]!.id, changes[0]!.previousId);
-  assert.ok(changes[0]!.offsetSec > 0);
+  assert.ok(resumedAt(changes[0]!) > 0);
   assert.equal(records.at(-1)!.is_final, true);
   assertMonotonic(records);
 });
@@ -279,7 +284,7 @@ test('a real expiry (keepalive off, the source stalls): a fresh session continue
   assert.equal(changes[0]!.reason, 'restart');
   assert.equal((changes[0]!.error as SpeechServiceError).code, 'SESSION_EXPIRED');
   assert.notEqual(changes[0]!.id, changes[0]!.previousId);
-  assert.ok(changes[0]!.offsetSec > 0);
+  assert.ok(resumedAt(changes[0]!) > 0);
   assert.equal(records.at(-1)!.is_final, true);
   assertMonotonic(records);
   assert.ok(
@@ -660,7 +665,9 @@ for (const [name, action] of [
     assert.equal(errors.length, 1);
     assert.equal(changes[0]!.reason, 'rotate');
     assert.equal(changes[0]!.error, errors[0]);
-    assert.equal(changes[0]!.offsetSec, 1.25, 'the closing frame was accepted: it is not sent again');
+    // The closing frame was accepted but not finalised: it is heard again on the fresh session.
+    assert.equal(resumedAt(changes[0]!), 1.25, 'the fresh session goes on after the closing frame');
+    assert.ok((changes[0]!.replaySec ?? 0) > 0, 'what was not finalised is heard again');
     assert.ok(changes.slice(1).every((c) => c.reason === 'rotate' && c.error === undefined));
     assert.equal(events.at(-1)!.type, 'final');
   });
@@ -687,8 +694,14 @@ test('rotation: the closing frame is refused; it opens the fresh session instead
   );
   fault.remove();
   assert.equal(changes[0]!.reason, 'restart');
-  assert.equal(changes[0]!.offsetSec, 1, 'the refused frame starts the next session');
-  assert.equal(changes[1]!.offsetSec, 2.25, 'which closes after its own 1 s and one frame');
+  assert.equal(resumedAt(changes[0]!), 1, 'the refused frame follows what the next session hears again');
+  // The next session's audio counts what it heard again: (1 s heard again + the refused 0.25 s
+  // frame) reach the 1 s rotation, and one more frame closes it.
+  assert.equal(
+    changes[1]!.offsetSec,
+    changes[0]!.offsetSec + (changes[0]!.replaySec ?? 0) + 0.5,
+    'which closes after its own 1 s and one frame',
+  );
   assert.equal(events.at(-1)!.type, 'final');
   assertMonotonic(records);
 });

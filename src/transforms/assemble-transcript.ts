@@ -7,6 +7,7 @@ import type { Transform } from 'node:stream';
 import { IncompleteStreamError, ProtocolError } from '../protocol/errors.ts';
 import { type AsrRecord, parseAsrRecord, type WordSegment } from '../protocol/records.ts';
 import { coreTransform } from './core-transform.ts';
+import type { LostAudio } from './live-stream.ts';
 
 /** Provisional text: replaces the previous partial; shows what follows the committed text. */
 export interface PartialEvent {
@@ -37,6 +38,12 @@ export interface FinalEvent {
   text: string;
   words: WordSegment[];
   utterances: number;
+  /**
+   * Stretches of audio lost for good, in seconds from the pipeline's start: sttStream could
+   * not hear them again after a failure (the service stayed down longer than its replay
+   * buffer holds). Absent when nothing was lost.
+   */
+  lost?: LostAudio[];
 }
 
 export type TranscriptEvent = PartialEvent | UtteranceEvent | FinalEvent;
@@ -90,12 +97,14 @@ export class TranscriptAssembler {
     }
     if (record.is_final) {
       this.#final = true;
+      const { lost_audio: lost } = record as { lost_audio?: LostAudio[] };
       events.push({
         type: 'final',
         id: record.id,
         text: this.#texts.join(' '),
         words: this.#words,
         utterances: this.#utterances,
+        ...(lost && lost.length > 0 ? { lost } : {}),
       });
     }
     return events;

@@ -21,6 +21,13 @@ import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
+import {
+  DEFAULT_REPLAY_LIMITS,
+  type Replay,
+  ReplayBuffer,
+  type ReplayChunk,
+  type ReplayLimits,
+} from './replay-buffer.ts';
 
 export interface LiveStreamOptions {
   client: SpeechClient;
@@ -64,6 +71,22 @@ export interface LiveStreamOptions {
   signal?: AbortSignal;
   /** Records buffered on the readable side before writes wait. Default 64. */
   highWaterMark?: number;
+  /**
+   * Audio a session accepted and the service has not finalised (no speech-final words or
+   * closed segments cover it yet) is kept, and sent again on the session that replaces a
+   * failed one, so nothing the source said is lost at a failure; words already emitted are not
+   * emitted again. Bounded: when the service stays down longer than it holds, the audio it
+   * dropped is reported (`audio-lost` event, `lost_audio` on the final record). Default 120 s
+   * and 3.75 MiB; `false` sends nothing again.
+   */
+  replayBuffer?: Partial<ReplayLimits> | false;
+}
+
+/** A stretch of the pipeline's audio that was accepted by a failed session and could not be heard again. */
+export interface LostAudio {
+  /** Seconds from the start of the pipeline. */
+  start_time: number;
+  end_time: number;
 }
 
 /** Why a session ended early and a new one started. */
@@ -73,6 +96,8 @@ export interface SessionChange {
   id: string;
   /** Seconds of pipeline audio before the new session's first frame. */
   offsetSec: number;
+  /** Seconds of audio the new session hears again (accepted by the failed one, not finalised). */
+  replaySec?: number;
   error?: unknown;
 }
 
@@ -85,6 +110,15 @@ function restartable(err: unknown): boolean {
   }
   return false;
 }
+
+function maxOf<T>(items: readonly T[], value: (item: T) => number): number {
+  let max = Number.NEGATIVE_INFINITY;
+  for (const item of items) max = Math.max(max, value(item));
+  return max;
+}
+
+const segmentEnd = (s: LiveDiarizationSegment): number =>
+  typeof s.end_time === 'number' ? s.end_time : s.start_time;
 
 /** Keepalive silence a session heard: `sec` seconds inserted at session time `at`. */
 interface Filler {
@@ -174,6 +208,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
   #sessionSec = 0;
   /** Silence of our own the current session accepted, in session time order. */
   #fillers: Filler[] = [];
+  /** What the current session accepted and the service has not finalised. */
+  #replay: ReplayBuffer | undefined;
+  /** Audio of a failed session to send on the next one before anything else. */
+  #pendingReplay: ReplayChunk[] = [];
+  /** Audio lost for good (the replay bound was exceeded), in pipeline time. */
+  readonly #lost: LostAudio[] = [];
+  /** Pipeline time up to which words (segments) were committed downstream: none is emitted twice. */
+  #emittedUntil = Number.NEGATIVE_INFINITY;
   #restartsWithoutRecord = 0;
   /** When the first of the restarts without a record in between happened (performance.now()). */
   #failingSince = 0;
@@ -315,6 +357,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
     ) {
       return;
     }
+    // `accepted`: a session took this frame (it is then in that session's replay buffer).
+    let accepted = false;
     for (;;) {
       if (this.#session === undefined && this.#restartDelayMs > 0) {
         const pause = this.#restartDelayMs;
@@ -322,18 +366,41 @@ class LiveStream<K extends LiveKind> extends Duplex {
         await sleep(pause, this.#destroyed.signal);
       }
       const session = this.#session ?? this.#startSession(language);
-      if (final) this.#lastSession = session;
       try {
-        await this.#sendOn(session, pcm, final, filler);
+        // A failed session's unfinalised audio first; the last of it closes the stream when
+        // the final frame was already accepted by the failed session.
+        while (this.#pendingReplay.length > 0) {
+          const chunk = this.#pendingReplay[0]!;
+          const closing = final && accepted && this.#pendingReplay.length === 1;
+          if (closing) this.#lastSession = session;
+          await this.#sendOn(session, chunk.pcm, closing, false);
+          this.#pendingReplay.shift();
+        }
+        if (!accepted) {
+          if (final) this.#lastSession = session;
+          await this.#sendOn(session, pcm, final, filler);
+          accepted = true;
+        } else if (final && this.#lastSession !== session) {
+          // All the failed session heard was finalised: close this one with a short silence.
+          this.#lastSession = session;
+          await this.#sendOn(session, Buffer.alloc(640), true, true);
+        }
       } catch (err) {
-        // Not accepted by this session: send it on a fresh one (that is not a replay).
+        // Not accepted by this session: send it on a fresh one, after what this one did not finalise.
         this.#recover(err);
         continue;
       }
       this.#lastFinalSent = final;
-      // Completion only on is_final. The final audio was accepted, so a failure here is not
-      // recovered by resending it: the stream fails.
-      if (final) await session.done;
+      if (final) {
+        // Completion only on is_final. A session that fails before it is restarted like any
+        // other: what it did not finalise, the final audio included, is heard again.
+        try {
+          await session.done;
+        } catch (err) {
+          this.#recover(err);
+          continue;
+        }
+      }
       return;
     }
   }
@@ -368,6 +435,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#restartsWithoutRecord = 0;
     const sec = pcm.length / LIVE_BYTES_PER_SECOND;
     if (filler) this.#fillers.push({ at: this.#sessionSec, sec });
+    this.#replay?.push(this.#sessionSec, pcm, filler);
     this.#sessionSec += sec;
     const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
     if (!final && !this.#rotatePending && this.#sessionSec >= rotateAfter) {
@@ -396,20 +464,32 @@ class LiveStream<K extends LiveKind> extends Duplex {
       retryAfterMs,
     );
     this.emit('session-error', err);
-    this.#endSession({ reason, previousId: failed?.id ?? '', error: err });
+    this.#endSession({ reason, previousId: failed?.id ?? '', error: err }, true);
   }
 
-  /** The current session is over; its accepted audio moves into the time offset. */
-  #endSession(change: Omit<SessionChange, 'id' | 'offsetSec'>): void {
+  /**
+   * The current session is over. After a failure (`replay`), what it accepted and the service
+   * did not finalise is sent again on the next session, whose time origin is where that starts;
+   * otherwise all its audio moves into the time offset.
+   */
+  #endSession(change: Omit<SessionChange, 'id' | 'offsetSec'>, replay = false): void {
     this.#session = undefined;
-    let source = this.#sessionSec;
-    for (const f of this.#fillers) source -= f.sec;
-    this.#offsetSec += source;
+    const r: Replay = replay && this.#replay ? this.#replay.replay() : { chunks: [], from: this.#sessionSec };
+    const toPipeline = (t: number) => toPipelineTime(t, this.#offsetSec, this.#fillers);
+    if (r.lost) {
+      const lost: LostAudio = { start_time: toPipeline(r.lost.start), end_time: toPipeline(r.lost.end) };
+      this.#lost.push(lost);
+      this.emit('audio-lost', { ...lost, error: change.error });
+    }
+    // Audio of an earlier failure not yet heard again goes after what this session accepted.
+    this.#pendingReplay = [...r.chunks, ...this.#pendingReplay];
+    const replaySec = r.chunks.reduce((sum, c) => sum + c.pcm.length, 0) / LIVE_BYTES_PER_SECOND;
+    this.#offsetSec = toPipeline(r.from);
     this.#sessionSec = 0;
     this.#fillers = [];
     this.#rotatePending = false;
     this.#atBoundary = false;
-    this.#pendingChange = change;
+    this.#pendingChange = replaySec > 0 ? { ...change, replaySec } : change;
   }
 
   #pendingChange: Omit<SessionChange, 'id' | 'offsetSec'> | undefined;
@@ -426,20 +506,34 @@ class LiveStream<K extends LiveKind> extends Duplex {
     // This session's own list: #endSession replaces the field, records may still arrive.
     const fillers: Filler[] = [];
     this.#fillers = fillers;
+    const replay = this.#replayLimits ? new ReplayBuffer(this.#replayLimits) : undefined;
+    this.#replay = replay;
     session.on('record', (record: AsrRecord | DiarizationRecord) => {
       this.#restartsWithoutRecord = 0;
       const continued = record.is_final && this.#lastSession !== session;
+      const last = record.is_final && !continued;
       if (this.kind === 'stt') {
         let asr = record as AsrRecord;
+        if (record.is_final) replay?.commitAll();
+        else if (asr.is_speech_final && asr.words.length > 0)
+          replay?.commit(maxOf(asr.words, (w) => w.end_time));
         if (continued) asr = continuedAsr(asr);
         this.#heard(session, asr.is_speech_final);
-        this.#pushFrom(session, shiftAsr(asr, offset, fillers));
+        this.#pushFrom(session, this.#withLost(this.#newWords(shiftAsr(asr, offset, fillers)), last));
       } else {
         let diarization = record as DiarizationRecord;
+        if (record.is_final) replay?.commitAll();
+        else {
+          if (diarization.final_segments.length > 0)
+            replay?.commit(maxOf(diarization.final_segments, segmentEnd));
+        }
         if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
         // Nobody speaking: a place to cut.
         this.#heard(session, diarization.active_segments.length === 0);
-        this.#pushFrom(session, shiftDiarization(diarization, offset, fillers, index));
+        this.#pushFrom(
+          session,
+          this.#withLost(this.#newSegments(shiftDiarization(diarization, offset, fillers, index)), last),
+        );
       }
     });
     session.on('rate-limited', (err: SpeechServiceError) =>
@@ -452,6 +546,43 @@ class LiveStream<K extends LiveKind> extends Duplex {
       this.emit('session', change);
     }
     return session;
+  }
+
+  get #replayLimits(): ReplayLimits | undefined {
+    const option = this.#options.replayBuffer;
+    if (option === false) return undefined;
+    return { ...DEFAULT_REPLAY_LIMITS, ...option };
+  }
+
+  /**
+   * Words a restarted session heard again are not emitted twice: a word whose midpoint is not
+   * after the end of the last committed word is dropped (times are pipeline times).
+   */
+  #newWords(record: AsrRecord): AsrRecord {
+    const until = this.#emittedUntil;
+    const words = record.words.filter((w) => (w.start_time + w.end_time) / 2 > until);
+    if ((record.is_speech_final || record.is_final) && words.length > 0)
+      this.#emittedUntil = Math.max(
+        until,
+        maxOf(words, (w) => w.end_time),
+      );
+    if (words.length === record.words.length) return record;
+    return { ...record, words, transcription: words.map((w) => w.word).join(' ') };
+  }
+
+  /** As #newWords, for closed diarization segments. */
+  #newSegments(record: DiarizationRecord): DiarizationRecord {
+    const until = this.#emittedUntil;
+    const segments = record.final_segments.filter((s) => (s.start_time + segmentEnd(s)) / 2 > until);
+    if (segments.length > 0) this.#emittedUntil = Math.max(until, maxOf(segments, segmentEnd));
+    if (segments.length === record.final_segments.length) return record;
+    return { ...record, final_segments: segments };
+  }
+
+  /** The stream's final record says what audio was lost for good, if any. */
+  #withLost<R extends AsrRecord | DiarizationRecord>(record: R, last: boolean): R {
+    if (!last || this.#lost.length === 0) return record;
+    return { ...record, lost_audio: [...this.#lost] };
   }
 
   /** Push downstream; when the reader is full, the session reads no more records until _read. */

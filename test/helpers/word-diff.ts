@@ -1,0 +1,61 @@
+// Words of a run under faults against the words of the same audio without faults, matched by
+// time (the pipeline's timeline): which were lost, which came twice, which are extra.
+
+export interface TimedWord {
+  start_time: number;
+  end_time: number;
+  word: string;
+}
+
+export interface WordDiff {
+  reference: number;
+  got: number;
+  /** Reference words no word of the run matches. */
+  lost: number;
+  /** Words of the run matching a reference word another one already matched. */
+  duplicated: number;
+  /** Words of the run matching no reference word. */
+  extra: number;
+  /** Matched words whose text differs (the emulator's text depends on where a session cut). */
+  textDiffers: number;
+}
+
+const mid = (w: TimedWord) => (w.start_time + w.end_time) / 2;
+
+/** Each word of `got` is matched to the reference word whose span holds its midpoint (else the nearest within `toleranceSec`). */
+export function diffWords(
+  reference: readonly TimedWord[],
+  got: readonly TimedWord[],
+  toleranceSec = 0.25,
+): WordDiff {
+  const matches = new Array<number>(reference.length).fill(0);
+  let extra = 0;
+  let textDiffers = 0;
+  for (const w of got) {
+    const m = mid(w);
+    let best = -1;
+    let bestDistance = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < reference.length; i++) {
+      const r = reference[i]!;
+      const distance = m >= r.start_time && m <= r.end_time ? 0 : Math.abs(mid(r) - m);
+      if (distance < bestDistance) {
+        best = i;
+        bestDistance = distance;
+      }
+    }
+    if (best < 0 || bestDistance > toleranceSec) {
+      extra++;
+      continue;
+    }
+    matches[best]!++;
+    if (reference[best]!.word !== w.word) textDiffers++;
+  }
+  return {
+    reference: reference.length,
+    got: got.length,
+    lost: matches.filter((n) => n === 0).length,
+    duplicated: matches.reduce((sum, n) => sum + Math.max(0, n - 1), 0),
+    extra,
+    textDiffers,
+  };
+}

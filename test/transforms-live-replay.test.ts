@@ -1,0 +1,160 @@
+// No speech lost when a live session fails (issue 13): the audio a failed session accepted and
+// the service had not finalised is sent again on the next session, and words already emitted
+// are not emitted again. The same audio with and without faults gives the same words, matched
+// on the pipeline's timeline, over both transports.
+
+import assert from 'node:assert/strict';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { test } from 'node:test';
+import type { FaultRule } from '../src/emulator/index.ts';
+import {
+  assembleTranscript,
+  type FinalEvent,
+  type SessionChange,
+  sttStream,
+  type TranscriptEvent,
+  toFrames,
+} from '../src/index.ts';
+import { startService } from './helpers/service.ts';
+import { speechWithPauses } from './helpers/speech.ts';
+import { diffWords } from './helpers/word-diff.ts';
+
+const pcm = await speechWithPauses(
+  [
+    'The quick brown fox jumps over the lazy dog.',
+    'A journey of a thousand miles begins with a single step.',
+    'Speech pipelines should never lose a word when the network fails.',
+    'Every restarted session hears again what was not final.',
+    'Nothing is lost and nothing is said twice.',
+    'Thank you for listening to this short test recording.',
+  ],
+  700,
+);
+
+const { emulator, client } = await startService();
+
+async function transcribe(transport: 'http' | 'socketio', options: { replayBuffer?: false } = {}) {
+  const events: TranscriptEvent[] = [];
+  const changes: SessionChange[] = [];
+  const stt = sttStream({ client, transport, restartBackoff: { baseMs: 1, maxMs: 5 }, ...options });
+  stt.on('session', (c: SessionChange) => changes.push(c));
+  await pipeline(
+    Readable.from([pcm]),
+    toFrames({ transport, language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
+    stt,
+    assembleTranscript(),
+    new Writable({
+      objectMode: true,
+      write(event: TranscriptEvent, _e, cb) {
+        events.push(event);
+        cb();
+      },
+    }),
+  );
+  const final = events.at(-1) as FinalEvent;
+  assert.equal(final.type, 'final');
+  return { words: final.words, changes, final };
+}
+
+/** Connection failures spread over the stream, each after the frame was accepted. */
+function cuts(transport: 'http' | 'socketio'): FaultRule[] {
+  const operation = transport === 'http' ? 'stt.http' : 'stt.socket';
+  const every = transport === 'http' ? 7 : 17;
+  return [1, 2, 3, 4].map((k) => ({
+    operation,
+    nth: k * every,
+    times: 1,
+    action: { type: 'reset', stage: 'afterEffect' } as const,
+  }));
+}
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: the same audio with and without connection failures gives the same words`, {
+    timeout: 60_000,
+  }, async (t) => {
+    const reference = await transcribe(transport);
+    assert.ok(reference.words.length > 20, `${reference.words.length} reference words`);
+    const faults = cuts(transport).map((rule) => emulator.faults.add(rule));
+    t.after(() => {
+      for (const f of faults) f.remove();
+    });
+    const faulty = await transcribe(transport);
+    assert.ok(faulty.changes.length >= 3, `${faulty.changes.length} restarts`);
+    assert.ok(
+      faulty.changes.some((c) => (c.replaySec ?? 0) > 0),
+      'some audio was heard again',
+    );
+    const diff = diffWords(reference.words, faulty.words);
+    t.diagnostic(JSON.stringify(diff));
+    assert.equal(diff.lost, 0, `lost words: ${JSON.stringify(diff)}`);
+    assert.equal(diff.duplicated, 0, `duplicated words: ${JSON.stringify(diff)}`);
+    assert.equal(faulty.final.lost, undefined);
+  });
+}
+
+test('without the replay buffer the same failures lose words (the measure can fail)', {
+  timeout: 60_000,
+}, async (t) => {
+  const reference = await transcribe('http');
+  const faults = cuts('http').map((rule) => emulator.faults.add(rule));
+  t.after(() => {
+    for (const f of faults) f.remove();
+  });
+  const faulty = await transcribe('http', { replayBuffer: false });
+  const diff = diffWords(reference.words, faulty.words);
+  t.diagnostic(JSON.stringify(diff));
+  assert.ok(diff.lost > 0, JSON.stringify(diff));
+});
+
+test('a failure that outlasts the replay buffer: the lost time range is an event and is in the final transcript', {
+  timeout: 60_000,
+}, async (t) => {
+  const reference = await transcribe('http');
+  const faults = cuts('http').map((rule) => emulator.faults.add(rule));
+  t.after(() => {
+    for (const f of faults) f.remove();
+  });
+  const events: TranscriptEvent[] = [];
+  const lostEvents: { start_time: number; end_time: number }[] = [];
+  const stt = sttStream({
+    client,
+    transport: 'http',
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+    replayBuffer: { maxSec: 1 },
+  });
+  stt.on('audio-lost', (range) => lostEvents.push(range));
+  await pipeline(
+    Readable.from([pcm]),
+    toFrames({ transport: 'http', language: 'en', frameMs: 500 }),
+    stt,
+    assembleTranscript(),
+    new Writable({
+      objectMode: true,
+      write(event: TranscriptEvent, _e, cb) {
+        events.push(event);
+        cb();
+      },
+    }),
+  );
+  const final = events.at(-1) as FinalEvent;
+  assert.ok(lostEvents.length > 0, 'no loss reported');
+  assert.deepEqual(
+    final.lost,
+    lostEvents.map(({ start_time, end_time }) => ({ start_time, end_time })),
+  );
+  for (const range of lostEvents) assert.ok(range.end_time > range.start_time);
+  // Every word missing from the run lies in a range reported lost: no loss is silent.
+  const got = final.words;
+  const missing = reference.words.filter(
+    (r) =>
+      !got.some((w) => Math.abs((w.start_time + w.end_time) / 2 - (r.start_time + r.end_time) / 2) < 0.25),
+  );
+  assert.ok(missing.length > 0, 'the bound dropped no word (the test would not show anything)');
+  for (const w of missing) {
+    assert.ok(
+      lostEvents.some((r) => w.end_time > r.start_time - 1e-6 && w.start_time < r.end_time + 1e-6),
+      `word at ${w.start_time}-${w.end_time} lost outside every reported range ${JSON.stringify(lostEvents)}`,
+    );
+  }
+});

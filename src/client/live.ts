@@ -37,8 +37,13 @@ export const DEFAULT_LIVE_FINAL_MS = 60_000;
 /** Default bound on ending a failed or aborted session at the service. */
 export const DEFAULT_LIVE_END_MS = 5_000;
 
-/** Answers after which the service no longer holds the stream live. */
-const STREAM_GONE_STATUSES = new Set([401, 403, 408, 409, 422]);
+/**
+ * Answers after which the service no longer holds the stream live (or will not take a frame
+ * for it). Not 408 and 409: a 409 also answers a second start of a live id, and either may come
+ * from something other than the stream's own state (a proxy, an injected fault); a closing
+ * frame after them costs one request, answered 409 when the stream is indeed gone.
+ */
+const STREAM_GONE_STATUSES = new Set([401, 403, 422]);
 
 export type LiveKind = 'stt' | 'diarization';
 export type LiveTransport = 'http' | 'socketio';
@@ -129,7 +134,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
   #resolveEnded!: () => void;
   /**
    * The service may hold the stream live: its start frame went out, and no final record, nor an
-   * answer saying the stream is gone (408, 409, 422, a lost Socket.IO connection), came since.
+   * answer saying the stream is gone (401, 403, 422, a lost Socket.IO connection), came since.
    */
   #serviceOpen = false;
 

@@ -12,8 +12,18 @@ export interface WordDiff {
   got: number;
   /** Reference words no word of the run matches. */
   lost: number;
-  /** Words of the run matching a reference word another one already matched. */
+  /**
+   * Words of the run said twice: a word whose span holds the midpoint of another word of the
+   * run (the same stretch of audio emitted again).
+   */
   duplicated: number;
+  /**
+   * Words of the run that match a reference word another one matched too, without being said
+   * twice: the same speech cut into a different number of words (the emulator lays words out
+   * by the length of a speech region, and a session that starts mid-stream can see a region end
+   * a little earlier or later).
+   */
+  resegmented: number;
   /** Words of the run matching no reference word. */
   extra: number;
   /** Matched words whose text differs (the emulator's text depends on where a session cut). */
@@ -50,11 +60,20 @@ export function diffWords(
     matches[best]!++;
     if (reference[best]!.word !== w.word) textDiffers++;
   }
+  // Said twice: in time order, a word whose midpoint is not after the end of the words before it.
+  let duplicated = 0;
+  let coveredUntil = Number.NEGATIVE_INFINITY;
+  for (const w of [...got].sort((a, b) => a.start_time - b.start_time)) {
+    if (mid(w) <= coveredUntil) duplicated++;
+    coveredUntil = Math.max(coveredUntil, w.end_time);
+  }
+  const multiple = matches.reduce((sum, n) => sum + Math.max(0, n - 1), 0);
   return {
     reference: reference.length,
     got: got.length,
     lost: matches.filter((n) => n === 0).length,
-    duplicated: matches.reduce((sum, n) => sum + Math.max(0, n - 1), 0),
+    duplicated,
+    resegmented: Math.max(0, multiple - duplicated),
     extra,
     textDiffers,
   };

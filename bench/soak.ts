@@ -1,0 +1,540 @@
+// The fault-matrix soak (issue 13): for a given time, live ASR and diarization at an
+// accelerated pace over both transports, fast and batch jobs and TTS run against the emulator
+// while a fault plan cycles through connection resets mid-stream, 5xx, 429 storms with
+// Retry-After, 408/409, stalls, truncated TTS and dropped final records. It reports, per
+// transport and workload, what was lost or duplicated against a fault-free run of the same
+// audio, the slots held after the run, duplicate batch jobs, RSS and heap slopes, handles left
+// open and the longest wait.
+//
+//   npm run soak -- [--duration SEC] [--pace X] [--period MS] [--json]
+
+import { Readable, Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { type ClientOptions, createClient, type SpeechClient } from '../src/client/index.ts';
+import { type Emulator, type FaultRule, startEmulator } from '../src/emulator/index.ts';
+import {
+  assembleTranscript,
+  diarizationStream,
+  encodeWav,
+  type FinalEvent,
+  pace,
+  type SessionChange,
+  sttStream,
+  type TranscriptEvent,
+  toFrames,
+} from '../src/index.ts';
+import type { AsrRecord, DiarizationRecord } from '../src/protocol/records.ts';
+import { speechWithPauses } from '../test/helpers/speech.ts';
+import { diffWords, type TimedWord, type WordDiff } from '../test/helpers/word-diff.ts';
+
+export interface SoakOptions {
+  durationSec: number;
+  /** Live audio pace, a multiple of real time. Default 4. */
+  pace?: number;
+  /** A new fault every this many milliseconds. Default 2000. */
+  faultPeriodMs?: number;
+  /** Longest any one operation may take before it counts as an unbounded wait. Default 60 s. */
+  watchdogMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface LiveResult extends Omit<WordDiff, 'reference' | 'got' | 'textDiffers'> {
+  /** Words (ASR) or closed segments (diarization) of the fault-free run. */
+  reference: number;
+  runs: number;
+  /** Runs that ended in an error instead of their final record. */
+  failedRuns: number;
+  restarts: number;
+  /** Seconds of audio heard again on restarted sessions. */
+  replayedSec: number;
+  /** Runs whose final record reported audio lost for good. */
+  lossReported: number;
+  errors: Record<string, number>;
+}
+
+export interface OpResult {
+  runs: number;
+  ok: number;
+  errors: Record<string, number>;
+}
+
+export interface SoakReport {
+  durationSec: number;
+  pace: number;
+  live: Record<string, LiveResult>;
+  fast: Record<string, OpResult & { lost: number; duplicated: number }>;
+  batch: OpResult & { jobsCreated: number; duplicateJobs: number };
+  tts: Record<string, OpResult>;
+  faultsApplied: Record<string, number>;
+  /** Operations the service still counts as running, and client slots still held, after the run. */
+  slotsHeld: { service: Record<string, number>; client: Record<string, number> };
+  memory: { rssStartMiB: number; rssEndMiB: number; rssSlopeMiBPerMin: number; heapSlopeMiBPerMin: number };
+  /** Resources (by type) open after the run that were not open before it. */
+  handlesLeftOpen: Record<string, number>;
+  longestWaitMs: number;
+  /** Operations stopped by the watchdog: a wait that would not have ended by itself. */
+  unboundedWaits: number;
+}
+
+const SENTENCES = [
+  'Good evening, and welcome to the late news.',
+  'The council met today to discuss the new library on the river bank.',
+  'Work on the bridge will start in the spring, and should take two years.',
+  'In sport, the home team won three to one after a difficult first half.',
+  'Tomorrow will be dry and bright, with a light wind from the west.',
+  'That is all from us tonight. Thank you for watching.',
+];
+
+/** The fault plan, one rule added per period, in a cycle. */
+const PLAN: FaultRule[] = [
+  { operation: 'stt.http', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
+  { operation: 'stt.socket', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
+  { operation: 'diarization.http', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
+  { operation: 'diarization.socket', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
+  {
+    operation: 'stt.http',
+    times: 2,
+    action: { type: 'status', status: 500, code: 'ASR_TRANSCRIPTION_FAILED' },
+  },
+  {
+    operation: '*',
+    times: 8,
+    action: { type: 'status', status: 429, code: 'CONCURRENCY_LIMIT_EXCEEDED', retryAfter: 0.2 },
+  },
+  { operation: 'stt.http', times: 1, action: { type: 'status', status: 408, code: 'SESSION_IDLE_TIMEOUT' } },
+  {
+    operation: 'diarization.http',
+    times: 1,
+    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
+  },
+  { operation: 'stt.socket', times: 1, action: { type: 'stall' } },
+  { operation: 'tts.http', times: 1, action: { type: 'truncateTts' } },
+  { operation: 'tts.socket', times: 1, action: { type: 'truncateTts' } },
+  { operation: 'stt.http', times: 1, action: { type: 'endWithoutFinal' } },
+  { operation: 'stt.socket', times: 1, action: { type: 'endWithoutFinal' } },
+  { operation: 'diarization.socket', times: 1, action: { type: 'endWithoutFinal' } },
+  {
+    operation: 'fast.http',
+    times: 1,
+    action: { type: 'status', status: 500, code: 'ASR_TRANSCRIPTION_FAILED' },
+  },
+  { operation: 'fast.socket', times: 1, action: { type: 'reset', stage: 'before' } },
+  { operation: 'batch.get', times: 2, action: { type: 'status', status: 500, code: 'SERVER_INTERNAL' } },
+  { operation: 'diarization.http', times: 1, action: { type: 'stall' } },
+  {
+    operation: 'tts.http',
+    times: 1,
+    action: { type: 'status', status: 503, code: 'TTS_MODERATION_UNAVAILABLE' },
+  },
+  { operation: 'stt.http', times: 1, action: { type: 'reset', stage: 'before' } },
+];
+
+/** Short timeouts, so that stalls and lost final records end within seconds. */
+const CLIENT_OPTIONS: ClientOptions = {
+  env: {},
+  retry: { baseMs: 50, maxMs: 500 },
+  timeouts: {
+    headersMs: 3_000,
+    uploadHeadersMs: 10_000,
+    bodyIdleMs: 5_000,
+    socketAckMs: 3_000,
+    socketConnectMs: 3_000,
+    liveFinalMs: 3_000,
+  },
+};
+
+const codeOf = (err: unknown) => (err as { code?: string }).code ?? (err as Error).name ?? 'unknown';
+
+const count = (table: Record<string, number>, key: string) => {
+  table[key] = (table[key] ?? 0) + 1;
+};
+
+/** Words (ASR) or closed segments (diarization) of one live run, on the pipeline's timeline. */
+interface LiveRun {
+  items: TimedWord[];
+  changes: SessionChange[];
+  lost: boolean;
+}
+
+async function liveRun(
+  client: SpeechClient,
+  kind: 'stt' | 'diarization',
+  transport: 'http' | 'socketio',
+  pcm: Buffer,
+  speed: number,
+  signal: AbortSignal,
+): Promise<LiveRun> {
+  const changes: SessionChange[] = [];
+  const options = { client, transport, signal, restartBackoff: { baseMs: 20, maxMs: 500 } };
+  const stream = kind === 'stt' ? sttStream(options) : diarizationStream(options);
+  stream.on('session', (c: SessionChange) => changes.push(c));
+  const items: TimedWord[] = [];
+  let lost = false;
+  const frames = [
+    Readable.from([pcm]),
+    toFrames({ transport, language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
+    pace({ speed }),
+    stream,
+  ] as const;
+  if (kind === 'stt') {
+    // sttStream's own committed words: assembleTranscript would hide a word said twice.
+    await pipeline(
+      ...frames,
+      new Transform({
+        objectMode: true,
+        transform(record: AsrRecord, _e, cb) {
+          if (record.is_speech_final || record.is_final) items.push(...record.words);
+          cb(null, record);
+        },
+      }),
+      assembleTranscript(),
+      new Writable({
+        objectMode: true,
+        write(event: TranscriptEvent, _e, cb) {
+          if (event.type === 'final') lost = (event as FinalEvent).lost !== undefined;
+          cb();
+        },
+      }),
+      { signal },
+    );
+  } else {
+    await pipeline(
+      ...frames,
+      new Writable({
+        objectMode: true,
+        write(record: DiarizationRecord & { lost_audio?: unknown }, _e, cb) {
+          const segments = record.is_final
+            ? [...record.final_segments, ...record.active_segments]
+            : record.final_segments;
+          for (const s of segments)
+            items.push({ start_time: s.start_time, end_time: s.end_time ?? s.start_time, word: '' });
+          if (record.is_final) lost = record.lost_audio !== undefined;
+          cb();
+        },
+      }),
+      { signal },
+    );
+  }
+  return { items, changes, lost };
+}
+
+/** Run `fn` under a watchdog; the time it took counts toward the longest wait. */
+class Waits {
+  longestMs = 0;
+  unbounded = 0;
+  readonly #watchdogMs: number;
+  constructor(watchdogMs: number) {
+    this.#watchdogMs = watchdogMs;
+  }
+  async run<T>(fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const ctl = new AbortController();
+    const timer = setTimeout(() => {
+      this.unbounded++;
+      ctl.abort(new Error('watchdog: the operation did not end by itself'));
+    }, this.#watchdogMs);
+    try {
+      return await fn(ctl.signal);
+    } finally {
+      clearTimeout(timer);
+      this.longestMs = Math.max(this.longestMs, performance.now() - started);
+    }
+  }
+}
+
+/** Least-squares slope of (seconds, MiB) samples, in MiB per minute. */
+function slopePerMinute(samples: readonly [number, number][]): number {
+  const n = samples.length;
+  if (n < 2) return 0;
+  const mx = samples.reduce((s, [x]) => s + x, 0) / n;
+  const my = samples.reduce((s, [, y]) => s + y, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of samples) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den === 0 ? 0 : (num / den) * 60;
+}
+
+function resources(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const type of process.getActiveResourcesInfo()) count(out, type);
+  return out;
+}
+
+const MiB = 1024 * 1024;
+
+export async function runSoak(options: SoakOptions): Promise<SoakReport> {
+  const log = options.log ?? (() => {});
+  const speed = options.pace ?? 4;
+  const handlesBefore = resources();
+  const pcm = await speechWithPauses(SENTENCES, 700);
+  const wav = encodeWav(pcm, 16_000);
+  const waits = new Waits(options.watchdogMs ?? 60_000);
+
+  // Fault-free references of the same audio, on an emulator of their own.
+  const references = new Map<string, TimedWord[]>();
+  const fastReference = new Map<string, TimedWord[]>();
+  {
+    const clean = await startEmulator();
+    const client = createClient({ ...CLIENT_OPTIONS, apiUrl: clean.url, apiKey: clean.apiKey });
+    try {
+      for (const kind of ['stt', 'diarization'] as const) {
+        for (const transport of ['http', 'socketio'] as const) {
+          const run = await liveRun(client, kind, transport, pcm, 1000, new AbortController().signal);
+          references.set(`${kind}.${transport}`, run.items);
+        }
+      }
+      for (const transport of ['http', 'socketio'] as const) {
+        const words: TimedWord[] = [];
+        for await (const r of client.fast.transcribe(wav, { transport, language: 'en' }))
+          words.push(...r.words);
+        fastReference.set(transport, words);
+      }
+    } finally {
+      await client.close();
+      await clean.close();
+    }
+  }
+  log(`references: ${[...references].map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
+
+  const emulator: Emulator = await startEmulator({ jobTiming: { queuedMs: 20, processingMs: 50 } });
+  const client = createClient({ ...CLIENT_OPTIONS, apiUrl: emulator.url, apiKey: emulator.apiKey });
+  const deadline = performance.now() + options.durationSec * 1000;
+  const running = () => performance.now() < deadline;
+
+  const memory: { rss: [number, number][]; heap: [number, number][] } = { rss: [], heap: [] };
+  const t0 = performance.now();
+  const sample = () => {
+    const m = process.memoryUsage();
+    const t = (performance.now() - t0) / 1000;
+    memory.rss.push([t, m.rss / MiB]);
+    memory.heap.push([t, m.heapUsed / MiB]);
+  };
+  sample();
+  const sampler = setInterval(sample, 1000);
+
+  let planIndex = 0;
+  const added: { remove(): void }[] = [];
+  const faulting = setInterval(() => {
+    added.push(emulator.faults.add(PLAN[planIndex % PLAN.length]!));
+    planIndex++;
+  }, options.faultPeriodMs ?? 2000);
+
+  const live: Record<string, LiveResult> = {};
+  const liveLoop = async (kind: 'stt' | 'diarization', transport: 'http' | 'socketio') => {
+    const name = `${kind}.${transport}`;
+    const reference = references.get(name)!;
+    const result: LiveResult = {
+      runs: 0,
+      failedRuns: 0,
+      reference: reference.length,
+      lost: 0,
+      duplicated: 0,
+      resegmented: 0,
+      extra: 0,
+      restarts: 0,
+      replayedSec: 0,
+      lossReported: 0,
+      errors: {},
+    };
+    live[name] = result;
+    while (running()) {
+      result.runs++;
+      try {
+        const run = await waits.run((signal) => liveRun(client, kind, transport, pcm, speed, signal));
+        const diff = diffWords(reference, run.items);
+        result.lost += diff.lost;
+        result.duplicated += diff.duplicated;
+        result.resegmented += diff.resegmented;
+        result.extra += diff.extra;
+        result.restarts += run.changes.filter((c) => c.reason === 'restart').length;
+        result.replayedSec += run.changes.reduce((s, c) => s + (c.replaySec ?? 0), 0);
+        if (run.lost) result.lossReported++;
+      } catch (err) {
+        result.failedRuns++;
+        count(result.errors, codeOf(err));
+      }
+    }
+  };
+
+  const fast: SoakReport['fast'] = {};
+  const fastLoop = async (transport: 'http' | 'socketio') => {
+    const result = { runs: 0, ok: 0, errors: {}, lost: 0, duplicated: 0 };
+    fast[transport] = result;
+    while (running()) {
+      result.runs++;
+      try {
+        const words: TimedWord[] = [];
+        await waits.run(async (signal) => {
+          for await (const r of client.fast.transcribe(wav, { transport, language: 'en', signal }))
+            words.push(...r.words);
+        });
+        const diff = diffWords(fastReference.get(transport)!, words);
+        result.lost += diff.lost;
+        result.duplicated += diff.duplicated;
+        result.ok++;
+      } catch (err) {
+        count(result.errors, codeOf(err));
+      }
+    }
+  };
+
+  const batch = { runs: 0, ok: 0, errors: {} as Record<string, number>, jobsCreated: 0, duplicateJobs: 0 };
+  let submitted = 0;
+  const batchLoop = async () => {
+    while (running()) {
+      batch.runs++;
+      try {
+        await waits.run(async (signal) => {
+          const ack = await client.batch.submit(wav, { language: 'en', signal });
+          submitted++;
+          await client.batch.wait(ack.jobId, {
+            signal,
+            initialIntervalMs: 50,
+            maxIntervalMs: 200,
+            timeoutMs: 20_000,
+          });
+        });
+        batch.ok++;
+      } catch (err) {
+        // An ambiguous submission may have created a job: it counts as submitted, never resent.
+        if ((err as { ambiguous?: boolean }).ambiguous) submitted++;
+        count(batch.errors, codeOf(err));
+      }
+    }
+  };
+
+  const tts: SoakReport['tts'] = {};
+  const ttsLoop = async (transport: 'http' | 'socketio') => {
+    const result = { runs: 0, ok: 0, errors: {} };
+    tts[transport] = result;
+    while (running()) {
+      result.runs++;
+      try {
+        await waits.run((signal) =>
+          client.tts.synthesizeToBuffer({
+            text: 'Nothing lost, nothing leaked, nothing hangs.',
+            transport,
+            signal,
+          }),
+        );
+        result.ok++;
+      } catch (err) {
+        count(result.errors, codeOf(err));
+      }
+    }
+  };
+
+  try {
+    await Promise.all([
+      liveLoop('stt', 'http'),
+      liveLoop('stt', 'socketio'),
+      liveLoop('diarization', 'http'),
+      liveLoop('diarization', 'socketio'),
+      fastLoop('http'),
+      fastLoop('socketio'),
+      batchLoop(),
+      ttsLoop('http'),
+      ttsLoop('socketio'),
+    ]);
+  } finally {
+    clearInterval(faulting);
+    clearInterval(sampler);
+    for (const f of added) f.remove();
+  }
+  sample();
+
+  // What is still held once everything ended: client slots (a failed session's slot is held
+  // until it was ended at the service), then what the service counts as running.
+  const settle = performance.now() + 10_000;
+  while (performance.now() < settle && client.admissionStats().some((s) => s.running > 0)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const stats = emulator.stats();
+  batch.jobsCreated = stats.jobsCreated;
+  batch.duplicateJobs = Math.max(0, stats.jobsCreated - submitted);
+  const slotsHeld = {
+    service: Object.fromEntries(Object.entries(stats.concurrent).filter(([, n]) => n > 0)),
+    client: Object.fromEntries(
+      client
+        .admissionStats()
+        .filter((s) => s.running > 0)
+        .map((s) => [s.workload, s.running]),
+    ),
+  };
+  const faultsApplied = stats.faultsApplied;
+  await client.close();
+  await emulator.close();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const handlesAfter = resources();
+  const handlesLeftOpen: Record<string, number> = {};
+  for (const [type, n] of Object.entries(handlesAfter)) {
+    const extra = n - (handlesBefore[type] ?? 0);
+    if (extra > 0) handlesLeftOpen[type] = extra;
+  }
+  const last = (xs: [number, number][]) => xs.at(-1)![1];
+  return {
+    durationSec: options.durationSec,
+    pace: speed,
+    live,
+    fast,
+    batch,
+    tts,
+    faultsApplied,
+    slotsHeld,
+    memory: {
+      rssStartMiB: Math.round(memory.rss[0]![1]),
+      rssEndMiB: Math.round(last(memory.rss)),
+      rssSlopeMiBPerMin: Number(slopePerMinute(memory.rss).toFixed(2)),
+      heapSlopeMiBPerMin: Number(slopePerMinute(memory.heap).toFixed(2)),
+    },
+    handlesLeftOpen,
+    longestWaitMs: Math.round(waits.longestMs),
+    unboundedWaits: waits.unbounded,
+  };
+}
+
+function formatReport(r: SoakReport): string {
+  const lines = [`soak: ${r.durationSec} s, live at ${r.pace}x`];
+  lines.push(
+    'workload               ref  runs  failed  lost  dup  reseg  extra  restarts  replayed s  loss reported',
+  );
+  for (const [name, x] of Object.entries(r.live)) {
+    lines.push(
+      `${name.padEnd(20)}${String(x.reference).padStart(6)}${String(x.runs).padStart(6)}${String(x.failedRuns).padStart(8)}${String(x.lost).padStart(6)}${String(x.duplicated).padStart(5)}${String(x.resegmented).padStart(7)}${String(x.extra).padStart(7)}${String(x.restarts).padStart(10)}${x.replayedSec.toFixed(1).padStart(12)}${String(x.lossReported).padStart(15)}`,
+    );
+  }
+  for (const [name, x] of Object.entries(r.fast))
+    lines.push(
+      `fast.${name}: ${x.ok}/${x.runs} ok, lost ${x.lost}, dup ${x.duplicated}, errors ${JSON.stringify(x.errors)}`,
+    );
+  lines.push(
+    `batch: ${r.batch.ok}/${r.batch.runs} ok, jobs created ${r.batch.jobsCreated}, duplicate jobs ${r.batch.duplicateJobs}, errors ${JSON.stringify(r.batch.errors)}`,
+  );
+  for (const [name, x] of Object.entries(r.tts))
+    lines.push(`tts.${name}: ${x.ok}/${x.runs} ok, errors ${JSON.stringify(x.errors)}`);
+  lines.push(`faults applied: ${JSON.stringify(r.faultsApplied)}`);
+  lines.push(`slots held after: ${JSON.stringify(r.slotsHeld)}`);
+  lines.push(`memory: ${JSON.stringify(r.memory)}`);
+  lines.push(`handles left open: ${JSON.stringify(r.handlesLeftOpen)}`);
+  lines.push(`longest wait: ${r.longestWaitMs} ms; unbounded waits: ${r.unboundedWaits}`);
+  return lines.join('\n');
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const value = (name: string, fallback: number) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? Number(args[i + 1]) : fallback;
+  };
+  const report = await runSoak({
+    durationSec: value('--duration', 60),
+    pace: value('--pace', 4),
+    faultPeriodMs: value('--period', 2000),
+    log: (line) => console.error(line),
+  });
+  console.log(args.includes('--json') ? JSON.stringify(report, null, 2) : formatReport(report));
+}

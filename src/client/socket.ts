@@ -133,6 +133,9 @@ export class SocketTransport {
       reconnection: false,
       timeout: this.#connectTimeoutMs,
       forceNew: true,
+      // The connection alone does not keep the process alive (a program that made one TTS
+      // call and forgot close() still exits); an operation in progress does, by its own timers.
+      autoUnref: true,
     });
     return new Promise<Socket>((resolve, reject) => {
       // A socket disconnected while connecting emits neither connect_error nor disconnect:

@@ -104,3 +104,20 @@ describe('Socket.IO per-key request rate', () => {
     }
   });
 });
+
+test('a stalled live frame holds its own stream only: another stream on the same socket is answered', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    const stall = emu.faults.add({ operation: 'stt.socket', times: 1, action: { type: 'stall' } });
+    const frame = (id: string) =>
+      encodeFrame({ streamId: id, isStart: true, isFinal: true, language: 'en', pcm: Buffer.alloc(3200) });
+    socket.emit('audio_stream', frame(uuid()), () => {}); // never answered
+    const ack = (await socket.timeout(5_000).emitWithAck('audio_stream', frame(uuid()))) as { ok: boolean };
+    assert.equal(ack.ok, true);
+    assert.equal(emu.stats().faultsApplied.stall, 1);
+    stall.remove();
+  } finally {
+    socket.close();
+  }
+});

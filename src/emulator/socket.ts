@@ -38,8 +38,11 @@ interface SocketState {
   keyHeader: string;
   /** Aborted when the socket disconnects. */
   abort: AbortController;
-  /** Live frames are handled one after another, in arrival order. */
-  frames: Promise<void>;
+  /**
+   * Live frames of one stream are handled one after another, in arrival order; streams do not
+   * wait for each other (a stalled frame holds its own stream only). Keyed by stream id.
+   */
+  frames: Map<string, Promise<void>>;
 }
 
 /** A live stream's events, sent one frame's records after another. */
@@ -81,7 +84,7 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
         key,
         keyHeader: Array.isArray(header) ? header[0]! : header!,
         abort: new AbortController(),
-        frames: Promise.resolve(),
+        frames: new Map(),
       };
       socket.data.emulator = state;
       next();
@@ -110,7 +113,15 @@ export function handleConnections(ctx: EmulatorContext, io: Server, sessions: Li
     const op = new SocketOps(ctx, socket, state, sessions, where);
     const frameHandler = (kind: SessionKind) => (payload: unknown, ack?: unknown) => {
       const reply = typeof ack === 'function' ? (ack as Ack) : undefined;
-      state.frames = state.frames.then(() => op.frame(kind, payload, reply));
+      const stream = streamIdOf(payload) ?? '';
+      const turn = (state.frames.get(stream) ?? Promise.resolve())
+        .then(() => op.frame(kind, payload, reply))
+        .catch(() => {}); // op.frame answers its own errors; a later frame must still run
+      state.frames.set(stream, turn);
+      // The last frame of a stream takes its entry with it: the map holds only streams in flight.
+      void turn.finally(() => {
+        if (state.frames.get(stream) === turn) state.frames.delete(stream);
+      });
     };
     socket.on(SOCKET_EVENTS.audioStream, frameHandler('asr'));
     socket.on(SOCKET_EVENTS.diarizationStream, frameHandler('diarization'));

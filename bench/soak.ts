@@ -67,8 +67,14 @@ export interface SoakReport {
   batch: OpResult & { jobsCreated: number; duplicateJobs: number };
   tts: Record<string, OpResult>;
   faultsApplied: Record<string, number>;
-  /** Operations the service still counts as running, and client slots still held, after the run. */
+  /**
+   * Operations the service still counts as running, and client slots still held, once the
+   * client ended what it could and the service's session expiry (`SOAK_SESSION_EXPIRY_SEC`)
+   * ended streams stuck on a stalled frame, which no client can end.
+   */
   slotsHeld: { service: Record<string, number>; client: Record<string, number> };
+  /** What the service counted as running as soon as the client had given back its slots. */
+  slotsHeldAtEnd: Record<string, number>;
   memory: { rssStartMiB: number; rssEndMiB: number; rssSlopeMiBPerMin: number; heapSlopeMiBPerMin: number };
   /** Resources (by type) open after the run that were not open before it. */
   handlesLeftOpen: Record<string, number>;
@@ -266,6 +272,9 @@ function resources(): Record<string, number> {
 
 const MiB = 1024 * 1024;
 
+/** The soak emulator's live session expiry (the interface's is 60 s): see `slotsHeld`. */
+export const SOAK_SESSION_EXPIRY_SEC = 5;
+
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const log = options.log ?? (() => {});
   const speed = options.pace ?? 4;
@@ -300,7 +309,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   }
   log(`references: ${[...references].map(([k, v]) => `${k} ${v.length}`).join(', ')}`);
 
-  const emulator: Emulator = await startEmulator({ jobTiming: { queuedMs: 20, processingMs: 50 } });
+  const emulator: Emulator = await startEmulator({
+    jobTiming: { queuedMs: 20, processingMs: 50 },
+    limits: { sessionExpirySec: SOAK_SESSION_EXPIRY_SEC },
+  });
   const client = createClient({ ...CLIENT_OPTIONS, apiUrl: emulator.url, apiKey: emulator.apiKey });
   const deadline = performance.now() + options.durationSec * 1000;
   const running = () => performance.now() < deadline;
@@ -449,9 +461,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
   // What is still held once everything ended: client slots (a failed session's slot is held
   // until it was ended at the service), then what the service counts as running.
+  const held = () => Object.fromEntries(Object.entries(emulator.stats().concurrent).filter(([, n]) => n > 0));
   const settle = performance.now() + 10_000;
   while (performance.now() < settle && client.admissionStats().some((s) => s.running > 0)) {
     await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const slotsHeldAtEnd = held();
+  const expired = performance.now() + (SOAK_SESSION_EXPIRY_SEC + 2) * 1000;
+  while (performance.now() < expired && Object.keys(held()).length > 0) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const stats = emulator.stats();
   batch.jobsCreated = stats.jobsCreated;
@@ -485,6 +503,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     tts,
     faultsApplied,
     slotsHeld,
+    slotsHeldAtEnd,
     memory: {
       rssStartMiB: Math.round(memory.rss[0]![1]),
       rssEndMiB: Math.round(last(memory.rss)),
@@ -517,7 +536,9 @@ function formatReport(r: SoakReport): string {
   for (const [name, x] of Object.entries(r.tts))
     lines.push(`tts.${name}: ${x.ok}/${x.runs} ok, errors ${JSON.stringify(x.errors)}`);
   lines.push(`faults applied: ${JSON.stringify(r.faultsApplied)}`);
-  lines.push(`slots held after: ${JSON.stringify(r.slotsHeld)}`);
+  lines.push(
+    `slots held after the service's ${SOAK_SESSION_EXPIRY_SEC} s expiry: ${JSON.stringify(r.slotsHeld)}; as the client finished: ${JSON.stringify(r.slotsHeldAtEnd)}`,
+  );
   lines.push(`memory: ${JSON.stringify(r.memory)}`);
   lines.push(`handles left open: ${JSON.stringify(r.handlesLeftOpen)}`);
   lines.push(`longest wait: ${r.longestWaitMs} ms; unbounded waits: ${r.unboundedWaits}`);

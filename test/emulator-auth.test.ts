@@ -190,6 +190,12 @@ describe('Socket.IO handshake', () => {
     assertErrorBody(await rejected(FULL.key, 'http://elsewhere.example'), 'AUTH_UNAUTHORIZED');
   });
 
+  test('an Origin sent twice (Node joins it as "a, a") is that origin; two different ones are refused', async () => {
+    const socket = await connectSocket(emu.url, FULL.key, { origin: `${emu.url}, ${emu.url}` });
+    socket.close();
+    assertErrorBody(await rejected(FULL.key, `${emu.url}, http://elsewhere.example`), 'AUTH_UNAUTHORIZED');
+  });
+
   test('connects on both paths; a missing capability is an error event with the id', async () => {
     for (const path of ['/socket.io', '/realtime/socket.io']) {
       const socket = await connectSocket(emu.url, BATCH_ONLY.key, { path });

@@ -53,13 +53,30 @@ interface StreamOutput {
 
 const FEED_BYTES = 256 * 1024;
 
+/**
+ * The Origin header as one value. A client that sets Origin itself on top of one its library
+ * adds sends it twice, which Node joins as `"a, a"`: the same origin repeated is that origin;
+ * differing ones are refused (an origin never holds a comma).
+ */
+function singleOrigin(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const values = (Array.isArray(header) ? header : [header])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim());
+  const first = values[0];
+  if (first === undefined || values.some((v) => v !== first)) {
+    throw reject('AUTH_UNAUTHORIZED', `the Origin header names different origins: ${values.join(', ')}`);
+  }
+  return first;
+}
+
 /** Handshake: a valid key and an `Origin` naming this service (scheme and host). */
 export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
   io.use((socket, next) => {
     const headers = socket.handshake.headers;
     try {
       const key = ctx.keys.authenticate(headers['x-api-key']);
-      const origin = headers.origin;
+      const origin = singleOrigin(headers.origin);
       if (typeof origin !== 'string' || origin === '') {
         throw reject(
           'AUTH_UNAUTHORIZED',

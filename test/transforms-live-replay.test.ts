@@ -11,6 +11,8 @@ import type { FaultRule } from '../src/emulator/index.ts';
 import {
   assembleTranscript,
   type FinalEvent,
+  type LiveStreamOptions,
+  type LostAudio,
   type SessionChange,
   sttStream,
   type TranscriptEvent,
@@ -35,13 +37,18 @@ const pcm = await speechWithPauses(
 
 const { emulator, client } = await startService();
 
-async function transcribe(transport: 'http' | 'socketio', options: { replayBuffer?: false } = {}) {
+async function transcribe(
+  transport: 'http' | 'socketio',
+  options: Pick<LiveStreamOptions, 'replayBuffer'> = {},
+) {
   const events: TranscriptEvent[] = [];
   const changes: SessionChange[] = [];
+  const lostEvents: LostAudio[] = [];
   // sttStream's own committed words (not assembleTranscript's, which also drops repeats).
   const committed: WordSegment[] = [];
   const stt = sttStream({ client, transport, restartBackoff: { baseMs: 1, maxMs: 5 }, ...options });
   stt.on('session', (c: SessionChange) => changes.push(c));
+  stt.on('audio-lost', ({ start_time, end_time }: LostAudio) => lostEvents.push({ start_time, end_time }));
   await pipeline(
     Readable.from([pcm]),
     toFrames({ transport, language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
@@ -64,7 +71,7 @@ async function transcribe(transport: 'http' | 'socketio', options: { replayBuffe
   );
   const final = events.at(-1) as FinalEvent;
   assert.equal(final.type, 'final');
-  return { words: committed, changes, final };
+  return { words: committed, changes, final, lostEvents };
 }
 
 /** Connection failures spread over the stream, each after the frame was accepted. */
@@ -127,34 +134,9 @@ test('a failure that outlasts the replay buffer: the lost time range is an event
   t.after(() => {
     for (const f of faults) f.remove();
   });
-  const events: TranscriptEvent[] = [];
-  const lostEvents: { start_time: number; end_time: number }[] = [];
-  const stt = sttStream({
-    client,
-    transport: 'http',
-    restartBackoff: { baseMs: 1, maxMs: 5 },
-    replayBuffer: { maxSec: 1 },
-  });
-  stt.on('audio-lost', (range) => lostEvents.push(range));
-  await pipeline(
-    Readable.from([pcm]),
-    toFrames({ transport: 'http', language: 'en', frameMs: 500 }),
-    stt,
-    assembleTranscript(),
-    new Writable({
-      objectMode: true,
-      write(event: TranscriptEvent, _e, cb) {
-        events.push(event);
-        cb();
-      },
-    }),
-  );
-  const final = events.at(-1) as FinalEvent;
+  const { final, lostEvents } = await transcribe('http', { replayBuffer: { maxSec: 1 } });
   assert.ok(lostEvents.length > 0, 'no loss reported');
-  assert.deepEqual(
-    final.lost,
-    lostEvents.map(({ start_time, end_time }) => ({ start_time, end_time })),
-  );
+  assert.deepEqual(final.lost, lostEvents);
   for (const range of lostEvents) assert.ok(range.end_time > range.start_time);
   // Every word missing from the run lies in a range reported lost: no loss is silent.
   const got = final.words;

@@ -81,7 +81,11 @@ before(async () => {
     cpSync(join(root, name), join(clone, name), { recursive: true });
   symlinkSync(realpathSync(join(root, 'node_modules')), join(clone, 'node_modules'), 'dir');
   const out = await ok('npm', ['pack', '--json', '--pack-destination', work], clone);
-  const report = JSON.parse(out) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  // The JSON report follows whatever the prepack build printed.
+  const report = JSON.parse(out.slice(out.search(/^\[/m))) as Array<{
+    filename: string;
+    files: Array<{ path: string }>;
+  }>;
   tarball = join(work, report[0]!.filename);
   packed = report[0]!.files.map((f) => f.path);
 

@@ -10,6 +10,7 @@ export {
   runResampleTask,
 } from './audio/resampler.ts';
 export * from './client/index.ts';
+export type { LiveSessionEvents } from './client/live-events.ts';
 export * from './protocol/index.ts';
 export {
   type CaptionRelay,
@@ -27,6 +28,7 @@ export {
   alignSpeakersStream,
   type SpeakerFinalEvent,
   SpeakerTimeline,
+  type SpeakerTimelineEvents,
   type SpeakerUtteranceEvent,
   type SpeakerWord,
 } from './transforms/align-speakers.ts';

@@ -553,7 +553,7 @@ test('rotation waits for a pause after it became due, not for an earlier one', a
 test('diarization rotation end to end: a rotated session closes its active segments; one timeline', async () => {
   const rawFinals: DiarizationRecord[] = [];
   const tapped = instrumented(client, (session) =>
-    session.on('final', (r: DiarizationRecord) => rawFinals.push(r)),
+    session.on('final', (r) => rawFinals.push(r as DiarizationRecord)),
   );
   const changes: SessionChange[] = [];
   // Forced rotation every 1.25 s (five 250 ms frames) cuts some sessions in mid-speech.

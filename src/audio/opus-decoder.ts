@@ -14,24 +14,65 @@ interface NativeOpusDecoder {
 }
 type NativeOpusCtor = new (rate: number, channels: number) => NativeOpusDecoder;
 
+/** Loads @discordjs/opus (an optional dependency with a native build). */
+export type NativeOpusLoader = () => { OpusEncoder?: NativeOpusCtor };
+
+const requireNativeOpus: NativeOpusLoader = () =>
+  createRequire(import.meta.url)('@discordjs/opus') as { OpusEncoder?: NativeOpusCtor };
+
+/** The code of the process warning emitted the first time Opus goes to ffmpeg instead. */
+export const OPUS_FALLBACK_WARNING = 'SPEECHPIPE_OPUS_FFMPEG';
+
+let loader: NativeOpusLoader = requireNativeOpus;
 let native: NativeOpusCtor | null | undefined;
+let loadError: unknown;
+let warned = false;
+
+/**
+ * Tests: load the native decoder with `next` (the real `require` when omitted), forgetting what
+ * was loaded and whether the fallback warning was given.
+ */
+export function setNativeOpusLoader(next?: NativeOpusLoader): void {
+  loader = next ?? requireNativeOpus;
+  native = undefined;
+  loadError = undefined;
+  warned = false;
+}
 
 /** The @discordjs/opus decoder class, or null when the native module cannot load here. */
 export function loadNativeOpus(): NativeOpusCtor | null {
   if (native === undefined) {
     try {
-      const mod = createRequire(import.meta.url)('@discordjs/opus') as { OpusEncoder?: NativeOpusCtor };
-      native = mod.OpusEncoder ?? null;
-    } catch {
+      native = loader().OpusEncoder ?? null;
+      if (!native) loadError = new Error('@discordjs/opus has no OpusEncoder');
+    } catch (err) {
+      // Not installed (an optional dependency), no prebuilt binary, or built for another Node ABI.
       native = null;
+      loadError = err;
     }
   }
   return native;
 }
 
-/** Whether this process can decode an Opus stream with this head natively. */
+/**
+ * Whether this process can decode an Opus stream with this head natively. When it could but
+ * the native module cannot load, the stream goes to ffmpeg, and the first time that happens
+ * the process gets a warning (once: a job decoding thousands of files should not repeat it).
+ */
 export function canDecodeOpusNatively(head: OpusHead): boolean {
-  return head.channels <= 2 && head.mappingFamily === 0 && loadNativeOpus() !== null;
+  if (head.channels > 2 || head.mappingFamily !== 0) return false;
+  if (loadNativeOpus() !== null) return true;
+  if (!warned) {
+    warned = true;
+    const reason = loadError instanceof Error ? loadError.message.split('\n')[0] : String(loadError);
+    process.emitWarning(`Opus is decoded by ffmpeg: @discordjs/opus cannot load here (${reason})`, {
+      type: 'SpeechpipeWarning',
+      code: OPUS_FALLBACK_WARNING,
+      detail:
+        'Install the optional dependency @discordjs/opus (it builds natively) to decode Ogg and WebM Opus in-process.',
+    });
+  }
+  return false;
 }
 
 export class OpusPacketDecoder {

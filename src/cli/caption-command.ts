@@ -41,7 +41,8 @@ Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of
 page. /events is the Server-Sent Events stream, /captions.vtt the recent cues. Prints
 {"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
-Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage, 130 when interrupted.`;
+Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment, 130 when
+interrupted (SIGINT, SIGTERM).`;
 
 class UsageError extends Error {}
 
@@ -204,7 +205,8 @@ export async function run(args: string[]): Promise<number> {
     }
     const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
     log(`speechpipe caption: ${code}: ${err instanceof Error ? err.message : String(err)}`);
-    return 1;
+    // A bad setting in the environment (API_URL without API_KEY) is bad usage, as for every command.
+    return code === 'ERR_CONFIG' ? 2 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -6,7 +6,7 @@ import { type Emulator, startEmulator } from '../emulator/index.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
 import { ConfigError } from '../protocol/errors.ts';
 
-const HELP = `usage: speechpipe emulator [--port N] [--host H] [--key K]
+export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K]
 
   --port N   port to listen on (default 0: any free port)
   --host H   address to bind (default 127.0.0.1)
@@ -15,6 +15,8 @@ const HELP = `usage: speechpipe emulator [--port N] [--host H] [--key K]
 Prints {"url": ..., "apiKey": ...} on stdout once listening; stops on SIGINT or SIGTERM.
 TTS_MAX_INPUT_CHARACTERS_FREE, _STANDARD and _ENTERPRISE in the environment set the TTS text
 limit per tier.
+Exit code: 0 when stopped by SIGINT or SIGTERM (a server's normal end: it has no work to cut
+short), 1 when it fails, 2 on bad usage or environment.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -31,11 +33,11 @@ export async function run(args: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    process.stderr.write(`speechpipe emulator: ${(err as Error).message}\n\n${HELP}`);
+    process.stderr.write(`speechpipe emulator: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
   }
   if (values.help) {
-    process.stdout.write(HELP);
+    process.stdout.write(USAGE);
     return 0;
   }
   const port = values.port === undefined ? 0 : Number(values.port);

@@ -1,9 +1,23 @@
 #!/usr/bin/env node
 // The `speechpipe` command: a small dispatcher to one module per subcommand.
+//
+// This file must parse and run on any Node.js a user may have (18, 20): it has no static
+// import, checks the Node version first, and loads everything else only after that check.
+
+/** The oldest Node.js the library runs on (undici 8 needs it); package.json `engines` says so too. */
+const REQUIRED_NODE = '22.19.0';
+
+/** Exit codes, the same for every command (README, docs/DECISIONS.md). */
+const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 130 } as const;
+
+interface CommandModule {
+  run(args: string[]): Promise<number>;
+  USAGE: string;
+}
 
 interface Command {
   summary: string;
-  load: () => Promise<{ run(args: string[]): Promise<number> }>;
+  load: () => Promise<CommandModule>;
 }
 
 const COMMANDS: Record<string, Command> = {
@@ -26,31 +40,101 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/** Whether Node `found` (x.y.z) is older than `needed`. */
+function isOlderNode(found: string, needed: string = REQUIRED_NODE): boolean {
+  const a = found.split('.').map(Number);
+  const b = needed.split('.').map(Number);
+  for (let i = 0; i < 3; i++) {
+    const x = a[i] ?? 0;
+    const y = b[i] ?? 0;
+    if (x !== y) return x < y;
+  }
+  return false;
+}
+
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
-  return ['usage: speechpipe <command> [options]', '', 'commands:', ...lines, ''].join('\n');
+  return [
+    'usage: speechpipe <command> [options]',
+    '       speechpipe <command> --help',
+    '       speechpipe --version',
+    '',
+    'commands:',
+    ...lines,
+    '',
+    `Exit code: ${EXIT.ok} ok, ${EXIT.failed} some inputs or the operation failed, ${EXIT.usage} bad usage or environment, ${EXIT.interrupted} interrupted.`,
+    '',
+  ].join('\n');
+}
+
+/** `--help` or `-h` among a command's options (not after `--`, where it would be an operand). */
+function asksForHelp(args: string[]): boolean {
+  for (const arg of args) {
+    if (arg === '--') return false;
+    if (arg === '--help' || arg === '-h') return true;
+  }
+  return false;
+}
+
+async function version(): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  // From src/cli/ and from dist/cli/ alike, package.json is two levels up.
+  const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
+  return (pkg as { version: string }).version;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    process.stderr.write(usage());
+    return EXIT.usage;
+  }
+  if (name === '--help' || name === '-h') {
     process.stdout.write(usage());
-    return name === undefined ? 2 : 0;
+    return EXIT.ok;
+  }
+  if (name === '--version') {
+    process.stdout.write(`${await version()}\n`);
+    return EXIT.ok;
+  }
+  if (name === 'help') {
+    // `speechpipe help <command>`, as `speechpipe <command> --help`.
+    const topic = rest[0] === undefined ? undefined : COMMANDS[rest[0]];
+    if (rest[0] !== undefined && !topic) {
+      process.stderr.write(`speechpipe: unknown command ${JSON.stringify(rest[0])}\n\n${usage()}`);
+      return EXIT.usage;
+    }
+    process.stdout.write(topic ? `${(await topic.load()).USAGE.trimEnd()}\n` : usage());
+    return EXIT.ok;
   }
   const command = COMMANDS[name];
   if (!command) {
     process.stderr.write(`speechpipe: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
-    return 2;
+    return EXIT.usage;
   }
-  return (await command.load()).run(rest);
+  const loaded = await command.load();
+  if (asksForHelp(rest)) {
+    process.stdout.write(`${loaded.USAGE.trimEnd()}\n`);
+    return EXIT.ok;
+  }
+  return loaded.run(rest);
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`speechpipe: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+if (isOlderNode(process.versions.node)) {
+  process.stderr.write(
+    `speechpipe: needs Node.js ${REQUIRED_NODE} or later; this is Node.js ${process.versions.node} (${process.execPath})\n`,
+  );
+  process.exitCode = EXIT.usage;
+} else {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`speechpipe: ${err instanceof Error ? err.message : String(err)}\n`);
+      // A setting the environment gives wrong (API_URL without API_KEY...) is not a failure of
+      // the work: the command could not start.
+      process.exitCode = (err as { code?: unknown }).code === 'ERR_CONFIG' ? EXIT.usage : EXIT.failed;
+    },
+  );
+}

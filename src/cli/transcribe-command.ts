@@ -59,7 +59,8 @@ Two inputs whose results would have the same name (a/talk.mp3 and b/talk.mp3 giv
 directly) keep them apart: the later one's name gets ~ and 8 hex digits of its path's hash.
 
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
-Exit code: 0 when every input is done, 1 when any failed (see the manifest), 2 on bad usage.`;
+Exit code: 0 when every input is done, 1 when any failed (see the manifest), 2 on bad usage or
+environment, 130 when interrupted (SIGINT, SIGTERM; --resume continues).`;
 
 interface Options {
   out: string;

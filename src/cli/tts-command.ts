@@ -26,7 +26,8 @@ export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav [options]
   --list-voices     print the voices as JSON lines and exit
 
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
-Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage.`;
+Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage or environment,
+130 when interrupted (SIGINT, SIGTERM).`;
 
 class UsageError extends Error {}
 

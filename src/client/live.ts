@@ -28,6 +28,7 @@ import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection, type Slot } from './admission.ts';
 import { decoded, type HttpTransport } from './http.ts';
+import type { LiveSessionEvents } from './live-events.ts';
 import { backoffDelay, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
@@ -118,7 +119,7 @@ export interface SendOptions {
  * Events: `record` (each record, in arrival order), `final` (the `is_final` record),
  * `error` (the session failed; also the rejection of `done`).
  */
-export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter {
+export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<LiveSessionEvents<K>> {
   readonly kind: K;
   readonly transport: LiveTransport;
   readonly id: string;

@@ -73,12 +73,18 @@ export function alignSpeakers(
   return words.map((w) => ({ ...w, speaker: segs.length === 0 ? null : labelOne(w, segs, options) }));
 }
 
+/** The events of a SpeakerTimeline: its EventEmitter is typed by this map. */
+export interface SpeakerTimelineEvents {
+  /** After each diarization event taken in, and at `end()`: read `segments()`, `closedUntil`. */
+  update: [];
+}
+
 /**
  * The speaker timeline as far as diarization has got: closed segments (final) and the
  * provisional tail. Feed it `mergeDiarization()` events (`update`, or the `writable()` sink);
  * it emits `'update'` after each.
  */
-export class SpeakerTimeline extends EventEmitter {
+export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
   #closed: SpeakerSegment[] = [];
   /** 'segment' events received: the first so many segments of a 'timeline' event are known. */
   #received = 0;

@@ -1,0 +1,144 @@
+// The `speechpipe` dispatcher: --help and -h on every command, --version, the exit codes it
+// decides itself, and the Node version check that must run on an old Node.
+
+import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { CLI_CWD, runCli } from './helpers/cli.ts';
+
+const root = fileURLToPath(CLI_CWD);
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  version: string;
+  engines: { node: string };
+};
+const COMMANDS = ['transcribe', 'caption', 'tts', 'emulator'];
+
+test('--help and -h print each command its usage on stdout and exit 0', async () => {
+  const cases = COMMANDS.flatMap((command) => [
+    [command, '--help'],
+    [command, '-h'],
+  ]);
+  cases.push(['tts', '--out', 'x.wav', '-h']);
+  const runs = cases.map(async ([command, ...flags]) => {
+    const r = await runCli([command!, ...flags]);
+    const what = `${command} ${flags.join(' ')}`;
+    assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+    assert.match(r.stdout, new RegExp(`^usage: speechpipe ${command} `), what);
+    assert.match(r.stdout, /Exit code: 0 /, what);
+    assert.equal(r.stderr, '', what);
+  });
+  await Promise.all(runs);
+});
+
+test('speechpipe --help, -h and help <command> print usage on stdout and exit 0', async () => {
+  for (const args of [['--help'], ['-h'], ['help']]) {
+    const r = await runCli(args);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^usage: speechpipe <command> \[options\]/);
+    for (const c of COMMANDS) assert.match(r.stdout, new RegExp(`\\n  ${c} `));
+  }
+  const r = await runCli(['help', 'tts']);
+  assert.equal(r.code, 0);
+  assert.match(r.stdout, /^usage: speechpipe tts /);
+});
+
+test('--help after -- is an operand, not a request for help', async () => {
+  // tts takes the words after -- as text: with no --out that is bad usage.
+  const r = await runCli(['tts', '--', '--help']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--out is required/);
+});
+
+test('speechpipe --version prints the version from package.json', async () => {
+  const r = await runCli(['--version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `${pkg.version}\n`);
+});
+
+test('bad usage exits 2 with the usage on stderr: no command, an unknown one', async () => {
+  for (const args of [[], ['transcribes'], ['help', 'nope']]) {
+    const r = await runCli(args);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /usage: speechpipe <command>/);
+  }
+});
+
+test('a bad environment (API_URL without API_KEY) exits 2 for every command that talks to the service', async () => {
+  const out = mkdtempSync(join(tmpdir(), 'speechpipe-cli-'));
+  try {
+    const env = { API_URL: 'http://127.0.0.1:9' };
+    const runs = [
+      ['tts', 'hello', '--out', join(out, 'a.wav')],
+      ['tts', '--list-voices'],
+      ['transcribe', 'package.json', '--out', out],
+      ['caption', 'package.json', '--port', '0'],
+    ].map(async (args) => {
+      const r = await runCli(args, env);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /API_KEY/);
+    });
+    await Promise.all(runs);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test('the version check names the same Node as package.json engines', () => {
+  const source = readFileSync(join(root, 'src/cli/main.ts'), 'utf8');
+  const required = /const REQUIRED_NODE = '(\d+)\.(\d+)\.0'/.exec(source);
+  assert.ok(required, 'REQUIRED_NODE in src/cli/main.ts');
+  assert.equal(pkg.engines.node, `>=${required[1]}.${required[2]}`);
+});
+
+/** A Node older than 22.19 on this machine (the system one), or undefined. */
+function findOldNode(): { path: string; version: string } | undefined {
+  const candidates = new Set(['/usr/bin/node', '/usr/local/bin/node', '/bin/node']);
+  try {
+    for (const p of execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n'))
+      if (p) candidates.add(p);
+  } catch {}
+  for (const path of candidates) {
+    if (!existsSync(path)) continue;
+    try {
+      const version = execFileSync(path, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
+      const [major, minor] = version.split('.').map(Number) as [number, number];
+      if (major < 22 || (major === 22 && minor < 19)) return { path, version };
+    } catch {}
+  }
+  return undefined;
+}
+
+test('on Node older than 22.19 the built command says what it needs and found, and exits 2', async (t) => {
+  const main = join(root, 'dist/cli/main.js');
+  if (!existsSync(main) || statSync(main).mtimeMs < statSync(join(root, 'src/cli/main.ts')).mtimeMs) {
+    assert.fail(
+      'dist/cli/main.js is missing or older than src/cli/main.ts: `npm test` builds it; run `npm run build`',
+    );
+  }
+  const old = findOldNode();
+  if (!old) {
+    t.skip(
+      'no Node older than 22.19 on this machine (looked at /usr/bin/node, /usr/local/bin/node, which -a node)',
+    );
+    return;
+  }
+  t.diagnostic(`old Node: ${old.path} v${old.version}`);
+  for (const args of [['--version'], ['transcribe', 'x', '--out', 'y'], []]) {
+    const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+      execFile(old.path, [main, ...args], { cwd: root }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      ),
+    );
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.equal(r.stdout, '');
+    assert.equal(
+      r.stderr,
+      `speechpipe: needs Node.js 22.19.0 or later; this is Node.js ${old.version} (${old.path})\n`,
+    );
+  }
+});

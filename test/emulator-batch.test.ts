@@ -601,7 +601,7 @@ describe('job store: memory and retention', () => {
 
   test('a cleared job keeps only its small status record and still answers cleared (V2 and V1)', async () => {
     const jobs = store();
-    const job = jobs.create(audio(), options, false);
+    const job = jobs.create('acct', audio(), options, false);
     assert.deepEqual(jobs.held(), { jobs: 1, inputs: 1, results: 0 });
     await until(() => job.status === 'done', 'done');
     assert.deepEqual(
@@ -612,7 +612,7 @@ describe('job store: memory and retention', () => {
     assert.equal(renderV2(job).data.status, 'done');
     jobs.clearAfterRead(job);
     assert.deepEqual(jobs.held(), { jobs: 1, inputs: 0, results: 0 }, 'the result is dropped when cleared');
-    const again = jobs.get(job.id.toUpperCase());
+    const again = jobs.get(job.id.toUpperCase(), 'acct');
     assert.ok(again);
     const v2 = renderV2(again);
     assert.ok(validateJobV2(v2).ok);
@@ -630,7 +630,7 @@ describe('job store: memory and retention', () => {
 
   test('a failed job drops its input; reading it clears it', async () => {
     const jobs = store();
-    const job = jobs.create(audio(), options, true);
+    const job = jobs.create('acct', audio(), options, true);
     await until(() => job.status === 'failed', 'failed');
     assert.deepEqual(jobs.held(), { jobs: 1, inputs: 0, results: 0 });
     jobs.clearAfterRead(job);
@@ -640,24 +640,24 @@ describe('job store: memory and retention', () => {
   test('retention: a job is forgotten retentionMs after its last status change, only once it has ended', async () => {
     let clock = 0;
     const jobs = store(undefined, { retentionMs: 1_000, now: () => clock });
-    const done = jobs.create(audio(), options, false);
-    const cleared = jobs.create(audio(), options, false);
+    const done = jobs.create('acct', audio(), options, false);
+    const cleared = jobs.create('acct', audio(), options, false);
     await until(() => done.status === 'done' && cleared.status === 'done', 'done');
     clock = 500;
     jobs.clearAfterRead(cleared);
     clock = 999;
-    assert.ok(jobs.get(done.id), 'kept until the retention has passed');
+    assert.ok(jobs.get(done.id, 'acct'), 'kept until the retention has passed');
     clock = 1_000;
-    assert.equal(jobs.get(done.id), undefined, 'forgotten: a later read is 404');
-    assert.ok(jobs.get(cleared.id), 'clearing restarted its retention');
+    assert.equal(jobs.get(done.id, 'acct'), undefined, 'forgotten: a later read is 404');
+    assert.ok(jobs.get(cleared.id, 'acct'), 'clearing restarted its retention');
     clock = 1_500;
-    assert.equal(jobs.get(cleared.id), undefined);
+    assert.equal(jobs.get(cleared.id, 'acct'), undefined);
     assert.deepEqual(jobs.held(), { jobs: 0, inputs: 0, results: 0 });
 
     const pending = store({ queuedMs: 600_000, processingMs: 0 }, { retentionMs: 0, now: () => clock });
-    const queued = pending.create(audio(), options, false);
+    const queued = pending.create('acct', audio(), options, false);
     clock = 1e12;
-    assert.equal(pending.get(queued.id)?.status, 'queued', 'a job that has not ended is never forgotten');
+    assert.equal(pending.get(queued.id, 'acct')?.status, 'queued', 'a job that has not ended is never forgotten');
     assert.throws(() => store(undefined, { retentionMs: -1 }), RangeError);
   });
 });

@@ -49,10 +49,11 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       const a = safeDecode(segments[2]!);
       if (segments.length === 3) {
         if (method === 'POST') return { op: 'batch.submit', run: (ex, key) => submitBatch(ex, key, a, jobs) };
-        if (method === 'GET') return { op: 'batch.get', run: (ex) => getJob(ex, a, false, jobs) };
+        if (method === 'GET') return { op: 'batch.get', run: (ex, key) => getJob(ex, key, a, false, jobs) };
         return { allow: 'GET, POST' };
       }
-      if (method === 'GET') return { op: 'batch.getLegacy', run: (ex) => getJob(ex, a, true, jobs) };
+      if (method === 'GET')
+        return { op: 'batch.getLegacy', run: (ex, key) => getJob(ex, key, a, true, jobs) };
       return { allow: 'GET' };
     }
     for (const prefix of REALTIME_HTTP_PREFIXES) {

@@ -44,6 +44,8 @@ interface JobInput {
 
 export interface Job {
   readonly id: string;
+  /** The billable account whose key submitted it: only that account's keys can read it. */
+  readonly account: string;
   version: number;
   readonly createdAt: string;
   updatedAt: string;
@@ -76,11 +78,12 @@ export class JobStore {
     this.#now = retention.now ?? Date.now;
   }
 
-  create(audio: AnalyzedAudio, options: BatchOptions, fails: boolean): Job {
+  create(account: string, audio: AnalyzedAudio, options: BatchOptions, fails: boolean): Job {
     this.#sweep();
     const now = new Date().toISOString();
     const job: Job = {
       id: randomUUID(),
+      account,
       version: 1,
       createdAt: now,
       updatedAt: now,
@@ -111,9 +114,11 @@ export class JobStore {
     return job;
   }
 
-  get(id: string): Job | undefined {
+  /** The job, if `account` owns it: another account's job is as unknown as a job never made. */
+  get(id: string, account: string): Job | undefined {
     this.#sweep();
-    return this.#jobs.get(id.toLowerCase());
+    const job = this.#jobs.get(id.toLowerCase());
+    return job?.account === account ? job : undefined;
   }
 
   /** After a read without save_result, a terminal result is cleared for later reads. */

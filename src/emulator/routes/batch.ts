@@ -68,6 +68,7 @@ export async function submitBatch(
     const audio = await receiveUpload(ex, rules);
     await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
     const job = jobs.create(
+      key.account,
       audio,
       { language: lang, diarization, itn, redact, transcript: ctx.transcript(audio.sha256) },
       ex.plan.fail,
@@ -81,6 +82,7 @@ export async function submitBatch(
 
 export async function getJob(
   ex: HttpExchange,
+  key: EmulatorKey,
   rawId: string,
   legacy: boolean,
   jobs: JobStore,
@@ -92,7 +94,7 @@ export async function getJob(
   const forceAlign = legacy ? queryBoolean(q, 'diarization_force_align', true) : true;
   ex.admit();
   await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
-  const job = jobs.get(rawId);
+  const job = jobs.get(rawId, key.account);
   if (!job) throw reject('TRANSCRIPTION_JOB_NOT_FOUND', 'no job with this id', { jobId: rawId });
   throwIfFailing(ex);
   const body = legacy ? renderV1(job, forceAlign) : renderV2(job);

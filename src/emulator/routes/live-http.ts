@@ -12,7 +12,14 @@ import { Rejection } from '../rejection.ts';
 import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
 
-const HTTP_SCOPE: SessionScope = { transport: 'http', scope: 'http' };
+/**
+ * HTTP streams live in their account's namespace: another account's key cannot feed or read a
+ * stream it does not own (its frames name an id that, for it, was never started).
+ */
+const httpScope = (key: EmulatorKey): SessionScope => ({
+  transport: 'http',
+  scope: `account:${key.account}`,
+});
 
 export async function liveHttp(
   ex: HttpExchange,
@@ -21,6 +28,7 @@ export async function liveHttp(
   sessions: LiveSessions,
 ): Promise<void> {
   const { limits } = ex.ctx;
+  const HTTP_SCOPE = httpScope(key);
   let post: Release = NOTHING;
   /** The stream the frame names, once its first 16 bytes have arrived. */
   let streamId: string | undefined;
@@ -78,12 +86,20 @@ async function answerFrame(
 ): Promise<void> {
   if (ex.gone) {
     // The client gave up while its POST waited for its turn: that aborted POST cancels the stream.
-    const waiting = sessions.find(kind, frame.streamId, HTTP_SCOPE);
+    const waiting = sessions.find(kind, frame.streamId, httpScope(key));
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
   const admit = (acquire?: () => Release) => ex.admit(acquire);
-  const { session, ready, after } = sessions.acceptFrame(frame, kind, HTTP_SCOPE, key, admit, ex.op, ex.plan);
+  const { session, ready, after } = sessions.acceptFrame(
+    frame,
+    kind,
+    httpScope(key),
+    key,
+    admit,
+    ex.op,
+    ex.plan,
+  );
   if (after) {
     // The frame was accepted; its records are lost with this answer.
     await answerFault(ex, after);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { encodeFrame } from '../src/protocol/frame.ts';
-import { call, connectSocket, emulatorsForFile, uuid } from './helpers/emulator-fixtures.ts';
+import { call, connectSocket, emulatorsForFile, until, uuid } from './helpers/emulator-fixtures.ts';
 
 const { dispatcher, emulator } = emulatorsForFile({ tts: { engine: 'synthetic' } });
 
@@ -117,6 +117,48 @@ test('a stalled live frame holds its own stream only: another stream on the same
     assert.equal(ack.ok, true);
     assert.equal(emu.stats().faultsApplied.stall, 1);
     stall.remove();
+  } finally {
+    socket.close();
+  }
+});
+
+test('a Socket.IO stream abandoned on an open connection expires and gives back its concurrency', async () => {
+  const emu = await emulator({ limits: { sessionExpirySec: 0.2 } });
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    const ack = (await socket.emitWithAck(
+      'audio_stream',
+      encodeFrame({ streamId: uuid(), isStart: true, language: 'en', pcm: Buffer.alloc(3200) }),
+    )) as { ok: boolean };
+    assert.equal(ack.ok, true);
+    assert.equal(emu.stats().concurrent.realtime_asr, 1);
+    await until(() => emu.stats().sessions.expired === 1, 'the abandoned stream expires');
+    assert.equal(emu.stats().concurrent.realtime_asr, 0);
+    assert.equal(socket.connected, true, 'the connection stays');
+  } finally {
+    socket.close();
+  }
+});
+
+test('a final frame ends a Socket.IO stream and gives back its concurrency at once', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    const id = uuid();
+    const final = new Promise<void>((resolve) =>
+      socket.on('transcription_result', (r: { is_final: boolean }) => r.is_final && resolve()),
+    );
+    await socket.emitWithAck(
+      'audio_stream',
+      encodeFrame({ streamId: id, isStart: true, language: 'en', pcm: Buffer.alloc(3200) }),
+    );
+    assert.equal(emu.stats().concurrent.realtime_asr, 1);
+    await socket.emitWithAck(
+      'audio_stream',
+      encodeFrame({ streamId: id, isStart: false, isFinal: true, language: 'en', pcm: Buffer.alloc(640) }),
+    );
+    await final;
+    await until(() => emu.stats().concurrent.realtime_asr === 0, 'the slot given back');
   } finally {
     socket.close();
   }

@@ -26,7 +26,11 @@ export type LiveRecord = AsrRecord | DiarizationRecord;
 const MAX_REMEMBERED = 100_000;
 
 export interface SessionScope {
-  /** `http` pseudo-sessions take a slot and expire; Socket.IO streams live with their socket. */
+  /**
+   * `http` pseudo-sessions take a slot, expire and retire when idle; Socket.IO streams end with
+   * their socket, and expire too (a stream a client abandoned on an open connection must not
+   * hold its account's concurrency for good).
+   */
   transport: 'http' | 'socket';
   /** The socket id for Socket.IO streams; one namespace for HTTP. */
   scope: string;
@@ -395,14 +399,14 @@ export class LiveSessions {
   }
 
   /**
-   * HTTP streams: expiry `sessionExpirySec` after the last accepted audio or released record,
-   * and idle retirement `sessionIdleSec` after the last accepted audio (not once the final frame
+   * Every stream: expiry `sessionExpirySec` after the last accepted audio or released record;
+   * HTTP streams also idle retirement `sessionIdleSec` after the last accepted audio (not once the final frame
    * was accepted: no more audio is due), whichever comes first. One timer, armed only while no
    * POST of the stream is being answered (`endPost` arms it again); when it fires early (newer
    * activity) it re-arms.
    */
   #arm(session: LiveSession): void {
-    if (session.transport !== 'http' || !session.live) return;
+    if (!session.live) return;
     if (session.inFlight > 0 || session.timer !== undefined) return;
     const { due } = this.#quietDue(session);
     session.timer = this.#ctx.lifecycle.timeout(Math.max(1, due - performance.now()), () => {

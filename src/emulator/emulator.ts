@@ -17,6 +17,13 @@ import { getJob, submitBatch } from './routes/batch.ts';
 import { fastHttp } from './routes/fast.ts';
 import { liveHttp } from './routes/live-http.ts';
 import { ttsHttp } from './routes/tts.ts';
+import {
+  capConnections,
+  DEFAULT_SERVER_LIMITS,
+  type ServerLimits,
+  serverOptions,
+  UploadRateGuard,
+} from './server-limits.ts';
 import { LiveSessions } from './sessions.ts';
 import { authenticateHandshake, handleConnections } from './socket.ts';
 import type { Emulator, EmulatorKey, EmulatorOptions } from './types.ts';
@@ -74,10 +81,14 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     return undefined;
   };
 
+  const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
+  const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
+
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://emulator.invalid');
     const found = route(req.method ?? 'GET', url.pathname);
     if (found && 'op' in found) {
+      uploads.watch(req, res);
       const ex = new HttpExchange(ctx, req, res, found.op, url);
       void runHttpOperation(ex, (key) => found.run(ex, key));
       return;
@@ -99,7 +110,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     req.resume();
   };
 
-  const server = createServer({ requestTimeout: 0 }, onRequest);
+  const server = createServer(serverOptions(serverLimits), onRequest);
+  capConnections(server, serverLimits);
   server.on('clientError', (_err, socket: Duplex) => {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     socket.destroy();
@@ -150,6 +162,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     closing ??= (async () => {
       const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
       ctx.lifecycle.close();
+      uploads.close();
       sessions.closeAll();
       // Socket.IO closes its sockets and stops the HTTP server from accepting connections.
       for (const io of ioServers) void io.close();

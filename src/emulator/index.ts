@@ -8,6 +8,7 @@ export {
   defaultContentPolicy,
 } from './context.ts';
 export { startEmulator } from './emulator.ts';
+export { DEFAULT_SERVER_LIMITS, type ServerLimits } from './server-limits.ts';
 export type {
   Capability,
   Emulator,

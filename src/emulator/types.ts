@@ -4,6 +4,7 @@
 import type { Language } from '../protocol/languages.ts';
 import type { LimitOverrides, Tier, Workload } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
+import type { ServerLimits } from './server-limits.ts';
 
 /** What a key may do (interface, Authentication rule 3). */
 export type Capability = 'batch' | 'realtime_asr' | 'diarization' | 'tts';
@@ -97,6 +98,12 @@ export interface EmulatorOptions {
   faults?: FaultRule[];
   /** Default `['/socket.io', '/realtime/socket.io']`. */
   socketPaths?: string[];
+  /**
+   * The HTTP server's own limits, as a production server has them: header (20 s), request
+   * (15 min) and keep-alive (5 s) timeouts, a cap on open connections (1000), and a minimum
+   * upload rate (16 KiB/s over 10 s; a slower body is cut and what it held released).
+   */
+  server?: Partial<ServerLimits>;
   tts?: { engine?: 'auto' | 'espeak' | 'synthetic' };
   /**
    * ASR model keys per language; the first is the language's default. An empty list means no

@@ -1,0 +1,109 @@
+// The emulator's HTTP server survives what a production server survives (issue 13): clients
+// that never finish their headers, idle keep-alive connections, uploads that drip, and more
+// connections than it should hold.
+
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
+import { after, test } from 'node:test';
+import { startEmulator } from '../src/emulator/index.ts';
+import {
+  call,
+  filePart,
+  MULTIPART_TYPE,
+  multipart,
+  speechPcm,
+  until,
+  wavOf,
+} from './helpers/emulator-fixtures.ts';
+
+const emu = await startEmulator({
+  limits: { accountConcurrency: { batch: 1 } },
+  jobTiming: { queuedMs: 0, processingMs: 0 },
+  server: {
+    headersTimeoutMs: 300,
+    requestTimeoutMs: 5_000,
+    keepAliveTimeoutMs: 300,
+    maxConnections: 6,
+    minUploadBytesPerSecond: 50_000,
+    uploadRateWindowMs: 300,
+  },
+});
+after(() => emu.close());
+const { port } = new URL(emu.url);
+
+const opened: Socket[] = [];
+after(() => {
+  for (const s of opened) s.destroy();
+});
+async function open(): Promise<Socket> {
+  const socket = connect(Number(port), '127.0.0.1');
+  opened.push(socket);
+  socket.on('error', () => {});
+  await once(socket, 'connect');
+  // Read what comes (a socket nobody reads never sees the server close it).
+  socket.resume();
+  return socket;
+}
+const closed = (socket: Socket) =>
+  socket.destroyed || socket.readyState === 'closed'
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => socket.once('close', () => resolve()));
+
+test('a client that never finishes its headers (slowloris) is disconnected', async () => {
+  const socket = await open();
+  socket.write(`POST /v1/transcribe/en HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\n`);
+  await closed(socket);
+});
+
+test('an idle keep-alive connection is closed after the keep-alive timeout', async () => {
+  const socket = await open();
+  socket.write(
+    `GET /v1/transcribe/00000000-0000-4000-8000-000000000000 HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\n\r\n`,
+  );
+  const answer = await new Promise<string>((resolve) =>
+    socket.once('data', (d: Buffer) => resolve(d.toString())),
+  );
+  assert.match(answer, /^HTTP\/1\.1 404/);
+  await closed(socket);
+});
+
+test('an upload that drips is cut, and the batch slot it held is free again at once', async () => {
+  const wav = wavOf(speechPcm([{ speech: 0.5 }]));
+  const body = multipart([filePart(wav)]);
+  const socket = await open();
+  socket.write(
+    `POST /v1/transcribe/en HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: ${MULTIPART_TYPE}\r\ncontent-length: ${body.length}\r\n\r\n`,
+  );
+  // A few bytes now and then: far below the minimum rate.
+  socket.write(body.subarray(0, 200));
+  const drip = setInterval(() => socket.writable && socket.write(body.subarray(200, 201)), 100);
+  try {
+    await until(() => emu.stats().concurrent.batch === 1, 'the upload holds the batch slot');
+    await closed(socket);
+  } finally {
+    clearInterval(drip);
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW, 1);
+  await until(() => emu.stats().concurrent.batch === 0, 'the slot given back');
+  const next = await call(`${emu.url}/v1/transcribe/en`, {
+    key: emu.apiKey,
+    body,
+    headers: { 'content-type': MULTIPART_TYPE },
+  });
+  assert.equal(next.status, 200, next.text);
+});
+
+test('connections beyond the cap are closed as they arrive; those before it still work', async () => {
+  const held: Socket[] = [];
+  for (let i = 0; i < 6; i++) held.push(await open());
+  const extra = await open();
+  await closed(extra);
+  for (const s of held) s.destroy();
+  const status = () =>
+    call(`${emu.url}/v1/transcribe/x`, { key: emu.apiKey }).then(
+      (r) => r.status,
+      () => 0, // a connection the server closed as it came: still over the cap
+    );
+  await until(async () => (await status()) === 400, 'served again');
+});

@@ -321,3 +321,24 @@ test('white space inside a word (a blank line) cannot end a cue block early', ()
   assert.equal(renderCaptions(words, { format: 'srt' }), '1\n00:00:00,000 --> 00:00:01,000\nx y z\n\n');
   assert.doesNotMatch(renderCaptions(words, { format: 'vtt' }).slice('WEBVTT\n\n'.length), /\n\n./);
 });
+
+test('a speaker label or word with a blank line, a line break or "-->" cannot break a cue', () => {
+  const hostile = ['A\n\nB', 'x --> y', 'C\r\n', 'D\u2028E'];
+  const words: SpeakerWord[] = hostile.map((speaker, i) => ({
+    start_time: i * 2,
+    end_time: i * 2 + 0.5,
+    word: i === 1 ? 'one\n\n2\n00:00:00,000 --> 00:00:01,000' : 'word',
+    speaker,
+  }));
+  const srt = renderCaptions(words, { format: 'srt' });
+  const vtt = renderCaptions(words, { format: 'vtt' });
+  const srtCues = parseSrt(srt);
+  const vttCues = parseVtt(vtt);
+  assert.equal(srtCues.length, hostile.length, srt);
+  assert.equal(vttCues.length, hostile.length, vtt);
+  for (const c of [...srtCues, ...vttCues])
+    for (const l of c.lines) assert.ok(l.trim() !== '', 'a blank line');
+  // In the raw text, "-->" stands only in timing lines.
+  for (const line of `${srt}${vtt}`.split('\n').filter((l) => l.includes('-->')))
+    assert.match(line, /^\d{2}:\d{2}:\d{2}[.,]\d{3} --> \d{2}:\d{2}:\d{2}[.,]\d{3}$/);
+});

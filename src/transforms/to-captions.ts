@@ -181,14 +181,23 @@ function timestamp(time: number, separator: ',' | '.'): string {
   return `${two(h)}:${two(m)}:${two(s)}${separator}${String(f).padStart(3, '0')}`;
 }
 
-const escapeVtt = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+/**
+ * Text as one line of a cue: line breaks of any kind and other control characters (from a word
+ * or a speaker label) become spaces, so no label or word can end a cue early (a blank line) or
+ * start a fake one.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes
+const oneLine = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+
+const escapeVtt = (text: string) =>
+  oneLine(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** One SRT cue block (with its blank line). `index` counts from 1. */
 export function formatSrtCue(cue: Cue, index: number, speakerLabels = true): string {
   const lines = [...cue.lines];
   if (speakerLabels && cue.speaker) lines[0] = `${cue.speaker}: ${lines[0]}`;
-  // A line of its own "-->" or a blank line would break the block.
-  const body = lines.map((l) => l.replace(/-->/g, '->')).join('\n');
+  // A blank line or a line with "-->" would break the block.
+  const body = lines.map((l) => oneLine(l).replace(/-->/g, '->')).join('\n');
   return `${index}\n${timestamp(cue.startMs, ',')} --> ${timestamp(cue.endMs, ',')}\n${body}\n\n`;
 }
 

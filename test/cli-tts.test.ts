@@ -1,8 +1,9 @@
 // `speechpipe tts` as a user runs it: text in, a WAV file out, against the built-in emulator.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -124,4 +125,30 @@ test('--text-file, --list-voices, a refused voice and bad usage', async () => {
     assert.equal(run.code, 2, args.join(' '));
     assert.match(run.stderr, /usage: speechpipe tts/);
   }
+});
+
+test('--out that is a FIFO, a device or a symlink is refused (exit 2, left as it was); a regular file is replaced', async () => {
+  const dir = await mkdtemp(join(root, 'special-'));
+  const fifo = join(dir, 'pipe.wav');
+  execFileSync('mkfifo', [fifo]);
+  const target = join(dir, 'target.wav');
+  await writeFile(target, 'keep me');
+  const link = join(dir, 'link.wav');
+  await symlink(target, link);
+  for (const [out, kind] of [
+    [fifo, /a FIFO/],
+    ['/dev/null', /a device/],
+    [link, /a symbolic link/],
+  ] as const) {
+    const run = await cli(['Hello there.', '--out', out]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, kind);
+  }
+  assert.ok((await lstat(fifo)).isFIFO());
+  assert.ok((await lstat(link)).isSymbolicLink());
+  assert.equal(await readFile(target, 'utf8'), 'keep me');
+  assert.deepEqual((await readdir(dir)).sort(), ['link.wav', 'pipe.wav', 'target.wav']);
+  const replaced = await cli(['Hello there.', '--out', target]);
+  assert.equal(replaced.code, 0, replaced.stderr);
+  assert.equal((await readFile(target)).subarray(0, 4).toString(), 'RIFF');
 });

@@ -4,7 +4,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFile, rename, rm } from 'node:fs/promises';
+import { lstat, readFile, rename, rm } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { SpeechpipeError } from '../protocol/errors.ts';
@@ -109,6 +109,7 @@ async function parse(args: string[]): Promise<Options> {
     text = values['text-file'] !== undefined ? await readText(values['text-file']) : positionals.join(' ');
     if (!hasSpeakableText(text)) throw new UsageError('no text to speak');
     if (!values.out) throw new UsageError('--out is required');
+    await checkReplaceable(values.out);
   }
   return {
     out: values.out,
@@ -119,6 +120,29 @@ async function parse(args: string[]): Promise<Options> {
     maxChars,
     listVoices,
   };
+}
+
+/**
+ * The output is written beside `--out` and renamed over it: only a regular file (or nothing)
+ * may be replaced so. A FIFO, a device, a socket, a directory or a symlink is refused: renaming
+ * over it would silently replace the node (a symlink: the link, not what it points to).
+ */
+async function checkReplaceable(out: string): Promise<void> {
+  const stat = await lstat(out).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw new UsageError(`--out ${JSON.stringify(out)}: ${err.message}`);
+  });
+  if (stat === undefined || stat.isFile()) return;
+  const kind = stat.isSymbolicLink()
+    ? 'a symbolic link'
+    : stat.isFIFO()
+      ? 'a FIFO'
+      : stat.isSocket()
+        ? 'a socket'
+        : stat.isDirectory()
+          ? 'a directory'
+          : 'a device';
+  throw new UsageError(`--out ${JSON.stringify(out)} is ${kind}, not a regular file: refusing to replace it`);
 }
 
 export async function run(args: string[]): Promise<number> {
@@ -176,6 +200,7 @@ export async function run(args: string[]): Promise<number> {
       }
       wav!.end();
       await finished(wav!);
+      await checkReplaceable(out); // nothing became a FIFO or a link meanwhile
       await rename(partial, out);
     } catch (caught) {
       const err = fileFailed.signal.aborted ? fileFailed.signal.reason : caught;

@@ -657,7 +657,11 @@ describe('job store: memory and retention', () => {
     const pending = store({ queuedMs: 600_000, processingMs: 0 }, { retentionMs: 0, now: () => clock });
     const queued = pending.create('acct', audio(), options, false);
     clock = 1e12;
-    assert.equal(pending.get(queued.id, 'acct')?.status, 'queued', 'a job that has not ended is never forgotten');
+    assert.equal(
+      pending.get(queued.id, 'acct')?.status,
+      'queued',
+      'a job that has not ended is never forgotten',
+    );
     assert.throws(() => store(undefined, { retentionMs: -1 }), RangeError);
   });
 });

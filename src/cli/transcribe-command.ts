@@ -2,7 +2,7 @@
 // resumable manifest: every input ends with its results written or a recorded reason.
 
 import { createHash } from 'node:crypto';
-import { access, stat } from 'node:fs/promises';
+import { access, readdir, rm, stat } from 'node:fs/promises';
 import { extname, join, relative, resolve } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -15,7 +15,7 @@ import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { Manifest, type ManifestEntry, type ManifestSettings } from '../sinks/manifest.ts';
-import { writeFileAtomic } from '../sinks/text-file.ts';
+import { isAtomicTemporary, writeFileAtomic } from '../sinks/text-file.ts';
 import { type AudioFile, fromFile, walkAudioFiles } from '../sources/files.ts';
 import { alignSpeakers, type SpeakerWord } from '../transforms/align-speakers.ts';
 import {
@@ -53,7 +53,13 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
                         job id is recorded, and --resume waits for that job again
   --resume              skip inputs the manifest says are done, unchanged, with the same
                         mode, language and speakers, and whose outputs asked for exist;
-                        wait for batch jobs an earlier run submitted instead of submitting again
+                        wait for batch jobs an earlier run submitted instead of submitting again;
+                        remove the temporary files a killed run left in DIR
+  --follow-symlinks     follow symlinks wherever they lead (default: a file symlink only when
+                        it stays inside the inputs given, no directory symlink)
+
+Hidden entries, FIFOs, sockets, devices and symlinks not followed are recorded in the
+manifest as skipped, with the reason.
 
 Two inputs whose results would have the same name (a/talk.mp3 and b/talk.mp3 given
 directly) keep them apart: the later one's name gets ~ and 8 hex digits of its path's hash.
@@ -70,6 +76,7 @@ interface Options {
   speakers: boolean;
   concurrency: number;
   resume: boolean;
+  followSymlinks: boolean;
   jobTimeoutMs: number;
 }
 
@@ -94,6 +101,7 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       concurrency: { type: 'string', default: '2' },
       'job-timeout': { type: 'string', default: '14400' },
       resume: { type: 'boolean', default: false },
+      'follow-symlinks': { type: 'boolean', default: false },
     },
   });
   if (positionals.length === 0) throw new UsageError('no inputs');
@@ -121,12 +129,33 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       speakers: values.speakers!,
       concurrency,
       resume: values.resume!,
+      followSymlinks: values['follow-symlinks']!,
       jobTimeoutMs: jobTimeoutSec * 1000,
     },
   };
 }
 
 class UsageError extends Error {}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** Control characters (terminal escapes among them) shown as \xNN. */
+function printable(text: string): string {
+  return text.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/** Remove the temporary files of writeFileAtomic (ours only, by their name) under `dir`. */
+async function removeTemporaryFiles(dir: string): Promise<number> {
+  let removed = 0;
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    if (!entry.isFile() || !isAtomicTemporary(entry.name)) continue;
+    await rm(join(entry.parentPath, entry.name), { force: true });
+    removed++;
+  }
+  return removed;
+}
 
 function collect<T>(into: T[]): Writable {
   return new Writable({
@@ -288,17 +317,43 @@ class OutputNames {
     const path = resolve(file.path);
     const recorded = this.#recorded.get(path);
     if (recorded !== undefined) return recorded;
-    const owner = this.#owner.get(file.relative);
+    const wanted = fitName(file.relative, path);
+    const owner = this.#owner.get(wanted);
     if (owner === undefined || owner === path) {
-      this.#owner.set(file.relative, path);
-      this.#recorded.set(path, file.relative);
-      return file.relative;
+      this.#owner.set(wanted, path);
+      this.#recorded.set(path, wanted);
+      return wanted;
     }
-    const name = `${file.relative}~${createHash('sha256').update(path).digest('hex').slice(0, 8)}`;
+    const name = `${fitName(file.relative, path, 9)}~${pathHash(path)}`;
     this.#owner.set(name, path);
     this.#recorded.set(path, name);
     return name;
   }
+}
+
+const pathHash = (path: string) => createHash('sha256').update(path).digest('hex').slice(0, 8);
+
+/** Bytes a result name may use: 255 less the longest `.format` (and writeFileAtomic's temp
+ * files fall back to a short name of their own). */
+const NAME_BYTES = 255 - '.json'.length;
+
+/**
+ * The result name for `relative`, its last segment cut (at a character boundary) so that with
+ * `reserve` more bytes and the format it stays within the 255-byte limit: a cut name ends in
+ * `~` and 8 hex digits of the input's path, stable across runs.
+ */
+function fitName(relative: string, path: string, reserve = 0): string {
+  const slash = Math.max(relative.lastIndexOf('/'), relative.lastIndexOf('\\'));
+  const dir = relative.slice(0, slash + 1);
+  const base = relative.slice(slash + 1);
+  const limit = NAME_BYTES - reserve;
+  if (Buffer.byteLength(base) <= limit) return relative;
+  let cut = '';
+  for (const ch of base) {
+    if (Buffer.byteLength(cut + ch) > limit - 9) break;
+    cut += ch;
+  }
+  return `${dir}${cut}~${pathHash(path)}`;
 }
 
 function render(format: Format, file: AudioFile, result: Result, options: Options): string {
@@ -316,7 +371,9 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const { inputs, options } = parsed;
-  const log = (line: string) => process.stderr.write(`${line}\n`);
+  // Names come from the file system: a control character or a terminal escape in one is shown
+  // escaped, never sent to the terminal.
+  const log = (line: string) => process.stderr.write(`${printable(line)}\n`);
   // A path given that cannot be read is a mistake in the command line: nothing runs.
   for (const input of inputs) {
     const problem = await stat(input).then(
@@ -344,6 +401,10 @@ export async function run(args: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const manifest = await Manifest.open(join(options.out, 'manifest.ndjson'));
+  if (options.resume) {
+    const removed = await removeTemporaryFiles(options.out);
+    if (removed > 0) log(`removed ${removed} temporary file(s) a stopped run left in ${options.out}`);
+  }
   const service = await openService(process.env, log);
   const counts = { done: 0, failed: 0, skipped: 0 };
   const settings: ManifestSettings = {
@@ -356,6 +417,12 @@ export async function run(args: string[]): Promise<number> {
     const identity = { input: file.path, size: file.size, mtimeMs: file.mtimeMs, settings };
     // Claimed even when unreadable: names must not depend on which inputs could be read.
     const name = names.for(file);
+    if (file.skipped) {
+      await manifest.record({ ...identity, status: 'skipped', error: file.skipped });
+      counts.skipped++;
+      log(`skipped ${file.relative}: ${file.skipped.code}: ${file.skipped.message}`);
+      return;
+    }
     if (file.unreadable) {
       // A batch job that holds this input's work stays recorded for a later --resume.
       const previous = manifest.get(file.path);
@@ -436,7 +503,10 @@ export async function run(args: string[]): Promise<number> {
   try {
     const running = new Set<Promise<void>>();
     try {
-      for await (const file of walkAudioFiles(inputs, { signal: controller.signal })) {
+      for await (const file of walkAudioFiles(inputs, {
+        signal: controller.signal,
+        followSymlinks: options.followSymlinks,
+      })) {
         const task = one(file).finally(() => running.delete(task));
         running.add(task);
         if (running.size >= options.concurrency) await Promise.race(running);

@@ -20,8 +20,13 @@ export interface MultipartBody {
   length: number | undefined;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it replaces
+const UNQUOTABLE = /[\u0000-\u001f\u007f"\\]/g;
+
+/** A file name inside a quoted header parameter: no quote, backslash or control character (a
+ * terminal escape in a file name made the part header malformed). */
 function quote(value: string): string {
-  return value.replace(/[\r\n"\\]/g, '_');
+  return value.replace(UNQUOTABLE, '_');
 }
 
 /** The part header and the closing delimiter around the file's bytes. */

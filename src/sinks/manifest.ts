@@ -23,14 +23,18 @@ export interface ManifestEntry {
   input: string;
   size: number;
   mtimeMs: number;
-  /** `submitted`: a batch job holds this input's work (`jobId`), not finished yet. */
-  status: 'done' | 'failed' | 'submitted';
+  /**
+   * `submitted`: a batch job holds this input's work (`jobId`), not finished yet. `skipped`:
+   * the walk found the path and did not take it (`error` says why: hidden, not a regular file,
+   * a symlink not followed).
+   */
+  status: 'done' | 'failed' | 'submitted' | 'skipped';
   settings?: ManifestSettings;
   /** The batch job that has (or had) this input's work. */
   jobId?: string;
   /** Files written for this input (done). */
   outputs?: string[];
-  /** Why it failed: a stable code and a message (failed). */
+  /** Why it failed or was skipped: a stable code and a message. */
   error?: { code: string; message: string };
   audioSeconds?: number;
   /** Done, but the decoder skipped input it could not decode (a damaged or cut packet). */

@@ -3,7 +3,29 @@
 
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+
+/** File names are at most 255 bytes on the usual file systems. */
+const NAME_MAX = 255;
+const TEMPORARY = /\.\d+\.[0-9a-f]{8}\.tmp$/;
+
+/**
+ * The temporary file beside `path`: `<name>.<pid>.<8 hex>.tmp`, or, when that would pass the
+ * 255-byte name limit, `.speechpipe.<pid>.<8 hex>.tmp` (a name near the limit must not fail
+ * for its suffix).
+ */
+function temporaryName(path: string): string {
+  const suffix = `.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const name = basename(path);
+  return Buffer.byteLength(name + suffix) <= NAME_MAX
+    ? `${path}${suffix}`
+    : join(dirname(path), `.speechpipe${suffix}`);
+}
+
+/** A file name writeFileAtomic uses for its temporary files (left behind by a killed run). */
+export function isAtomicTemporary(name: string): boolean {
+  return TEMPORARY.test(name);
+}
 
 /**
  * Write `data` to `path` through a temporary file in the same directory, synced, then rename.
@@ -14,7 +36,7 @@ export async function writeFileAtomic(
   data: string | Uint8Array | Iterable<string>,
 ): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const temp = temporaryName(path);
   try {
     const handle = await open(temp, 'w');
     try {

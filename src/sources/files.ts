@@ -1,9 +1,9 @@
-// File sources: audio files found under paths (a deterministic walk that never follows
-// directory symlinks), and a Readable of one file.
+// File sources: audio files found under paths (a deterministic walk that reports what it does
+// not take, and follows symlinks only inside the inputs unless told), and a Readable of one file.
 
 import { createReadStream, type Dirent, type ReadStream, type Stats } from 'node:fs';
-import { lstat, readdir, stat } from 'node:fs/promises';
-import { basename, extname, join, relative } from 'node:path';
+import { lstat, readdir, realpath, stat } from 'node:fs/promises';
+import { basename, extname, join, relative, resolve, sep } from 'node:path';
 
 /** Extensions treated as audio by `walkAudioFiles` (lower case, no dot). */
 export const AUDIO_EXTENSIONS: ReadonlySet<string> = new Set([
@@ -38,12 +38,38 @@ export interface AudioFile {
    * input ends with a recorded reason. `size` and `mtimeMs` are 0 then.
    */
   unreadable?: { code: string; message: string };
+  /**
+   * Set when the walk found this path and did not take it, with the reason: a hidden entry
+   * (`ERR_HIDDEN`), a FIFO, socket or device (`ERR_NOT_REGULAR`: opening a FIFO could block
+   * for good), a symlink leading outside the roots (`ERR_SYMLINK_OUTSIDE`) or to a directory
+   * (`ERR_SYMLINK_DIR`) when symlinks are not followed. `size` and `mtimeMs` are 0 then.
+   */
+  skipped?: { code: string; message: string };
 }
 
 export interface WalkOptions {
   extensions?: ReadonlySet<string>;
   signal?: AbortSignal;
+  /**
+   * Follow symlinks wherever they lead (directories too; a loop is walked once). Default
+   * false: a file symlink is taken only when its target lies inside the roots given, and a
+   * directory symlink is not followed.
+   */
+  followSymlinks?: boolean;
 }
+
+function skipped(path: string, relative: string, code: string, message: string): AudioFile {
+  return { path, relative, size: 0, mtimeMs: 0, skipped: { code, message } };
+}
+
+function specialKind(entry: Dirent | Stats): string | undefined {
+  if (entry.isFIFO()) return 'a FIFO';
+  if (entry.isSocket()) return 'a socket';
+  if (entry.isCharacterDevice() || entry.isBlockDevice()) return 'a device';
+  return undefined;
+}
+
+const inside = (root: string, path: string) => path === root || path.startsWith(`${root}${sep}`);
 
 function unreadable(path: string, relative: string, err: unknown, what: string): AudioFile {
   const code = (err as NodeJS.ErrnoException)?.code ?? 'ERR_UNREADABLE';
@@ -68,6 +94,11 @@ export async function* walkAudioFiles(
 ): AsyncGenerator<AudioFile> {
   const extensions = options.extensions ?? AUDIO_EXTENSIONS;
   const isAudio = (name: string) => extensions.has(extname(name).slice(1).toLowerCase());
+  const follow = options.followSymlinks === true;
+  // The roots as the file system names them, for "does this symlink lead outside them".
+  const roots: string[] = [];
+  for (const input of inputs) roots.push(await realpath(input).catch(() => resolve(input)));
+  const visited = new Set<string>();
   for (const input of inputs) {
     options.signal?.throwIfAborted();
     let info: Stats;
@@ -95,6 +126,10 @@ export async function* walkAudioFiles(
     const pending = [input];
     while (pending.length > 0) {
       const dir = pending.shift()!;
+      // Each directory once, whichever way it was reached (a followed symlink, a loop).
+      const real = await realpath(dir).catch(() => resolve(dir));
+      if (visited.has(real)) continue;
+      visited.add(real);
       let entries: Dirent[];
       try {
         entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
@@ -107,21 +142,55 @@ export async function* walkAudioFiles(
       const subdirs: string[] = [];
       for (const entry of entries) {
         options.signal?.throwIfAborted();
-        if (entry.name.startsWith('.')) continue;
         const path = join(dir, entry.name);
-        if (entry.isDirectory()) subdirs.push(path);
-        else if ((entry.isFile() || entry.isSymbolicLink()) && isAudio(entry.name)) {
-          let file: Stats;
-          try {
-            file = entry.isSymbolicLink() ? await stat(path) : await lstat(path);
-          } catch (err) {
-            // A broken symlink, or a file removed since the listing.
-            yield unreadable(path, relative(input, path), err, 'file');
+        const rel = relative(input, path);
+        if (entry.name.startsWith('.')) {
+          if (entry.isDirectory() || isAudio(entry.name))
+            yield skipped(path, rel, 'ERR_HIDDEN', `${path} is hidden`);
+          continue;
+        }
+        const special = specialKind(entry);
+        if (special) {
+          yield skipped(path, rel, 'ERR_NOT_REGULAR', `${path} is ${special}, not a regular file`);
+          continue;
+        }
+        if (entry.isDirectory()) {
+          subdirs.push(path);
+          continue;
+        }
+        if (!entry.isFile() && !entry.isSymbolicLink()) continue;
+        let file: Stats;
+        let target = path;
+        try {
+          if (entry.isSymbolicLink()) {
+            target = await realpath(path);
+            file = await stat(target);
+          } else file = await lstat(path);
+        } catch (err) {
+          // A broken symlink, or a file removed since the listing.
+          if (isAudio(entry.name)) yield unreadable(path, rel, err, 'file');
+          continue;
+        }
+        if (entry.isSymbolicLink()) {
+          if (file.isDirectory()) {
+            if (!follow) yield skipped(path, rel, 'ERR_SYMLINK_DIR', `${path} links to a directory`);
+            else subdirs.push(path);
             continue;
           }
-          if (file.isFile())
-            yield { path, relative: relative(input, path), size: file.size, mtimeMs: file.mtimeMs };
-        }
+          if (!isAudio(entry.name)) continue;
+          if (!follow && !roots.some((root) => inside(root, target))) {
+            yield skipped(
+              path,
+              rel,
+              'ERR_SYMLINK_OUTSIDE',
+              `${path} links outside the inputs (--follow-symlinks)`,
+            );
+            continue;
+          }
+        } else if (!isAudio(entry.name)) continue;
+        const kind = specialKind(file);
+        if (kind) yield skipped(path, rel, 'ERR_NOT_REGULAR', `${path} is ${kind}, not a regular file`);
+        else if (file.isFile()) yield { path, relative: rel, size: file.size, mtimeMs: file.mtimeMs };
       }
       pending.unshift(...subdirs);
     }

@@ -5,12 +5,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import type { ManifestEntry } from '../src/sinks/manifest.ts';
-import { runCli } from './helpers/cli.ts';
+import { readManifest, runCli } from './helpers/cli.ts';
 import { speechWav } from './helpers/speech.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-files-'));
@@ -18,12 +17,7 @@ after(() => rm(root, { recursive: true, force: true }));
 const wav = await speechWav('A short recording.', { pauseMs: 300 });
 const FAST_TXT = ['--format', 'txt', '--mode', 'fast'];
 
-async function manifest(out: string): Promise<ManifestEntry[]> {
-  return (await readFile(join(out, 'manifest.ndjson'), 'utf8'))
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as ManifestEntry);
-}
+const manifest = readManifest;
 
 test('--resume removes the temporary files a killed run left (ours only)', async () => {
   const dir = await mkdtemp(join(root, 'resume-'));

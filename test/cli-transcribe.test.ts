@@ -9,8 +9,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, utimes, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import type { ManifestEntry } from '../src/sinks/manifest.ts';
-import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { CLI_CWD, cliEnv, readManifest, runCli } from './helpers/cli.ts';
 import { ffmpeg } from './helpers/ffmpeg.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
@@ -34,12 +33,7 @@ const cli = runCli;
 /** Fast transcription to text: the quickest whole run, for tests about the run itself. */
 const FAST_TXT = ['--format', 'txt', '--mode', 'fast'];
 
-async function manifest(out: string): Promise<ManifestEntry[]> {
-  return (await readFile(join(out, 'manifest.ndjson'), 'utf8'))
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as ManifestEntry);
-}
+const manifest = readManifest;
 
 test('a directory: every input ends with results or a recorded reason; exit 1 when any failed', async () => {
   const out = join(root, 'out-live');

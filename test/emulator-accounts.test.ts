@@ -29,6 +29,13 @@ after(() => emu.close());
 
 const pcm = speechPcm([{ speech: 0.6 }, { silence: 0.4 }]);
 
+const postFrame = (id: string, key: string, isStart: boolean, isFinal: boolean) =>
+  call(`${emu.url}/http/stt-stream`, {
+    key,
+    body: encodeFrame({ streamId: id, isStart, isFinal, language: 'en', pcm }),
+    headers: { 'content-type': 'application/octet-stream' },
+  });
+
 test('a batch job: 404 TRANSCRIPTION_JOB_NOT_FOUND for another account (V2 and V1); readable by a key of its own account', async () => {
   const submit = await call(`${emu.url}/v1/transcribe/en`, {
     key: A1.key,
@@ -51,12 +58,7 @@ test('a batch job: 404 TRANSCRIPTION_JOB_NOT_FOUND for another account (V2 and V
 
 test('a live HTTP stream: another account cannot feed it or take its records; the owner goes on', async () => {
   const id = uuid();
-  const post = (key: string, isStart: boolean, isFinal: boolean) =>
-    call(`${emu.url}/http/stt-stream`, {
-      key,
-      body: encodeFrame({ streamId: id, isStart, isFinal, language: 'en', pcm }),
-      headers: { 'content-type': 'application/octet-stream' },
-    });
+  const post = (key: string, isStart: boolean, isFinal: boolean) => postFrame(id, key, isStart, isFinal);
   assert.equal((await post(A1.key, true, false)).status, 200);
   const intruder = await post(B.key, false, true);
   assert.equal(intruder.status, 409, intruder.text);
@@ -69,12 +71,7 @@ test('a live HTTP stream: another account cannot feed it or take its records; th
 
 test('a start frame for an id another account has live opens a separate stream, and does not touch the first', async () => {
   const id = uuid();
-  const post = (key: string, isStart: boolean, isFinal: boolean) =>
-    call(`${emu.url}/http/stt-stream`, {
-      key,
-      body: encodeFrame({ streamId: id, isStart, isFinal, language: 'en', pcm }),
-      headers: { 'content-type': 'application/octet-stream' },
-    });
+  const post = (key: string, isStart: boolean, isFinal: boolean) => postFrame(id, key, isStart, isFinal);
   assert.equal((await post(A1.key, true, false)).status, 200);
   const other = await post(B.key, true, true);
   assert.equal(other.status, 200, 'no 409: the id is not live for this account');

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import type { FaultRule } from '../src/emulator/index.ts';
 import {
   assembleTranscript,
@@ -86,16 +86,21 @@ function cuts(transport: 'http' | 'socketio'): FaultRule[] {
   }));
 }
 
+/** Add the connection failures for the rest of test `t`. */
+function withCuts(t: TestContext, transport: 'http' | 'socketio'): void {
+  const faults = cuts(transport).map((rule) => emulator.faults.add(rule));
+  t.after(() => {
+    for (const f of faults) f.remove();
+  });
+}
+
 for (const transport of ['http', 'socketio'] as const) {
   test(`${transport}: the same audio with and without connection failures gives the same words`, {
     timeout: 60_000,
   }, async (t) => {
     const reference = await transcribe(transport);
     assert.ok(reference.words.length > 20, `${reference.words.length} reference words`);
-    const faults = cuts(transport).map((rule) => emulator.faults.add(rule));
-    t.after(() => {
-      for (const f of faults) f.remove();
-    });
+    withCuts(t, transport);
     const faulty = await transcribe(transport);
     assert.ok(faulty.changes.length >= 3, `${faulty.changes.length} restarts`);
     assert.ok(
@@ -116,10 +121,7 @@ test('without the replay buffer the same failures lose words (the measure can fa
   timeout: 60_000,
 }, async (t) => {
   const reference = await transcribe('http');
-  const faults = cuts('http').map((rule) => emulator.faults.add(rule));
-  t.after(() => {
-    for (const f of faults) f.remove();
-  });
+  withCuts(t, 'http');
   const faulty = await transcribe('http', { replayBuffer: false });
   const diff = diffWords(reference.words, faulty.words);
   t.diagnostic(JSON.stringify(diff));
@@ -130,10 +132,7 @@ test('a failure that outlasts the replay buffer: the lost time range is an event
   timeout: 60_000,
 }, async (t) => {
   const reference = await transcribe('http');
-  const faults = cuts('http').map((rule) => emulator.faults.add(rule));
-  t.after(() => {
-    for (const f of faults) f.remove();
-  });
+  withCuts(t, 'http');
   const { final, lostEvents } = await transcribe('http', { replayBuffer: { maxSec: 1 } });
   assert.ok(lostEvents.length > 0, 'no loss reported');
   assert.deepEqual(final.lost, lostEvents);

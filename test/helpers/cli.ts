@@ -2,6 +2,9 @@
 // API_KEY in its environment: the built-in emulator answers.
 
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ManifestEntry } from '../../src/sinks/manifest.ts';
 
 export const CLI_CWD = new URL('../..', import.meta.url);
 
@@ -27,4 +30,12 @@ export function runCli(
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
+}
+
+/** The entries of `out/manifest.ndjson`, in order. */
+export async function readManifest(out: string): Promise<ManifestEntry[]> {
+  return (await readFile(join(out, 'manifest.ndjson'), 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ManifestEntry);
 }

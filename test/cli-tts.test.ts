@@ -152,3 +152,26 @@ test('--out that is a FIFO, a device or a symlink is refused (exit 2, left as it
   assert.equal(replaced.code, 0, replaced.stderr);
   assert.equal((await readFile(target)).subarray(0, 4).toString(), 'RIFF');
 });
+
+test('the format follows --out: Ogg Opus, MP3 and FLAC through ffmpeg; any other extension is bad usage', async () => {
+  const dir = await mkdtemp(join(root, 'formats-'));
+  const magic: [string, (b: Buffer) => boolean][] = [
+    ['speech.ogg', (b) => b.subarray(0, 4).toString() === 'OggS' && b.includes('OpusHead')],
+    ['speech.opus', (b) => b.subarray(0, 4).toString() === 'OggS'],
+    [
+      'speech.mp3',
+      (b) => b.subarray(0, 3).toString() === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0),
+    ],
+    ['speech.flac', (b) => b.subarray(0, 4).toString() === 'fLaC'],
+    ['speech.WAV', (b) => b.subarray(0, 4).toString() === 'RIFF'],
+  ];
+  for (const [name, check] of magic) {
+    const run = await cli(['Hello there.', '--out', join(dir, name)]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.ok(check(await readFile(join(dir, name))), `${name} is not in its format`);
+  }
+  const bad = await cli(['Hello there.', '--out', join(dir, 'speech.xyz')]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /\.wav, \.ogg, \.opus, \.mp3, \.flac/);
+  assert.deepEqual((await readdir(dir)).sort(), magic.map(([n]) => n).sort(), 'no partial file left');
+});

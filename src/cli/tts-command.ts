@@ -5,19 +5,23 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { lstat, readFile, rename, rm } from 'node:fs/promises';
+import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
+import { runFfmpeg } from '../audio/ffmpeg.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { countCodePoints, hasSpeakableText } from '../protocol/tts-request.ts';
 import { wavFile } from '../sinks/wav-file.ts';
 import { openService } from './service.ts';
 
-export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav [options]
-       speechpipe tts --text-file FILE --out FILE.wav [options]
+export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav|.ogg|.opus|.mp3|.flac [options]
+       speechpipe tts --text-file FILE --out FILE [options]
        speechpipe tts --list-voices
 
-  --out FILE        the WAV file to write (PCM16 mono; written whole or not at all)
+  --out FILE        the file to write, its format from its extension: .wav (PCM16 mono),
+                    .ogg/.opus (Ogg Opus), .mp3, .flac (the last three encoded by ffmpeg);
+                    written whole or not at all
   --text-file FILE  read the text from FILE ('-' for standard input) instead of the arguments
   --voice UUID      a voice id from --list-voices (default: the deployment's choice)
   --model M         the TTS model (default nebula)
@@ -110,6 +114,7 @@ async function parse(args: string[]): Promise<Options> {
     if (!hasSpeakableText(text)) throw new UsageError('no text to speak');
     if (!values.out) throw new UsageError('--out is required');
     await checkReplaceable(values.out);
+    formatOf(values.out);
   }
   return {
     out: values.out,
@@ -120,6 +125,26 @@ async function parse(args: string[]): Promise<Options> {
     maxChars,
     listVoices,
   };
+}
+
+/** Output formats by extension: WAV written directly, the others encoded by ffmpeg from it. */
+const FORMATS: Record<string, { name: string; ffmpeg?: string[] }> = {
+  '.wav': { name: 'WAV (PCM16)' },
+  '.ogg': { name: 'Ogg Opus', ffmpeg: ['-c:a', 'libopus', '-f', 'ogg'] },
+  '.opus': { name: 'Ogg Opus', ffmpeg: ['-c:a', 'libopus', '-f', 'ogg'] },
+  '.mp3': { name: 'MP3', ffmpeg: ['-c:a', 'libmp3lame', '-q:a', '2', '-f', 'mp3'] },
+  '.flac': { name: 'FLAC', ffmpeg: ['-c:a', 'flac', '-f', 'flac'] },
+};
+
+/** The format `--out`'s extension asks for; any other extension is bad usage (not a WAV by another name). */
+function formatOf(out: string): { name: string; ffmpeg?: string[] } {
+  const format = FORMATS[extname(out).toLowerCase()];
+  if (!format) {
+    throw new UsageError(
+      `--out ${JSON.stringify(out)}: unknown extension; use ${Object.keys(FORMATS).join(', ')}`,
+    );
+  }
+  return format;
 }
 
 /**
@@ -200,6 +225,17 @@ export async function run(args: string[]): Promise<number> {
       }
       wav!.end();
       await finished(wav!);
+      const encode = formatOf(out).ffmpeg;
+      if (encode) {
+        // Encoded from the finished WAV into a second partial, which then replaces the first.
+        const encoded = `${partial}${extname(out)}`;
+        try {
+          await runFfmpeg(['-i', partial, ...encode, '-y', encoded], { signal }).done;
+          await rename(encoded, partial);
+        } finally {
+          await rm(encoded, { force: true });
+        }
+      }
       await checkReplaceable(out); // nothing became a FIFO or a link meanwhile
       await rename(partial, out);
     } catch (caught) {

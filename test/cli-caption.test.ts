@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
-import { CLI_CWD, cliEnv } from './helpers/cli.ts';
+import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
 import { alive, ffmpegChildren } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 import { readEvents } from './helpers/sse.ts';
@@ -88,5 +88,21 @@ test('bad usage exits 2 with the usage text', async () => {
     const [code] = await once(run.child, 'exit');
     assert.equal(code, 2, args.join(' '));
     assert.match(run.stderr(), /usage: speechpipe caption/);
+  }
+});
+
+test('raw PCM on standard input needs its encoding, --sample-rate and --channels (bad usage otherwise)', async () => {
+  for (const [args, message] of [
+    [['-', '--input-format', 's16le'], /--sample-rate/],
+    [['-', '--input-format', 's16le', '--sample-rate', '8000'], /--channels/],
+    [
+      ['-', '--input-format', 'pulse', '--sample-rate', '8000', '--channels', '1'],
+      /s16le, f32le, alaw, mulaw/,
+    ],
+    [['in.wav', '--sample-rate', '8000'], /standard input/],
+  ] as const) {
+    const run = await runCli(['caption', ...args]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, message);
   }
 });

@@ -82,3 +82,23 @@ test('input ffmpeg skipped is a warning; a missing file is ffmpeg’s error', as
   assert.equal(warnings[0]!.code, 'ERR_MEDIA_FORMAT');
   await assert.rejects(drain(liveInput(join(root, 'missing.wav'))), { code: 'ERR_FFMPEG_FAILED' });
 });
+
+test('standard input as declared raw PCM: 8 kHz stereo s16le becomes 16 kHz mono, chunked anywhere', async () => {
+  const frames = 8000 * 1.5;
+  const raw = Buffer.alloc(frames * 4);
+  for (let i = 0; i < frames; i++) {
+    const v = Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 8000));
+    raw.writeInt16LE(v, i * 4);
+    raw.writeInt16LE(v, i * 4 + 2);
+  }
+  const pcm = await drain(
+    liveInput('-', {
+      stdin: Readable.from([raw.subarray(0, 1001), raw.subarray(1001)]),
+      stdinFormat: { encoding: 's16le', sampleRate: 8000, channels: 2 },
+    }),
+  );
+  assert.equal(pcm.length, 1.5 * 16000 * 2);
+  let peak = 0;
+  for (let i = 0; i < pcm.length; i += 2) peak = Math.max(peak, Math.abs(pcm.readInt16LE(i)));
+  assert.ok(peak > 6000, `the tone came through (peak ${peak})`);
+});

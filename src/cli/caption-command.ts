@@ -13,6 +13,7 @@ import { type CaptionRelay, captionRelay } from '../sinks/caption-relay.ts';
 import { liveInput } from '../sources/live-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
+import type { RawEncoding, RawInputFormat } from '../transforms/decode.ts';
 import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
 import { mergeDiarization } from '../transforms/merge-diarization.ts';
 import { Pacer, pace } from '../transforms/pace.ts';
@@ -29,7 +30,9 @@ export const USAGE = `usage: speechpipe caption <input> [options]
   <input>               what ffmpeg opens (a stream URL, a file, a device with --input-format),
                         or - for audio on standard input
   --realtime            read a file at its own pace, as if it were a broadcast
-  --input-format F      ffmpeg's input format for a device (pulse, alsa, lavfi, ...)
+  --input-format F      ffmpeg's input format for a device (pulse, alsa, lavfi, ...); with -,
+                        raw PCM on standard input: s16le, f32le, alaw or mulaw, with
+                        --sample-rate N and --channels N
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (realtime diarization)
   --transport T         http (default) or socketio
@@ -46,10 +49,14 @@ interrupted (SIGINT, SIGTERM).`;
 
 class UsageError extends Error {}
 
+const RAW_ENCODINGS: readonly RawEncoding[] = ['s16le', 'f32le', 'alaw', 'mulaw'];
+
 interface Options {
   input: string;
   realtime: boolean;
   inputFormat: string | undefined;
+  /** Standard input is headerless PCM of this format. */
+  stdinFormat: RawInputFormat | undefined;
   language: Language;
   speakers: boolean;
   transport: 'http' | 'socketio';
@@ -65,6 +72,8 @@ function parse(args: string[]): Options {
     options: {
       realtime: { type: 'boolean', default: false },
       'input-format': { type: 'string' },
+      'sample-rate': { type: 'string' },
+      channels: { type: 'string' },
       language: { type: 'string', default: 'auto' },
       speakers: { type: 'boolean', default: false },
       transport: { type: 'string', default: 'http' },
@@ -83,9 +92,27 @@ function parse(args: string[]): Options {
     throw new UsageError('--port must be an integer from 0 to 65535');
   if (values.out !== undefined && !/\.(vtt|srt)$/i.test(values.out))
     throw new UsageError('--out must name a .vtt or .srt file');
-  if (positionals[0] === '-' && (values.realtime || values['input-format'] !== undefined))
-    throw new UsageError('--realtime and --input-format are for what ffmpeg opens, not standard input');
+  let stdinFormat: RawInputFormat | undefined;
+  if (positionals[0] === '-') {
+    if (values.realtime) throw new UsageError('--realtime is for what ffmpeg opens, not standard input');
+    if (values['input-format'] !== undefined) {
+      // Headerless PCM on standard input: its encoding, rate and channels are declared.
+      const encoding = values['input-format'] as RawEncoding;
+      if (!RAW_ENCODINGS.includes(encoding))
+        throw new UsageError(`standard input takes --input-format ${RAW_ENCODINGS.join(', ')} (raw PCM)`);
+      const sampleRate = Number(values['sample-rate']);
+      const channels = Number(values.channels);
+      if (!Number.isInteger(sampleRate) || sampleRate < 1000 || sampleRate > 384_000)
+        throw new UsageError('raw PCM on standard input needs --sample-rate N (Hz)');
+      if (!Number.isInteger(channels) || channels < 1 || channels > 8)
+        throw new UsageError('raw PCM on standard input needs --channels N (1 to 8)');
+      stdinFormat = { encoding, sampleRate, channels };
+    }
+  } else if (values['sample-rate'] !== undefined || values.channels !== undefined) {
+    throw new UsageError('--sample-rate and --channels describe raw PCM on standard input (-)');
+  }
   return {
+    stdinFormat,
     input: positionals[0]!,
     realtime: values.realtime!,
     inputFormat: values['input-format'],
@@ -128,7 +155,9 @@ export async function run(args: string[]): Promise<number> {
 
     const audio = liveInput(options.input, {
       realtime: options.realtime,
-      inputArgs: options.inputFormat ? ['-f', options.inputFormat] : [],
+      ...(options.stdinFormat
+        ? { stdinFormat: options.stdinFormat }
+        : { inputArgs: options.inputFormat ? ['-f', options.inputFormat] : [] }),
       signal,
     });
     audio.on('warning', (w: Error) => log(`warning: ${w.message}`));

@@ -3,7 +3,7 @@
 
 import { pipeline, type Readable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
-import { decode } from '../transforms/decode.ts';
+import { decode, type RawInputFormat } from '../transforms/decode.ts';
 import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 
 export interface LiveInputOptions {
@@ -15,6 +15,8 @@ export interface LiveInputOptions {
   sampleRate?: number;
   /** Where standard input comes from for `'-'` (default `process.stdin`). */
   stdin?: Readable;
+  /** Standard input (`'-'`) is headerless PCM of this format, not sniffed. */
+  stdinFormat?: RawInputFormat;
   ffmpegPath?: string;
   signal?: AbortSignal;
 }
@@ -36,6 +38,7 @@ export function liveInput(input: string, options: LiveInputOptions = {}): Readab
     }
     const decoder = decode({
       sampleRate,
+      ...(options.stdinFormat ? { input: options.stdinFormat } : {}),
       lowLatency: true,
       ffmpegPath: options.ffmpegPath,
       signal: options.signal,

@@ -268,3 +268,26 @@ test('fast over HTTP: records before a bad NDJSON line are delivered, then the e
     fault.remove();
   }
 });
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`transcribeFinal over ${transport} holds every record's words, not the last region's`, async () => {
+    const records = [];
+    for await (const r of client.fast.transcribe(longWav, { transport })) records.push(r);
+    assert.ok(records.length > 1, `the file gives several records (${records.length})`);
+    const all = records.flatMap((r) => r.words);
+    const final = await client.fast.transcribeFinal(longWav, { transport });
+    assert.equal(final.is_final, true);
+    assert.deepEqual(
+      final.words.map((w) => w.word),
+      all.map((w) => w.word),
+    );
+    assert.ok(final.words.length > records.at(-1)!.words.length);
+    assert.equal(
+      final.transcription,
+      records
+        .map((r) => r.transcription.trim())
+        .filter(Boolean)
+        .join(' '),
+    );
+  });
+}

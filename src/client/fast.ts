@@ -108,11 +108,16 @@ export class FastApi {
     }
   }
 
-  /** Transcribe and return the final record only. */
+  /**
+   * Transcribe and return the whole file as one record: every record's words in time order and
+   * their transcriptions joined, `is_final: true`, the id and `seq` of the final record. The
+   * service answers with a record per speech region, so the final record alone holds only the
+   * last region's words. A word a later record repeats (same start and end) is kept once.
+   */
   async transcribeFinal(input: UploadInput, options: FastOptions = {}): Promise<FastRecord> {
-    let last: FastRecord | undefined;
-    for await (const record of this.transcribe(input, options)) last = record;
-    return last!;
+    const records: FastRecord[] = [];
+    for await (const record of this.transcribe(input, options)) records.push(record);
+    return mergeFastRecords(records);
   }
 
   #acquire(signal: AbortSignal | undefined, attempt: number) {
@@ -302,4 +307,27 @@ function checkRecord(value: unknown, id: string): FastRecord {
     throw new ProtocolError('ERR_INVALID_RECORD', `fast record for ${check.value.id}, expected ${id}`);
   }
   return check.value;
+}
+
+/** The records of one fast transcription as one: see `FastApi.transcribeFinal`. */
+export function mergeFastRecords(records: readonly FastRecord[]): FastRecord {
+  const last = records.at(-1);
+  if (last === undefined) throw new IncompleteStreamError('fast transcription ended without a record');
+  const seen = new Set<string>();
+  const words: FastRecord['words'] = [];
+  const texts: string[] = [];
+  for (const record of records) {
+    let fresh = false;
+    for (const word of record.words) {
+      const key = `${word.start_time}:${word.end_time}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      words.push(word);
+      fresh = true;
+    }
+    const text = record.transcription.trim();
+    if (text !== '' && (fresh || record.words.length === 0)) texts.push(text);
+  }
+  words.sort((a, b) => a.start_time - b.start_time);
+  return { id: last.id, seq: last.seq, transcription: texts.join(' '), words, is_final: true };
 }

@@ -1,5 +1,6 @@
 // speechpipe: composable Node streams for the speech service.
 
+export * from './archive/index.ts';
 export { MediaError, type MediaErrorCode } from './audio/media-error.ts';
 export {
   type PcmFormat,
@@ -20,6 +21,14 @@ export {
   type RelayCue,
 } from './sinks/caption-relay.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
+export {
+  AUDIO_EXTENSIONS,
+  type AudioFile,
+  fromFile,
+  isMediaHead,
+  type WalkOptions,
+  walkAudioFiles,
+} from './sources/files.ts';
 export { type LiveInputOptions, liveInput } from './sources/live-input.ts';
 export {
   type AlignSpeakersOptions,

@@ -2,10 +2,15 @@
 // not take, and follows symlinks only inside the inputs unless told), and a Readable of one file.
 
 import { createReadStream, type Dirent, type ReadStream, type Stats } from 'node:fs';
-import { lstat, readdir, realpath, stat } from 'node:fs/promises';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, extname, join, relative, resolve, sep } from 'node:path';
+import picomatch from 'picomatch';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 
-/** Extensions treated as audio by `walkAudioFiles` (lower case, no dot). */
+/**
+ * Extensions of audio and video containers taken by `walkAudioFiles` (lower case, no dot).
+ * A file without an extension is taken when its first bytes are a media container's.
+ */
 export const AUDIO_EXTENSIONS: ReadonlySet<string> = new Set([
   'wav',
   'wave',
@@ -24,7 +29,58 @@ export const AUDIO_EXTENSIONS: ReadonlySet<string> = new Set([
   'ulaw',
   'amr',
   'wma',
+  'mkv',
+  'mov',
+  'm4v',
+  'ts',
+  'mts',
+  'm2ts',
+  'mxf',
+  '3gp',
+  '3g2',
+  'avi',
 ]);
+
+const startsWith = (b: Buffer, text: string, at = 0) =>
+  b.length >= at + text.length && b.toString('latin1', at, at + text.length) === text;
+
+/**
+ * Whether `head` (a file's first bytes, 4 KiB are enough) is the start of a media container
+ * or stream ffmpeg reads: RIFF/WAVE, AVI, MP3 (ID3 or a frame header), FLAC, Ogg, Matroska and
+ * WebM, ISO media (MP4, MOV, M4A, 3GP), MPEG-TS, MXF, AMR, ADTS AAC, ASF (WMA).
+ */
+export function isMediaHead(head: Buffer): boolean {
+  if (head.length < 4) return false;
+  if (startsWith(head, 'RIFF') && (startsWith(head, 'WAVE', 8) || startsWith(head, 'AVI ', 8))) return true;
+  if (startsWith(head, 'RIFX') || startsWith(head, 'RF64')) return true;
+  if (startsWith(head, 'ID3') || startsWith(head, 'fLaC') || startsWith(head, 'OggS')) return true;
+  if (startsWith(head, '#!AMR')) return true;
+  if (head.readUInt32BE(0) === 0x1a45dfa3) return true; // EBML: Matroska, WebM
+  if (head.readUInt32BE(0) === 0x060e2b34) return true; // MXF's SMPTE universal label
+  if (head.readUInt32BE(0) === 0x3026b275) return true; // ASF
+  if (['ftyp', 'moov', 'mdat', 'free', 'wide'].some((box) => startsWith(head, box, 4))) return true;
+  // MPEG-TS: a sync byte every 188 bytes.
+  if (head[0] === 0x47 && head.length >= 377 && head[188] === 0x47 && head[376] === 0x47) return true;
+  // An MPEG audio frame (MP3, MP2) or ADTS AAC: 11 sync bits, then a valid layer/version.
+  if (head[0] === 0xff && (head[1]! & 0xe0) === 0xe0) {
+    const version = (head[1]! >> 3) & 3;
+    const layer = (head[1]! >> 1) & 3;
+    if (layer === 0) return (head[1]! & 0xf6) === 0xf0; // ADTS
+    return version !== 1 && (head[2]! & 0xf0) !== 0xf0;
+  }
+  return false;
+}
+
+async function readHead(path: string, bytes = 4096): Promise<Buffer> {
+  const handle = await open(path, 'r');
+  try {
+    const buffer = Buffer.alloc(bytes);
+    const { bytesRead } = await handle.read(buffer, 0, bytes, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
 
 export interface AudioFile {
   path: string;
@@ -50,6 +106,16 @@ export interface AudioFile {
 export interface WalkOptions {
   extensions?: ReadonlySet<string>;
   signal?: AbortSignal;
+  /**
+   * Globs (picomatch syntax, matched against the path relative to the directory given, with
+   * `/`): only files matching one are taken. Default: every media file.
+   */
+  include?: readonly string[];
+  /**
+   * Globs of files and directories left out (a directory matching one is not walked). Files
+   * given directly are always taken.
+   */
+  exclude?: readonly string[];
   /**
    * Follow symlinks wherever they lead (directories too; a loop is walked once). Default
    * false: a file symlink is taken only when its target lies inside the roots given, and a
@@ -93,7 +159,22 @@ export async function* walkAudioFiles(
   options: WalkOptions = {},
 ): AsyncGenerator<AudioFile> {
   const extensions = options.extensions ?? AUDIO_EXTENSIONS;
-  const isAudio = (name: string) => extensions.has(extname(name).slice(1).toLowerCase());
+  const hasAudioExtension = (name: string) => extensions.has(extname(name).slice(1).toLowerCase());
+  const noExtension = (name: string) => extname(name) === '';
+  const isAudio = (name: string) => hasAudioExtension(name) || noExtension(name);
+  const globs = (list: readonly string[] | undefined, what: string) => {
+    if (list === undefined || list.length === 0) return undefined;
+    for (const glob of list)
+      if (typeof glob !== 'string' || glob === '')
+        throw new InvalidArgumentError(`walkAudioFiles: ${what} globs must be nonempty strings`);
+    return picomatch([...list], { dot: true });
+  };
+  const included = globs(options.include, 'include');
+  const excluded = globs(options.exclude, 'exclude');
+  const posix = (rel: string) => (sep === '/' ? rel : rel.split(sep).join('/'));
+  /** A file without an extension is taken only when its content is media. */
+  const isMedia = async (path: string, name: string) =>
+    !noExtension(name) || isMediaHead(await readHead(path).catch(() => Buffer.alloc(0)));
   const follow = options.followSymlinks === true;
   // The roots as the file system names them, for "does this symlink lead outside them".
   const roots: string[] = [];
@@ -145,10 +226,11 @@ export async function* walkAudioFiles(
         const path = join(dir, entry.name);
         const rel = relative(input, path);
         if (entry.name.startsWith('.')) {
-          if (entry.isDirectory() || isAudio(entry.name))
+          if (entry.isDirectory() || hasAudioExtension(entry.name))
             yield skipped(path, rel, 'ERR_HIDDEN', `${path} is hidden`);
           continue;
         }
+        if (excluded?.(posix(rel))) continue;
         const special = specialKind(entry);
         if (special) {
           yield skipped(path, rel, 'ERR_NOT_REGULAR', `${path} is ${special}, not a regular file`);
@@ -158,6 +240,7 @@ export async function* walkAudioFiles(
           subdirs.push(path);
           continue;
         }
+        if (included && !included(posix(rel))) continue;
         if (!entry.isFile() && !entry.isSymbolicLink()) continue;
         let file: Stats;
         let target = path;
@@ -168,7 +251,7 @@ export async function* walkAudioFiles(
           } else file = await lstat(path);
         } catch (err) {
           // A broken symlink, or a file removed since the listing.
-          if (isAudio(entry.name)) yield unreadable(path, rel, err, 'file');
+          if (hasAudioExtension(entry.name)) yield unreadable(path, rel, err, 'file');
           continue;
         }
         if (entry.isSymbolicLink()) {
@@ -190,7 +273,8 @@ export async function* walkAudioFiles(
         } else if (!isAudio(entry.name)) continue;
         const kind = specialKind(file);
         if (kind) yield skipped(path, rel, 'ERR_NOT_REGULAR', `${path} is ${kind}, not a regular file`);
-        else if (file.isFile()) yield { path, relative: rel, size: file.size, mtimeMs: file.mtimeMs };
+        else if (file.isFile() && (await isMedia(target, entry.name)))
+          yield { path, relative: rel, size: file.size, mtimeMs: file.mtimeMs };
       }
       pending.unshift(...subdirs);
     }

@@ -1,0 +1,376 @@
+// transcribeEach(): a Transform from walked files to archive events, several files at once. It
+// stops the whole run at the first 401 or 403 (a wrong key is wrong for every file), and holds
+// a circuit breaker on connection failures: after a few in a row it stops starting files,
+// probes the service, and goes on when it answers, instead of burning every file's retries.
+// Files it did not attempt are left unrecorded, for a resumed run.
+
+import { Socket } from 'node:net';
+import { Transform, type TransformCallback } from 'node:stream';
+import type { SpeechClient } from '../client/index.ts';
+import { SpeechpipeError, SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import type { AudioFile } from '../sources/files.ts';
+import type { ArchiveStore } from './store.ts';
+import { type FileResult, transcribeFile } from './transcribe-file.ts';
+
+/** An input's reason: a stable code and a message. */
+export interface Reason {
+  code: string;
+  message: string;
+}
+
+/** What happens to the inputs of an archive run. Every event of one input carries its `file`. */
+export type ArchiveEvent =
+  /** The walk found the input; `durationSec` once its header was read (see `probed`). */
+  | { type: 'queued'; file: AudioFile }
+  /** The input's audio duration, read from its header without decoding. */
+  | { type: 'probed'; file: AudioFile; durationSec: number }
+  | { type: 'started'; file: AudioFile; attempt: number }
+  /** Live mode: audio seconds sent so far. */
+  | { type: 'progress'; file: AudioFile; audioSeconds: number }
+  /** Transcribed, not yet written (transcribeEach's output; writeTranscripts makes it `done`). */
+  | { type: 'transcribed'; file: AudioFile; outputs: string[]; result: FileResult; elapsedMs: number }
+  | {
+      type: 'done';
+      file: AudioFile;
+      outputs: string[];
+      words: number;
+      audioSeconds?: number;
+      elapsedMs: number;
+      warnings?: Reason[];
+    }
+  | { type: 'failed'; file: AudioFile; error: Reason; jobId?: string }
+  /** Not taken: hidden, special, a symlink not followed, or (`ALREADY_DONE`) done in an earlier run. */
+  | { type: 'skipped'; file: AudioFile; reason: Reason }
+  /** The service stopped answering: no file starts until it answers again. */
+  | { type: 'paused'; reason: Reason }
+  | { type: 'resumed'; pausedMs: number }
+  /**
+   * The run stopped before its end (the key was refused, the service stayed unreachable, or
+   * it was aborted); `notAttempted` inputs are left for a resumed run.
+   */
+  | { type: 'stopped'; reason: Reason; notAttempted: number };
+
+export interface BreakerOptions {
+  /** Connection failures in a row that open the breaker. Default 3. */
+  failures?: number;
+  /** How long the service may stay unreachable before the run stops. Default 10 min. */
+  maxOutageMs?: number;
+  /** First pause between probes; doubles up to 30 s. Default 1 s. */
+  probeIntervalMs?: number;
+  /**
+   * Whether the service answers. Default: a TCP connection to the service's host and port
+   * within 5 s.
+   */
+  probe?: (signal: AbortSignal) => Promise<boolean>;
+}
+
+export interface TranscribeEachOptions {
+  client: SpeechClient;
+  store: ArchiveStore;
+  /** Files at once. Default 2. */
+  concurrency?: number;
+  /** Batch: stop waiting for a job after this long. Default 4 h. */
+  jobTimeoutMs?: number;
+  /** Attempts for an input that fails on the connection. Default 3. */
+  connectionAttempts?: number;
+  breaker?: BreakerOptions;
+  signal?: AbortSignal;
+}
+
+const AUTH_STATUSES = new Set([401, 403]);
+
+/** The key was refused: every other file would be refused too. */
+export function isAuthFailure(err: unknown): boolean {
+  return err instanceof SpeechServiceError && AUTH_STATUSES.has(err.status);
+}
+
+/** The service could not be reached at all (not: it answered with an error). */
+export function isConnectionFailure(err: unknown): boolean {
+  if (err instanceof TransportError) return err.code === 'ERR_CONNECT';
+  const cause = (err as { cause?: unknown })?.cause;
+  return cause !== undefined && cause !== err && isConnectionFailure(cause);
+}
+
+/** A TCP connection to the service's address. */
+export function tcpProbe(url: string, timeoutMs = 5000): (signal: AbortSignal) => Promise<boolean> {
+  const target = new URL(url);
+  const port = Number(target.port || (target.protocol === 'https:' ? 443 : 80));
+  const host = target.hostname.replace(/^\[|\]$/g, '');
+  return (signal) =>
+    new Promise((resolve) => {
+      const socket = new Socket();
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        socket.destroy();
+        resolve(ok);
+      };
+      const onAbort = () => done(false);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      socket.once('connect', () => done(true));
+      socket.once('error', () => done(false));
+      socket.connect(port, host);
+    });
+}
+
+class Stopped extends Error {}
+
+/** Connection failures in a row open it; while open, probes decide when files start again. */
+class Breaker {
+  readonly #threshold: number;
+  readonly #maxOutageMs: number;
+  readonly #intervalMs: number;
+  readonly #probe: (signal: AbortSignal) => Promise<boolean>;
+  readonly #signal: AbortSignal;
+  readonly #emit: (event: ArchiveEvent) => void;
+  readonly #stop: (reason: Reason) => void;
+  #consecutive = 0;
+  #open: Promise<void> | undefined;
+
+  constructor(
+    options: BreakerOptions,
+    url: string,
+    signal: AbortSignal,
+    emit: (event: ArchiveEvent) => void,
+    stop: (reason: Reason) => void,
+  ) {
+    this.#threshold = options.failures ?? 3;
+    this.#maxOutageMs = options.maxOutageMs ?? 600_000;
+    this.#intervalMs = options.probeIntervalMs ?? 1000;
+    this.#probe = options.probe ?? tcpProbe(url);
+    this.#signal = signal;
+    this.#emit = emit;
+    this.#stop = stop;
+  }
+
+  /** Resolves when files may start (at once unless open). */
+  ready(): Promise<void> {
+    return this.#open ?? Promise.resolve();
+  }
+
+  success(): void {
+    this.#consecutive = 0;
+  }
+
+  failure(err: unknown): void {
+    if (++this.#consecutive >= this.#threshold) this.trip(err);
+  }
+
+  /** Open now (a probe at the start found nothing, or failures in a row). */
+  trip(err: unknown): void {
+    if (this.#open) return;
+    const message = err instanceof Error ? err.message : String(err);
+    this.#emit({ type: 'paused', reason: { code: 'ERR_SERVICE_UNREACHABLE', message } });
+    this.#open = this.#probeUntilAnswered(message).finally(() => {
+      this.#open = undefined;
+      this.#consecutive = 0;
+    });
+    // Waiters see the rejection; nobody may be waiting yet.
+    this.#open.catch(() => {});
+  }
+
+  async #probeUntilAnswered(message: string): Promise<void> {
+    const since = performance.now();
+    let interval = this.#intervalMs;
+    for (;;) {
+      if (this.#signal.aborted) throw new Stopped();
+      if (await this.#probe(this.#signal)) {
+        this.#emit({ type: 'resumed', pausedMs: Math.round(performance.now() - since) });
+        return;
+      }
+      if (performance.now() - since >= this.#maxOutageMs) {
+        this.#stop({
+          code: 'ERR_SERVICE_UNREACHABLE',
+          message: `the service did not answer for ${Math.round(this.#maxOutageMs / 1000)} s (${message})`,
+        });
+        throw new Stopped();
+      }
+      await delay(Math.min(interval, this.#maxOutageMs), this.#signal);
+      interval = Math.min(interval * 2, 30_000);
+    }
+  }
+}
+
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Transcribe each walked file (`AudioFile`s in, `ArchiveEvent`s out), `concurrency` at once,
+ * in walk order of starting. Walk entries that were skipped or unreadable pass through as
+ * `skipped` and `failed`; with the store's `resume`, inputs done before pass as `skipped`
+ * (`ALREADY_DONE`). Batch job ids go to the store the moment the service accepts a job.
+ *
+ * The first 401 or 403 stops the run: files in flight are cancelled, no other file starts,
+ * and a `stopped` event ends the output; the remaining inputs are consumed without being
+ * attempted or recorded. Connection failures feed a circuit breaker (see `BreakerOptions`);
+ * an input that failed on the connection runs again once the service answers.
+ */
+export function transcribeEach(options: TranscribeEachOptions): Transform {
+  const concurrency = options.concurrency ?? 2;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1)
+    throw new RangeError(`transcribeEach: concurrency must be a positive integer, got ${concurrency}`);
+  const attempts = options.connectionAttempts ?? 3;
+  const controller = new AbortController();
+  const onOuterAbort = () => controller.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  const running = new Set<Promise<void>>();
+  let stopped: Reason | undefined;
+  let notAttempted = 0;
+  /** The write callback held back while `concurrency` files run. */
+  let waiting: (() => void) | undefined;
+
+  const stream = new Transform({
+    objectMode: true,
+    highWaterMark: concurrency,
+    transform(file: AudioFile, _encoding, callback: TransformCallback) {
+      if (stopped !== undefined || controller.signal.aborted) {
+        if (!file.skipped) notAttempted++;
+        callback();
+        return;
+      }
+      const task = one(file).finally(() => {
+        running.delete(task);
+        const next = waiting;
+        waiting = undefined;
+        next?.();
+      });
+      running.add(task);
+      if (running.size < concurrency) callback();
+      else waiting = () => callback();
+    },
+    flush(callback) {
+      Promise.all(running).then(() => {
+        options.signal?.removeEventListener('abort', onOuterAbort);
+        if (stopped === undefined && controller.signal.aborted)
+          stopped = { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
+        if (stopped !== undefined) stream.push({ type: 'stopped', reason: stopped, notAttempted });
+        callback();
+      }, callback);
+    },
+    destroy(err, callback) {
+      options.signal?.removeEventListener('abort', onOuterAbort);
+      controller.abort(err ?? new SpeechpipeError('ERR_DESTROYED', 'transcribeEach was destroyed'));
+      callback(err);
+    },
+  });
+
+  const emit = (event: ArchiveEvent) => {
+    if (!stream.destroyed) stream.push(event);
+  };
+  const stop = (reason: Reason) => {
+    if (stopped !== undefined) return;
+    stopped = reason;
+    controller.abort(new SpeechpipeError(reason.code, reason.message));
+  };
+  const breaker = new Breaker(
+    options.breaker ?? {},
+    options.client.config.apiUrl,
+    controller.signal,
+    emit,
+    stop,
+  );
+  // Is anyone there? An unreachable service pauses the run before the first file.
+  let first: Promise<void> | undefined;
+  const probeFirst = () => {
+    first ??= (options.breaker?.probe ?? tcpProbe(options.client.config.apiUrl))(controller.signal).then(
+      (ok) => {
+        if (!ok && !controller.signal.aborted)
+          breaker.trip(new Error(`cannot connect to ${new URL(options.client.config.apiUrl).host}`));
+      },
+    );
+    return first;
+  };
+
+  async function one(file: AudioFile): Promise<void> {
+    const { store } = options;
+    const plan = await store.plan(file);
+    if (file.skipped) return emit({ type: 'skipped', file, reason: file.skipped });
+    if (file.unreadable) return emit({ type: 'failed', file, error: file.unreadable });
+    if (plan.action === 'skip')
+      return emit({
+        type: 'skipped',
+        file,
+        reason: { code: 'ALREADY_DONE', message: 'done in an earlier run, unchanged' },
+      });
+    const job: { id?: string } = {};
+    let pendingJob = plan.pendingJob;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await probeFirst();
+        await breaker.ready();
+      } catch {
+        // Stopped while waiting for the service: left for a resumed run.
+        notAttempted++;
+        return;
+      }
+      if (controller.signal.aborted) {
+        notAttempted++;
+        return;
+      }
+      const started = performance.now();
+      emit({ type: 'started', file, attempt });
+      try {
+        const result = await transcribeFile(file, {
+          client: options.client,
+          ...store.settings,
+          signal: controller.signal,
+          ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+          ...(pendingJob === undefined ? {} : { pendingJob }),
+          job,
+          onSubmitted: (jobId) => store.submitted(file, jobId),
+          onProgress: (audioSeconds) => emit({ type: 'progress', file, audioSeconds }),
+          // The run retries an input the connection failed, after the service answers again.
+          restartWithinMs: 20_000,
+        });
+        breaker.success();
+        emit({
+          type: 'transcribed',
+          file,
+          outputs: plan.outputs,
+          result,
+          elapsedMs: Math.round(performance.now() - started),
+        });
+        return;
+      } catch (err) {
+        if (controller.signal.aborted) {
+          // Cancelled (stopped, aborted, destroyed): not this input's failure.
+          notAttempted++;
+          return;
+        }
+        if (isAuthFailure(err)) {
+          notAttempted++;
+          const e = err as SpeechServiceError;
+          stop({ code: e.code, message: `the service refused the key (${e.status}): ${e.message}` });
+          return;
+        }
+        if (isConnectionFailure(err)) {
+          breaker.failure(err);
+          if (attempt + 1 < attempts) {
+            // A job submitted before the connection failed is waited for, not submitted again.
+            if (job.id !== undefined) pendingJob = job.id;
+            continue;
+          }
+        }
+        const error = {
+          code: (err as { code?: string }).code ?? 'ERR_UNKNOWN',
+          message: err instanceof Error ? err.message : String(err),
+        };
+        emit({ type: 'failed', file, error, ...(job.id === undefined ? {} : { jobId: job.id }) });
+        return;
+      }
+    }
+  }
+
+  return stream;
+}

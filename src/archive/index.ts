@@ -1,0 +1,34 @@
+// Archive transcription as a library: composable streams and one call that runs the job.
+
+export {
+  type ArchiveEvent,
+  type BreakerOptions,
+  isAuthFailure,
+  isConnectionFailure,
+  type Reason,
+  type TranscribeEachOptions,
+  tcpProbe,
+  transcribeEach,
+} from './each.ts';
+export { probeDuration } from './probe.ts';
+export {
+  type ArchiveSummary,
+  type TranscribeArchiveOptions,
+  transcribeArchive,
+  type WriteTranscriptsOptions,
+  walkArchive,
+  writeTranscripts,
+} from './run.ts';
+export {
+  ARCHIVE_FORMATS,
+  type ArchiveFormat,
+  type ArchiveMode,
+  type ArchivePlan,
+  type ArchiveSettings,
+  ArchiveStore,
+  type ArchiveStoreOptions,
+  openArchiveStore,
+  removeTemporaryFiles,
+  renderResult,
+} from './store.ts';
+export { type FileResult, type TranscribeFileOptions, transcribeFile } from './transcribe-file.ts';

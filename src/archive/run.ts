@@ -1,0 +1,278 @@
+// The archive job as streams and as one call: walkArchive() → transcribeEach() →
+// writeTranscripts(), and transcribeArchive() that runs them and yields typed events ending
+// in a summary.
+
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { SpeechClient } from '../client/index.ts';
+import type { Language } from '../protocol/languages.ts';
+import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
+import { type ArchiveEvent, type BreakerOptions, type Reason, transcribeEach } from './each.ts';
+import { probeDuration } from './probe.ts';
+import { type ArchiveFormat, type ArchiveMode, type ArchiveStore, openArchiveStore } from './store.ts';
+
+/** The archive's inputs as a Readable of `AudioFile`s (see `walkAudioFiles`). */
+export function walkArchive(roots: readonly string[], options: WalkOptions = {}): Readable {
+  return Readable.from(walkAudioFiles(roots, options), { objectMode: true, highWaterMark: 16 });
+}
+
+export interface WriteTranscriptsOptions {
+  store: ArchiveStore;
+  /** Each event as it is recorded (the same as the stream's `'event'` events). */
+  onEvent?: (event: ArchiveEvent) => void;
+}
+
+/**
+ * A Writable of transcribeEach's events: results are written (atomically) and every input's
+ * end is recorded in the store's manifest, in the order they come. A `transcribed` input
+ * becomes `done` (or `failed` when its results cannot be written). Every event, as recorded,
+ * is emitted as `'event'`.
+ */
+export function writeTranscripts(options: WriteTranscriptsOptions): Writable {
+  const { store } = options;
+  const sink = new Writable({
+    objectMode: true,
+    write(event: ArchiveEvent, _encoding, callback) {
+      record(event).then(
+        (out) => {
+          options.onEvent?.(out);
+          sink.emit('event', out);
+          callback();
+        },
+        (err: unknown) => callback(err as Error),
+      );
+    },
+    final(callback) {
+      store.flush().then(() => callback(), callback);
+    },
+  });
+  async function record(event: ArchiveEvent): Promise<ArchiveEvent> {
+    switch (event.type) {
+      case 'transcribed': {
+        const { file, outputs, result } = event;
+        try {
+          await store.done(file, outputs, result);
+        } catch (err) {
+          const error = {
+            code: (err as { code?: string }).code ?? 'ERR_WRITE',
+            message: `cannot write the results: ${(err as Error).message}`,
+          };
+          await store.failed(file, error, result.jobId);
+          return { type: 'failed', file, error, ...(result.jobId ? { jobId: result.jobId } : {}) };
+        }
+        return {
+          type: 'done',
+          file,
+          outputs,
+          words: result.words.length,
+          ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
+          elapsedMs: event.elapsedMs,
+          ...(result.warnings ? { warnings: result.warnings } : {}),
+        };
+      }
+      case 'failed':
+        await store.failed(event.file, event.error, event.jobId);
+        return event;
+      case 'skipped':
+        if (event.reason.code !== 'ALREADY_DONE') await store.skipped(event.file, event.reason);
+        return event;
+      default:
+        return event;
+    }
+  }
+  return sink;
+}
+
+export interface TranscribeArchiveOptions {
+  client: SpeechClient;
+  /** Where results and `manifest.ndjson` go. */
+  out: string;
+  /** Default `live`. */
+  mode?: ArchiveMode;
+  /** Default `auto`. */
+  language?: Language;
+  /** Label speakers (live and batch). Default false. */
+  speakers?: boolean;
+  /** Default `['vtt', 'json']`. */
+  formats?: readonly ArchiveFormat[];
+  /** Files at once. Default 2. */
+  concurrency?: number;
+  resume?: boolean;
+  jobTimeoutMs?: number;
+  include?: readonly string[];
+  exclude?: readonly string[];
+  followSymlinks?: boolean;
+  breaker?: BreakerOptions;
+  /**
+   * Read each input's duration from its header while the run starts (for `probed` events and
+   * the summary's totals). Default true.
+   */
+  probe?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface ArchiveSummary {
+  type: 'summary';
+  /** Inputs found by the walk (skipped ones included). */
+  total: number;
+  done: number;
+  failed: number;
+  skipped: number;
+  /** Inputs left for a resumed run (the run stopped or was aborted). */
+  notAttempted: number;
+  /** Audio seconds of the inputs done. */
+  audioSeconds: number;
+  /** Audio seconds of all inputs, as far as their headers said. */
+  totalAudioSeconds: number;
+  elapsedMs: number;
+  /** Why the run ended early, if it did. */
+  stopped?: Reason;
+  manifest: string;
+  /** Temporary files of a killed run removed first (resume). */
+  removedTemporary: number;
+}
+
+/**
+ * Transcribe an archive: walk `roots`, transcribe every input, write results and the manifest.
+ * Yields every input's events as they happen and, last, the summary. Breaking out of the loop
+ * (or aborting `signal`) cancels the inputs in flight; they are left for a resumed run.
+ */
+export async function* transcribeArchive(
+  roots: readonly string[],
+  options: TranscribeArchiveOptions,
+): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
+  const began = performance.now();
+  const store = await openArchiveStore({
+    out: options.out,
+    mode: options.mode ?? 'live',
+    language: options.language ?? 'auto',
+    speakers: options.speakers ?? false,
+    ...(options.formats ? { formats: options.formats } : {}),
+    resume: options.resume ?? false,
+  });
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  const queue: Array<ArchiveEvent | ArchiveSummary> = [];
+  let wake: (() => void) | undefined;
+  const push = (event: ArchiveEvent | ArchiveSummary) => {
+    queue.push(event);
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  const summary: ArchiveSummary = {
+    type: 'summary',
+    total: 0,
+    done: 0,
+    failed: 0,
+    skipped: 0,
+    notAttempted: 0,
+    audioSeconds: 0,
+    totalAudioSeconds: 0,
+    elapsedMs: 0,
+    manifest: store.manifest.path,
+    removedTemporary: store.removedTemporary,
+  };
+  const count = (event: ArchiveEvent) => {
+    if (event.type === 'done') {
+      summary.done++;
+      summary.audioSeconds += event.audioSeconds ?? 0;
+    } else if (event.type === 'failed') summary.failed++;
+    else if (event.type === 'skipped') summary.skipped++;
+    else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
+    else if (event.type === 'stopped') {
+      summary.stopped = event.reason;
+      summary.notAttempted = event.notAttempted;
+    }
+    push(event);
+  };
+
+  // The walk first (it is quick: names and sizes), so totals are known from the start, then
+  // the headers in the background while the first files run.
+  const files: AudioFile[] = [];
+  let finished = false;
+  const work = (async () => {
+    try {
+      for await (const file of walkAudioFiles(roots, {
+        signal: controller.signal,
+        ...(options.include ? { include: options.include } : {}),
+        ...(options.exclude ? { exclude: options.exclude } : {}),
+        ...(options.followSymlinks ? { followSymlinks: true } : {}),
+      })) {
+        files.push(file);
+        summary.total++;
+        count({ type: 'queued', file });
+      }
+      const probing = options.probe === false ? Promise.resolve() : probeAll(files, controller.signal, count);
+      await Promise.all([
+        pipeline(
+          Readable.from(files, { objectMode: true }),
+          transcribeEach({
+            client: options.client,
+            store,
+            ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+            ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+            ...(options.breaker ? { breaker: options.breaker } : {}),
+            signal: controller.signal,
+          }),
+          writeTranscripts({ store, onEvent: count }),
+        ),
+        probing,
+      ]);
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+      // Aborted during the walk: nothing started.
+      summary.stopped ??= { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
+    } finally {
+      await store.flush();
+      finished = true;
+      const w = wake;
+      wake = undefined;
+      w?.();
+    }
+  })();
+  let failure: unknown;
+  work.catch((err: unknown) => {
+    failure = err;
+  });
+  try {
+    for (;;) {
+      while (queue.length > 0) yield queue.shift()!;
+      if (finished) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    }
+    await work.catch(() => {});
+    if (failure !== undefined) throw failure;
+    summary.elapsedMs = Math.round(performance.now() - began);
+    yield summary;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    if (!finished) {
+      controller.abort(new Error('the archive run was left'));
+      await work.catch(() => {});
+    }
+  }
+}
+
+/** Every input's duration from its header, a few at a time, in walk order. */
+async function probeAll(
+  files: readonly AudioFile[],
+  signal: AbortSignal,
+  emit: (event: ArchiveEvent) => void,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < files.length && !signal.aborted) {
+      const file = files[next++]!;
+      if (file.skipped || file.unreadable) continue;
+      const durationSec = await probeDuration(file.path);
+      if (durationSec !== undefined && !signal.aborted) emit({ type: 'probed', file, durationSec });
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+}

@@ -78,6 +78,8 @@ export interface TranscribeEachOptions {
 }
 
 const AUTH_STATUSES = new Set([401, 403]);
+/** Attempts of one input, however often the service went away. */
+const MAX_ATTEMPTS = 20;
 
 /** The key was refused: every other file would be refused too. */
 export function isAuthFailure(err: unknown): boolean {
@@ -145,6 +147,10 @@ class Breaker {
   }
 
   /** Resolves when files may start (at once unless open). */
+  get isOpen(): boolean {
+    return this.#open !== undefined;
+  }
+
   ready(): Promise<void> {
     return this.#open ?? Promise.resolve();
   }
@@ -356,7 +362,9 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
         }
         if (isConnectionFailure(err)) {
           breaker.failure(err);
-          if (attempt + 1 < attempts) {
+          // An attempt made while the service was down is not the input's: it runs again once
+          // the service answers (within a hard bound, should probes and requests disagree).
+          if (attempt + 1 < attempts || (breaker.isOpen && attempt + 1 < MAX_ATTEMPTS)) {
             // A job submitted before the connection failed is waited for, not submitted again.
             if (job.id !== undefined) pendingJob = job.id;
             continue;

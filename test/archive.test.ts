@@ -1,0 +1,289 @@
+// Archive transcription as a library: the streams composed by hand, the one-call run with its
+// events and summary, the three modes giving the same words, a refused key stopping the run at
+// the first file, and a circuit breaker that waits for an unreachable service instead of
+// failing every input.
+
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { after, test } from 'node:test';
+import {
+  type ArchiveEvent,
+  type ArchiveSummary,
+  openArchiveStore,
+  transcribeArchive,
+  transcribeEach,
+  walkArchive,
+  writeTranscripts,
+} from '../src/archive/index.ts';
+import { createClient } from '../src/client/index.ts';
+import { startEmulator } from '../src/emulator/index.ts';
+import { CAPABILITIES } from '../src/emulator/types.ts';
+import { readManifest } from './helpers/cli.ts';
+import { startService } from './helpers/service.ts';
+import { speechWav } from './helpers/speech.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-archive-'));
+after(() => rm(root, { recursive: true, force: true }));
+const archive = join(root, 'archive');
+await mkdir(join(archive, 'day1'), { recursive: true });
+const sentences = [
+  'Welcome to the archive. This is the first recording of the day.',
+  'A short interview follows. It has two sentences in all.',
+  'The third file talks about the weather. Rain is expected tomorrow.',
+];
+await writeFile(join(archive, 'day1', 'a.wav'), await speechWav(sentences[0]!, { pauseMs: 600 }));
+await writeFile(join(archive, 'day1', 'b.wav'), await speechWav(sentences[1]!, { pauseMs: 600 }));
+await writeFile(join(archive, 'c.wav'), await speechWav(sentences[2]!, { pauseMs: 600 }));
+await writeFile(join(archive, 'notes.txt'), 'not audio');
+
+const { emulator, client, newClient } = await startService();
+
+async function all<T>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of iterable) out.push(item);
+  return out;
+}
+
+test('the streams compose: walkArchive → transcribeEach → writeTranscripts', async () => {
+  const out = join(root, 'out-streams');
+  const store = await openArchiveStore({
+    out,
+    mode: 'fast',
+    language: 'en',
+    speakers: false,
+    formats: ['txt'],
+  });
+  const events: ArchiveEvent[] = [];
+  await pipeline(
+    walkArchive([archive]),
+    transcribeEach({ client, store, concurrency: 2 }),
+    writeTranscripts({ store, onEvent: (e) => events.push(e) }),
+  );
+  const done = events.filter((e) => e.type === 'done');
+  assert.deepEqual(done.map((e) => e.file.relative).sort(), ['c.wav', 'day1/a.wav', 'day1/b.wav']);
+  assert.equal(events.filter((e) => e.type === 'started').length, 3);
+  const text = await readFile(join(out, 'day1', 'b.wav.txt'), 'utf8');
+  assert.ok(text.trim().split(/\s+/).length >= 5, text);
+  const manifest = await readManifest(out);
+  assert.equal(manifest.filter((e) => e.status === 'done').length, 3);
+});
+
+test('transcribeArchive: every input ends in an event, then the summary; resume skips what is done', async () => {
+  const out = join(root, 'out-run');
+  const events = await all(
+    transcribeArchive([archive], { client, out, mode: 'fast', language: 'en', formats: ['json'] }),
+  );
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.type, 'summary');
+  assert.equal(summary.total, 3);
+  assert.equal(summary.done, 3);
+  assert.equal(summary.failed, 0);
+  assert.ok(summary.totalAudioSeconds > 5, `probed ${summary.totalAudioSeconds} s`);
+  assert.equal(events.filter((e) => e.type === 'queued').length, 3);
+  assert.equal(events.filter((e) => e.type === 'probed').length, 3);
+  for (const e of events.filter((e) => e.type === 'started')) {
+    const i = events.indexOf(e);
+    const end = events.findIndex(
+      (x, j) => j > i && (x.type === 'done' || x.type === 'failed') && x.file.path === e.file.path,
+    );
+    assert.ok(end > i, `${e.file.relative} ends after it starts`);
+  }
+  const again = await all(
+    transcribeArchive([archive], {
+      client,
+      out,
+      mode: 'fast',
+      language: 'en',
+      formats: ['json'],
+      resume: true,
+    }),
+  );
+  const resumed = again.at(-1) as ArchiveSummary;
+  assert.equal(resumed.done, 0);
+  assert.equal(resumed.skipped, 3);
+  assert.ok(again.every((e) => e.type !== 'started'));
+});
+
+test('live, batch and fast give every word of the same file', async () => {
+  const file = join(root, 'modes');
+  await mkdir(file, { recursive: true });
+  await writeFile(
+    join(file, 'talk.wav'),
+    await speechWav(`${sentences[0]} ${sentences[1]} ${sentences[2]}`, { pauseMs: 700 }),
+  );
+  const counts: Record<string, number> = {};
+  for (const mode of ['live', 'batch', 'fast'] as const) {
+    const out = join(root, `out-mode-${mode}`);
+    const events = await all(
+      transcribeArchive([file], { client, out, mode, language: 'en', formats: ['json'] }),
+    );
+    assert.equal((events.at(-1) as ArchiveSummary).done, 1, mode);
+    const json = JSON.parse(await readFile(join(out, 'talk.wav.json'), 'utf8')) as { words: unknown[] };
+    counts[mode] = json.words.length;
+  }
+  // The emulator's words come from the audio's speech regions, the same in every mode.
+  assert.ok(counts.live! > 15, JSON.stringify(counts));
+  assert.equal(counts.batch, counts.live, JSON.stringify(counts));
+  assert.equal(counts.fast, counts.live, JSON.stringify(counts));
+});
+
+test('a refused key stops the run at the first file; the rest is left for resume, not failed', async () => {
+  const out = join(root, 'out-401');
+  const bad = newClient({ apiKey: 'not-a-key-of-this-emulator' });
+  const before = emulator.stats().requests['fast.http'] ?? 0;
+  const events = await all(
+    transcribeArchive([archive], { client: bad, out, mode: 'fast', formats: ['txt'], concurrency: 1 }),
+  );
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.stopped?.code, 'AUTH_UNAUTHORIZED', JSON.stringify(summary.stopped));
+  assert.equal(summary.failed, 0);
+  assert.equal(summary.done, 0);
+  assert.equal(summary.notAttempted, 3);
+  assert.equal(
+    (emulator.stats().requests['fast.http'] ?? 0) - before,
+    1,
+    'one request, then the run stopped',
+  );
+  assert.equal(events.filter((e) => e.type === 'stopped').length, 1);
+  const manifest = await readFile(join(out, 'manifest.ndjson'), 'utf8').catch(() => '');
+  assert.equal(manifest.trim(), '', 'nothing recorded: a resumed run attempts every input');
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+test('an unreachable service pauses the run; it goes on when the service answers, nothing failed', async () => {
+  const port = await freePort();
+  const key = 'archive-breaker-key';
+  const down = createClient({
+    apiUrl: `http://127.0.0.1:${port}`,
+    apiKey: key,
+    env: {},
+    retry: { baseMs: 10, maxMs: 50 },
+  });
+  after(() => down.close());
+  const out = join(root, 'out-breaker');
+  let service: Awaited<ReturnType<typeof startEmulator>> | undefined;
+  after(() => service?.close());
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  for await (const event of transcribeArchive([archive], {
+    client: down,
+    out,
+    mode: 'fast',
+    formats: ['txt'],
+    breaker: { probeIntervalMs: 50 },
+  })) {
+    events.push(event);
+    // The service comes up once the run has paused for it.
+    if (event.type === 'paused')
+      setTimeout(async () => {
+        service = await startEmulator({
+          port,
+          keys: [
+            {
+              key,
+              account: 'a',
+              tier: 'standard',
+              capabilities: [...CAPABILITIES],
+            },
+          ],
+        });
+      }, 300);
+  }
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.ok(events.some((e) => e.type === 'paused'));
+  assert.ok(events.some((e) => e.type === 'resumed'));
+  assert.equal(summary.failed, 0, JSON.stringify(events.filter((e) => e.type === 'failed')));
+  assert.equal(summary.done, 3);
+});
+
+test('a service that stays unreachable stops the run within its bound; nothing is recorded failed', async () => {
+  const port = await freePort();
+  const down = createClient({
+    apiUrl: `http://127.0.0.1:${port}`,
+    apiKey: 'k',
+    env: {},
+    retry: { baseMs: 10, maxMs: 50 },
+  });
+  after(() => down.close());
+  const out = join(root, 'out-unreachable');
+  const started = performance.now();
+  const events = await all(
+    transcribeArchive([archive], {
+      client: down,
+      out,
+      mode: 'batch',
+      formats: ['txt'],
+      breaker: { probeIntervalMs: 50, maxOutageMs: 500 },
+    }),
+  );
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.ok(performance.now() - started < 30_000);
+  assert.equal(summary.stopped?.code, 'ERR_SERVICE_UNREACHABLE');
+  assert.equal(summary.failed, 0);
+  assert.equal(summary.notAttempted, 3);
+  assert.ok(
+    events.every((e) => e.type !== 'started'),
+    'no file started while the service was down',
+  );
+});
+
+test('a service that goes down mid-run: inputs that failed on the connection run again, none lost', async () => {
+  const port = await freePort();
+  const key = 'archive-restart-key';
+  const keys = [
+    {
+      key,
+      account: 'a',
+      tier: 'standard',
+      capabilities: [...CAPABILITIES],
+    },
+  ];
+  let service = await startEmulator({ port, keys });
+  after(() => service.close());
+  const flaky = createClient({
+    apiUrl: `http://127.0.0.1:${port}`,
+    apiKey: key,
+    env: {},
+    retry: { baseMs: 10, maxMs: 50 },
+  });
+  after(() => flaky.close());
+  const out = join(root, 'out-flaky');
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  let restarted: Promise<void> | undefined;
+  for await (const event of transcribeArchive([archive], {
+    client: flaky,
+    out,
+    // Fast: the emulator keeps batch jobs in memory, and a restart would lose them.
+    mode: 'fast',
+    formats: ['txt'],
+    concurrency: 1,
+    breaker: { probeIntervalMs: 50 },
+  })) {
+    events.push(event);
+    // Down after the first input is done, up again a moment later.
+    if (event.type === 'done' && restarted === undefined)
+      restarted = (async () => {
+        await service.close();
+        await new Promise((r) => setTimeout(r, 400));
+        service = await startEmulator({ port, keys });
+      })();
+  }
+  await restarted;
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.failed, 0, JSON.stringify(events.filter((e) => e.type === 'failed')));
+  assert.equal(summary.done, 3);
+  assert.ok(
+    events.some((e) => e.type === 'started' && e.attempt > 0),
+    'an input ran again',
+  );
+});

@@ -1,0 +1,60 @@
+// The archive run's display on a terminal: files, audio hours, speed, ETA and the files in
+// flight, redrawn in place (log-update), with names printed escaped.
+
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { test } from 'node:test';
+import { ArchiveProgress } from '../src/cli/archive-progress.ts';
+import type { AudioFile } from '../src/sources/files.ts';
+
+function terminal(): {
+  stream: Writable & { isTTY: boolean; columns: number; rows: number };
+  text: () => string;
+} {
+  const chunks: string[] = [];
+  const stream = Object.assign(
+    new Writable({
+      write(chunk, _encoding, callback) {
+        chunks.push(String(chunk));
+        callback();
+      },
+    }),
+    { isTTY: true, columns: 120, rows: 40 },
+  );
+  return { stream, text: () => chunks.join('') };
+}
+
+const file = (relative: string): AudioFile => ({ path: `/a/${relative}`, relative, size: 1, mtimeMs: 1 });
+
+test('the terminal display shows counts, audio hours, speed, ETA and the files in flight', () => {
+  const { stream, text } = terminal();
+  const progress = new ArchiveProgress('tty', stream);
+  const a = file('one.wav');
+  const b = file('two\u001b[31m.wav');
+  progress.event({ type: 'queued', file: a });
+  progress.event({ type: 'queued', file: b });
+  progress.event({ type: 'probed', file: a, durationSec: 1800 });
+  progress.event({ type: 'probed', file: b, durationSec: 1800 });
+  progress.event({ type: 'started', file: a, attempt: 0 });
+  progress.event({ type: 'started', file: b, attempt: 0 });
+  progress.event({ type: 'done', file: a, outputs: [], words: 10, audioSeconds: 1800, elapsedMs: 5 });
+  progress.event({ type: 'failed', file: b, error: { code: 'ERR_X', message: 'bad' } });
+  progress.close();
+  const out = text();
+  assert.match(out, /2\/2 files · 1 done · 1 failed · 0 skipped/);
+  assert.match(out, /audio 0\.50\/1\.00 h · [\d.]+× real time · ETA \S+/);
+  assert.match(out, /done {4}one\.wav \(10 words/);
+  assert.match(out, /failed {2}two\\x1b\[31m\.wav: ERR_X: bad/);
+  assert.ok(!out.includes('two\u001b[31m'), 'a terminal escape in a name is never written raw');
+});
+
+test('the files in flight are listed while they run', () => {
+  const { stream, text } = terminal();
+  const progress = new ArchiveProgress('tty', stream);
+  progress.event({ type: 'queued', file: file('long.wav') });
+  progress.event({ type: 'started', file: file('long.wav'), attempt: 0 });
+  progress.log('a line above the display');
+  progress.close();
+  assert.match(text(), /▸ long\.wav/);
+  assert.match(text(), /a line above the display/);
+});

@@ -192,7 +192,7 @@ test('an unreachable service pauses the run; it goes on when the service answers
             {
               key,
               account: 'a',
-              tier: 'standard',
+              tier: 'standard' as const,
               capabilities: [...CAPABILITIES],
             },
           ],
@@ -244,7 +244,7 @@ test('a service that goes down mid-run: inputs that failed on the connection run
     {
       key,
       account: 'a',
-      tier: 'standard',
+      tier: 'standard' as const,
       capabilities: [...CAPABILITIES],
     },
   ];

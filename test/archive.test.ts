@@ -14,6 +14,7 @@ import {
   type ArchiveEvent,
   type ArchiveSummary,
   openArchiveStore,
+  planConcurrency,
   transcribeArchive,
   transcribeEach,
   walkArchive,
@@ -286,4 +287,23 @@ test('a service that goes down mid-run: inputs that failed on the connection run
     events.some((e) => e.type === 'started' && e.attempt > 0),
     'an input ran again',
   );
+});
+
+test('by default the largest inputs start first, and as many at once as the plan allows', async () => {
+  const out = join(root, 'out-order');
+  const events = await all(
+    transcribeArchive([archive], { client, out, mode: 'fast', formats: ['txt'], concurrency: 1 }),
+  );
+  const sizes = events.filter((e) => e.type === 'started').map((e) => e.file.size);
+  assert.equal(sizes.length, 3);
+  assert.deepEqual(
+    sizes,
+    [...sizes].sort((a, b) => b - a),
+  );
+  const planned = newClient({ concurrency: { fast: 3, batch: 2, realtime_asr: 5, diarization: 4 } });
+  const settings = { language: 'auto' as const, speakers: false };
+  assert.equal(planConcurrency(planned, { ...settings, mode: 'fast' }), 3);
+  assert.equal(planConcurrency(planned, { ...settings, mode: 'batch' }), 8, 'waiting jobs hold no slot');
+  assert.equal(planConcurrency(planned, { ...settings, mode: 'live' }), 5);
+  assert.equal(planConcurrency(planned, { ...settings, mode: 'live', speakers: true }), 4);
 });

@@ -8,6 +8,7 @@ import { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { SpeechClient } from '../client/index.ts';
 import { SpeechpipeError, SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
 import type { ArchiveStore } from './store.ts';
 import { type FileResult, transcribeFile } from './transcribe-file.ts';
@@ -67,7 +68,13 @@ export interface BreakerOptions {
 export interface TranscribeEachOptions {
   client: SpeechClient;
   store: ArchiveStore;
-  /** Files at once. Default 2. */
+  /**
+   * Files at once. Default: what the account's plan allows for the mode's workload (the
+   * client's admission limit): live the realtime ASR limit (with speakers, the lower of it and
+   * diarization's), fast the fast limit, batch four times the batch limit, since a job being
+   * waited for holds no slot at the service (only its upload does, and the client's admission
+   * bounds uploads to the limit).
+   */
   concurrency?: number;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
@@ -114,6 +121,16 @@ export function tcpProbe(url: string, timeoutMs = 5000): (signal: AbortSignal) =
       socket.once('error', () => done(false));
       socket.connect(port, host);
     });
+}
+
+/** Files at once that keep the account's slots for the mode busy (see `concurrency`). */
+export function planConcurrency(client: SpeechClient, settings: ArchiveStore['settings']): number {
+  const limits = new Map(client.admissionStats().map((w) => [w.workload, w.limit]));
+  const limit = (workload: Workload) => Math.max(1, limits.get(workload) ?? 2);
+  if (settings.mode === 'batch') return 4 * limit('batch');
+  if (settings.mode === 'fast') return limit('fast');
+  const asr = limit('realtime_asr');
+  return settings.speakers ? Math.min(asr, limit('diarization')) : asr;
 }
 
 class Stopped extends Error {}
@@ -223,7 +240,7 @@ function delay(ms: number, signal: AbortSignal): Promise<void> {
  * an input that failed on the connection runs again once the service answers.
  */
 export function transcribeEach(options: TranscribeEachOptions): Transform {
-  const concurrency = options.concurrency ?? 2;
+  const concurrency = options.concurrency ?? planConcurrency(options.client, options.store.settings);
   if (!Number.isSafeInteger(concurrency) || concurrency < 1)
     throw new RangeError(`transcribeEach: concurrency must be a positive integer, got ${concurrency}`);
   const attempts = options.connectionAttempts ?? 3;

@@ -5,6 +5,7 @@ export {
   type BreakerOptions,
   isAuthFailure,
   isConnectionFailure,
+  planConcurrency,
   type Reason,
   type TranscribeEachOptions,
   tcpProbe,

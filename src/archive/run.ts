@@ -95,8 +95,13 @@ export interface TranscribeArchiveOptions {
   speakers?: boolean;
   /** Default `['vtt', 'json']`. */
   formats?: readonly ArchiveFormat[];
-  /** Files at once. Default 2. */
+  /** Files at once. Default: what the plan allows (see `TranscribeEachOptions.concurrency`). */
   concurrency?: number;
+  /**
+   * The order inputs start in. `largest-first` (default): the biggest files first, so the
+   * longest work does not start last and leave the run waiting on it alone; `walk`: the walk's.
+   */
+  order?: 'largest-first' | 'walk';
   resume?: boolean;
   jobTimeoutMs?: number;
   include?: readonly string[];
@@ -203,13 +208,15 @@ export async function* transcribeArchive(
         ...(options.followSymlinks ? { followSymlinks: true } : {}),
       })) {
         files.push(file);
+        store.claim(file);
         summary.total++;
         count({ type: 'queued', file });
       }
       const probing = options.probe === false ? Promise.resolve() : probeAll(files, controller.signal, count);
+      const ordered = options.order === 'walk' ? files : [...files].sort((a, b) => b.size - a.size);
       await Promise.all([
         pipeline(
-          Readable.from(files, { objectMode: true }),
+          Readable.from(ordered, { objectMode: true }),
           transcribeEach({
             client: options.client,
             store,

@@ -82,6 +82,15 @@ export class ArchiveStore {
   }
 
   /**
+   * Give `file` its result name now. Names go to inputs in the order they are claimed (a
+   * colliding later one gets the hash), so a run that starts inputs in another order claims
+   * them in walk order first. `plan` claims what was not claimed.
+   */
+  claim(file: AudioFile): void {
+    this.#names.for(file);
+  }
+
+  /**
    * The result files of `file`, and whether it runs. Every input claims its name here, in walk
    * order, even unreadable ones: names must not depend on which inputs could be read.
    */

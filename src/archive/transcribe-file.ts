@@ -137,7 +137,15 @@ async function transcribeBatch(file: AudioFile, options: TranscribeFileOptions):
   const ref = options.job ?? {};
   const wait = (id: string) => {
     ref.id = id;
-    return client.batch.wait(id, { signal, timeoutMs: options.jobTimeoutMs ?? 4 * 3600_000 });
+    // A job can be done within a fraction of a second: the first look comes soon, and the pause
+    // grows to 5 s (a poll is a small GET; a slot waits on the answer).
+    return client.batch.wait(id, {
+      signal,
+      timeoutMs: options.jobTimeoutMs ?? 4 * 3600_000,
+      initialIntervalMs: 100,
+      factor: 1.5,
+      maxIntervalMs: 5_000,
+    });
   };
   let job: JobV2 | undefined;
   if (options.pendingJob !== undefined) {

@@ -30,7 +30,9 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
   --format LIST         comma-separated: vtt,srt,txt,json (default vtt,json)
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (live: realtime diarization; batch: diarization)
-  --concurrency N       files at once (default 2)
+  --concurrency N       files at once (default: what the plan allows for the mode: live and
+                        fast their account limit, batch 4x its limit, as waiting jobs hold
+                        no slot); the largest files start first
   --include GLOB        only files matching GLOB (relative to the directory given; repeatable)
   --exclude GLOB        leave out files and directories matching GLOB (repeatable)
   --job-timeout SEC     batch: stop waiting for a job after this long (default 14400); the
@@ -67,7 +69,7 @@ interface Options {
   formats: Format[];
   language: Language;
   speakers: boolean;
-  concurrency: number;
+  concurrency: number | undefined;
   resume: boolean;
   followSymlinks: boolean;
   jobTimeoutMs: number;
@@ -86,7 +88,7 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       format: { type: 'string', default: 'vtt,json' },
       language: { type: 'string', default: 'auto' },
       speakers: { type: 'boolean', default: false },
-      concurrency: { type: 'string', default: '2' },
+      concurrency: { type: 'string' },
       'job-timeout': { type: 'string', default: '14400' },
       resume: { type: 'boolean', default: false },
       'follow-symlinks': { type: 'boolean', default: false },
@@ -102,8 +104,8 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
   const formats = values.format!.split(',').map((f) => f.trim()) as Format[];
   for (const f of formats) if (!FORMATS.includes(f)) throw new UsageError(`unknown format ${f}`);
   if (!isLanguage(values.language)) throw new UsageError(`unknown --language ${values.language}`);
-  const concurrency = Number(values.concurrency);
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1)
+  const concurrency = values.concurrency === undefined ? undefined : Number(values.concurrency);
+  if (concurrency !== undefined && (!Number.isSafeInteger(concurrency) || concurrency < 1))
     throw new UsageError('--concurrency must be a positive integer');
   const jobTimeoutSec = Number(values['job-timeout']);
   if (!Number.isFinite(jobTimeoutSec) || jobTimeoutSec <= 0)
@@ -184,7 +186,7 @@ export async function run(args: string[]): Promise<number> {
       language: options.language,
       speakers: options.speakers,
       formats: options.formats,
-      concurrency: options.concurrency,
+      ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
       resume: options.resume,
       jobTimeoutMs: options.jobTimeoutMs,
       include: options.include,

@@ -46,7 +46,13 @@ async function transcribe(
   const lostEvents: LostAudio[] = [];
   // sttStream's own committed words (not assembleTranscript's, which also drops repeats).
   const committed: WordSegment[] = [];
-  const stt = sttStream({ client, transport, restartBackoff: { baseMs: 1, maxMs: 5 }, ...options });
+  const stt = sttStream({
+    coalesceMs: 0,
+    client,
+    transport,
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+    ...options,
+  });
   stt.on('session', (c: SessionChange) => changes.push(c));
   stt.on('audio-lost', ({ start_time, end_time }: LostAudio) => lostEvents.push({ start_time, end_time }));
   await pipeline(

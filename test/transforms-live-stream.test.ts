@@ -100,6 +100,45 @@ test('defaults agree: toFrames() → sttStream({ client }) sends one POST per se
   assert.equal(records.at(-1)!.is_final, true);
 });
 
+test('the transport decides the POST size: 100 ms frames (Socket.IO-sized) over HTTP are sent a second at a time', async () => {
+  const before = emulator.stats().requests['stt.http'];
+  const records: AsrRecord[] = [];
+  await pipeline(
+    source(pcm),
+    toFrames({ transport: 'socketio', language: 'en' }),
+    sttStream({ client }),
+    collect(records),
+  );
+  const posts = emulator.stats().requests['stt.http'] - before;
+  assert.ok(
+    posts <= Math.ceil(pcm.length / 32000) + 1,
+    `${posts} POSTs for ${pcm.length / 32000} s of audio`,
+  );
+  assert.equal(records.at(-1)!.is_final, true);
+  const words = records.flatMap((r) => (r.is_speech_final ? r.words : []));
+  const reference: AsrRecord[] = [];
+  await pipeline(source(pcm), toFrames({ language: 'en' }), sttStream({ client }), collect(reference));
+  assert.deepEqual(
+    words.map((w) => w.word),
+    reference.flatMap((r) => (r.is_speech_final ? r.words : [])).map((w) => w.word),
+  );
+});
+
+test('a held short frame is sent when the source pauses, not kept until the next one', async () => {
+  const before = emulator.stats().framesAccepted;
+  const frames = toFrames({ transport: 'socketio', language: 'en' });
+  const stt = sttStream({ client, coalesceMs: 200 });
+  const records: AsrRecord[] = [];
+  const done = pipeline(frames, stt, collect(records));
+  // toFrames keeps the latest frame until the next (it may be the final one): two in, one out.
+  frames.write(pcm.subarray(0, 6400));
+  await new Promise((r) => setTimeout(r, 600));
+  assert.equal(emulator.stats().framesAccepted - before, 1, 'the held frame went out after coalesceMs');
+  frames.end();
+  await done;
+  assert.equal(records.at(-1)!.is_final, true);
+});
+
 test('409 mid-stream: a fresh session (new UUID) continues, times keep increasing, no word twice', async () => {
   const fault = emulator.faults.add({
     operation: 'stt.http',
@@ -108,7 +147,7 @@ test('409 mid-stream: a fresh session (new UUID) continues, times keep increasin
   });
   const events: TranscriptEvent[] = [];
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client });
+  const stt = sttStream({ coalesceMs: 0, client });
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(
     source(pcm),
@@ -137,7 +176,7 @@ test('a response broken mid-NDJSON restarts the session instead of failing the p
     action: { type: 'reset', afterBytes: 10 },
   });
   const records: AsrRecord[] = [];
-  const stt = sttStream({ client });
+  const stt = sttStream({ coalesceMs: 0, client });
   let errors = 0;
   stt.on('session-error', () => errors++);
   await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect(records));
@@ -155,7 +194,7 @@ test('an outage longer than five restarts: sessions restart with backoff and the
     action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
   });
   const records: AsrRecord[] = [];
-  const stt = sttStream({ client, restartBackoff: { baseMs: 5, maxMs: 20 } });
+  const stt = sttStream({ coalesceMs: 0, client, restartBackoff: { baseMs: 5, maxMs: 20 } });
   let errors = 0;
   stt.on('session-error', () => errors++);
   await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect(records));
@@ -212,7 +251,12 @@ test('sessions that keep failing fail the stream once restartWithinMs has passed
     operation: 'stt.http',
     action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
   });
-  const stt = sttStream({ client, restartWithinMs: 200, restartBackoff: { baseMs: 20, maxMs: 40 } });
+  const stt = sttStream({
+    coalesceMs: 0,
+    client,
+    restartWithinMs: 200,
+    restartBackoff: { baseMs: 20, maxMs: 40 },
+  });
   let errors = 0;
   stt.on('session-error', () => errors++);
   await assert.rejects(
@@ -247,7 +291,7 @@ test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues'
   });
   const records: AsrRecord[] = [];
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client });
+  const stt = sttStream({ coalesceMs: 0, client });
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 500 }), stt, collect(records));
   fault.remove();
@@ -262,7 +306,7 @@ test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues'
 
 test('a real expiry (keepalive off, the source stalls): a fresh session continues, times keep increasing', async () => {
   const short = await startService({ limits: { sessionExpirySec: 0.3 } });
-  const stt = sttStream({ client: short.client, keepaliveMs: 0 });
+  const stt = sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 0 });
   const changes: SessionChange[] = [];
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
@@ -298,7 +342,7 @@ test('a Socket.IO connection reset mid-stream restarts the session', async () =>
   const fault = emulator.faults.add({ operation: 'stt.socket', nth: 3, action: { type: 'reset' } });
   const records: AsrRecord[] = [];
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client: own, transport: 'socketio' });
+  const stt = sttStream({ coalesceMs: 0, client: own, transport: 'socketio' });
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ transport: 'socketio', frameMs: 500 }), stt, collect(records));
   fault.remove();
@@ -316,7 +360,7 @@ test('a non-restartable error (422) fails the pipeline', async () => {
     action: { type: 'status', status: 422, code: 'AUDIO_DURATION_EXCEEDED' },
   });
   await assert.rejects(
-    pipeline(source(pcm), toFrames({ transport: 'http' }), sttStream({ client }), collect([])),
+    pipeline(source(pcm), toFrames({ transport: 'http' }), sttStream({ coalesceMs: 0, client }), collect([])),
     { status: 422 },
   );
   fault.remove();
@@ -324,7 +368,7 @@ test('a non-restartable error (422) fails the pipeline', async () => {
 
 test('backpressure: a slow service makes write() return false; frames in flight stay bounded', async () => {
   const slow = await startService({ latency: { perRequestMs: 30 } });
-  const stt = sttStream({ client: slow.client });
+  const stt = sttStream({ coalesceMs: 0, client: slow.client });
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
   const id = randomUuid();
@@ -378,7 +422,7 @@ test('backpressure: a slow service makes write() return false; frames in flight 
   await pipeline(
     endless,
     toFrames({ transport: 'socketio' }),
-    sttStream({ client: slow.client }),
+    sttStream({ coalesceMs: 0, client: slow.client }),
     collect(piped),
   );
   assert.equal(piped.at(-1)!.is_final, true);
@@ -388,7 +432,7 @@ test('backpressure: a slow service makes write() return false; frames in flight 
 
 test('a stalled source gets keepalive audio before the session would expire', async () => {
   const short = await startService({ limits: { sessionExpirySec: 0.4 } });
-  const stt = sttStream({ client: short.client, keepaliveMs: 150 });
+  const stt = sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 150 });
   let keepalives = 0;
   const changes: SessionChange[] = [];
   stt.on('keepalive', () => keepalives++);
@@ -418,7 +462,7 @@ test('a stalled source gets keepalive audio before the session would expire', as
   await pipeline(
     source(pcm.subarray(0, 128000)),
     toFrames({ transport: 'http', frameMs: 500 }),
-    sttStream({ client: short.client, keepaliveMs: 0 }),
+    sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 0 }),
     collect(reference),
   );
   const last = words(records).at(-1)!;
@@ -434,7 +478,7 @@ test('a stalled source gets keepalive audio before the session would expire', as
 test('diarizationStream: keepalive silence does not delay the segments after a stall', async () => {
   const short = await startService({ limits: { sessionExpirySec: 0.4 } });
   const run = async (stall: boolean) => {
-    const stream = diarizationStream({ client: short.client, keepaliveMs: stall ? 150 : 0 });
+    const stream = diarizationStream({ coalesceMs: 0, client: short.client, keepaliveMs: stall ? 150 : 0 });
     let keepalives = 0;
     stream.on('keepalive', () => keepalives++);
     const records: DiarizationRecord[] = [];
@@ -496,7 +540,7 @@ function holdingClient(base: SpeechClient, n: number) {
 
 test('rotation end to end: one final record downstream, assembleTranscript commits every session', async () => {
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client, rotateAfterSec: 2, forceRotateAfterSec: 6 });
+  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 2, forceRotateAfterSec: 6 });
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
@@ -530,7 +574,7 @@ test('rotation waits for a pause after it became due, not for an earlier one', a
   await pipeline(
     source(pcm),
     toFrames({ transport: 'http', frameMs: 250 }),
-    sttStream({ client }),
+    sttStream({ coalesceMs: 0, client }),
     collect(reference),
   );
   const spans = reference
@@ -540,7 +584,7 @@ test('rotation waits for a pause after it became due, not for an earlier one', a
   // Due in the middle of the second utterance, after the first pause was heard.
   const due = (spans[1]![0] + spans[1]![1]) / 2;
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client, rotateAfterSec: due, forceRotateAfterSec: 1000 });
+  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: due, forceRotateAfterSec: 1000 });
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ transport: 'http', frameMs: 250 }), stt, collect([]));
   assert.ok(changes.length >= 1);
@@ -557,7 +601,12 @@ test('diarization rotation end to end: a rotated session closes its active segme
   );
   const changes: SessionChange[] = [];
   // Forced rotation every 1.25 s (five 250 ms frames) cuts some sessions in mid-speech.
-  const stream = diarizationStream({ client: tapped, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const stream = diarizationStream({
+    coalesceMs: 0,
+    client: tapped,
+    rotateAfterSec: 1,
+    forceRotateAfterSec: 1,
+  });
   stream.on('session', (c: SessionChange) => changes.push(c));
   const records: DiarizationRecord[] = [];
   stream.on('data', (r: DiarizationRecord) => records.push(r));
@@ -603,7 +652,7 @@ test('diarization rotation end to end: a rotated session closes its active segme
 test('frames arriving while a keepalive is in flight: one keepalive loop, nothing sent after the end', async () => {
   // The second send is the keepalive: the next frame is written only once it started.
   const hold = holdingClient(client, 2);
-  const stt = sttStream({ client: hold.client, keepaliveMs: 5 });
+  const stt = sttStream({ coalesceMs: 0, client: hold.client, keepaliveMs: 5 });
   let keepalives = 0;
   stt.on('keepalive', () => keepalives++);
   const errors: unknown[] = [];
@@ -650,7 +699,7 @@ for (const [name, action] of [
     });
     const changes: SessionChange[] = [];
     const errors: unknown[] = [];
-    const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+    const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
     stt.on('session', (c: SessionChange) => changes.push(c));
     stt.on('session-error', (e) => errors.push(e));
     const events: TranscriptEvent[] = [];
@@ -680,7 +729,7 @@ test('rotation: the closing frame is refused; it opens the fresh session instead
     action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
   });
   const changes: SessionChange[] = [];
-  const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
   stt.on('session', (c: SessionChange) => changes.push(c));
   const events: TranscriptEvent[] = [];
   const records: AsrRecord[] = [];
@@ -707,7 +756,7 @@ test('rotation: the closing frame is refused; it opens the fresh session instead
 });
 
 test('a source that ends without a final frame is closed with a short silent final frame', async () => {
-  const stt = sttStream({ client });
+  const stt = sttStream({ coalesceMs: 0, client });
   const id = randomUuid();
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
@@ -719,7 +768,7 @@ test('a source that ends without a final frame is closed with a short silent fin
 
 test('a source that ends without a final frame just after a rotation still ends with a final record', async () => {
   // Forced rotation after 1 s of 250 ms frames: the fifth frame closes the first session.
-  const stt = sttStream({ client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
   const changes: SessionChange[] = [];
   stt.on('session', (c: SessionChange) => changes.push(c));
   const events: TranscriptEvent[] = [];
@@ -753,7 +802,7 @@ test('429 SESSION_BYTE_RATE_EXCEEDED tells the pacer to slow down, and nothing f
   await pipeline(
     source(pcm),
     toFrames({ transport: 'http' }),
-    sttStream({ client, pacer }),
+    sttStream({ coalesceMs: 0, client, pacer }),
     collect(records),
   );
   fault.remove();
@@ -771,7 +820,7 @@ test('diarizationStream: segments relative to the pipeline; labels of a restarte
   await pipeline(
     source(pcm),
     toFrames({ transport: 'http', frameMs: 500 }),
-    diarizationStream({ client }),
+    diarizationStream({ coalesceMs: 0, client }),
     collect(records),
   );
   fault.remove();
@@ -787,7 +836,7 @@ test('diarizationStream: segments relative to the pipeline; labels of a restarte
 
 test('destroying the stream aborts the session and leaves nothing open', async () => {
   const own = newClient();
-  const stt = sttStream({ client: own });
+  const stt = sttStream({ coalesceMs: 0, client: own });
   const id = randomUuid();
   await new Promise<void>((resolve, reject) =>
     stt.write(

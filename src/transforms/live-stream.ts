@@ -64,6 +64,13 @@ export interface LiveStreamOptions {
   rotateAfterSec?: number;
   /** Rotate regardless of speech after this much audio. Default 14,370 s (limit 14,400). */
   forceRotateAfterSec?: number;
+  /**
+   * Over HTTP every frame is a POST: frames shorter than this are joined (up to this much
+   * audio, held no longer than this) before they are sent, whatever size `toFrames` made them,
+   * so 100 ms frames meant for Socket.IO do not become ten POSTs a second. A frame with
+   * is_final is never held. Default 1000 over HTTP, 0 (every frame as it comes) over Socket.IO.
+   */
+  coalesceMs?: number;
   /** Told to slow down when the service answers 429 SESSION_BYTE_RATE_EXCEEDED (see `pace`). */
   pacer?: { penalize(retryAfterMs: number): void };
   /** Passed to each session (acks, timeouts, validation). */
@@ -243,12 +250,22 @@ class LiveStream<K extends LiveKind> extends Duplex {
   #ended = false;
   /** The language byte of the latest frame (a terminator after a rotation needs one). */
   #language: Language | undefined;
+  /** Audio of short frames held to be sent as one (HTTP), and their language. */
+  #held: Buffer[] = [];
+  #heldBytes = 0;
+  #heldLanguage: Language | undefined;
+  #holdTimer: NodeJS.Timeout | undefined;
+  readonly #coalesceBytes: number;
 
   constructor(kind: K, options: LiveStreamOptions) {
     super({ objectMode: true, readableHighWaterMark: options.highWaterMark ?? 64, writableHighWaterMark: 4 });
     if (!options?.client) throw new InvalidArgumentError(`${kind}Stream needs { client }`);
     this.kind = kind;
     this.#options = options;
+    const coalesceMs = options.coalesceMs ?? ((options.transport ?? 'http') === 'http' ? 1000 : 0);
+    if (!(coalesceMs >= 0) || !Number.isFinite(coalesceMs))
+      throw new InvalidArgumentError(`${kind}Stream: coalesceMs must be a number >= 0, got ${coalesceMs}`);
+    this.#coalesceBytes = Math.round((coalesceMs * 16_000) / 1000) * 2;
     if (options.signal) {
       if (options.signal.aborted) this.destroy(options.signal.reason);
       else
@@ -275,11 +292,26 @@ class LiveStream<K extends LiveKind> extends Duplex {
     }
     this.#clearKeepalive();
     this.#language = decoded.language;
+    const sameLanguage = this.#heldBytes === 0 || this.#heldLanguage === decoded.language;
+    if (!sameLanguage) this.#flushHeld();
+    if (!decoded.isFinal && this.#heldBytes + decoded.pcm.length < this.#coalesceBytes) {
+      // Short, and more may come: held (bounded by coalesceMs of audio and of time).
+      this.#held.push(decoded.pcm);
+      this.#heldBytes += decoded.pcm.length;
+      this.#heldLanguage = decoded.language;
+      this.#holdTimer ??= setTimeout(() => {
+        this.#holdTimer = undefined;
+        this.#flushHeld();
+      }, this.#options.coalesceMs ?? 1000);
+      callback();
+      return;
+    }
+    const pcm = this.#takeHeld(decoded.pcm);
     this.#pendingWrites++;
     // Chained: a keepalive send may still be in flight.
     this.#writing = this.#writing
       .then(() => this.#waitForReader())
-      .then(() => this.#send(decoded.pcm, decoded.isFinal, decoded.language, false));
+      .then(() => this.#send(pcm, decoded.isFinal, decoded.language, false));
     this.#writing.then(
       () => {
         this.#pendingWrites--;
@@ -293,9 +325,43 @@ class LiveStream<K extends LiveKind> extends Duplex {
     );
   }
 
+  /** The held audio and then `pcm`, as one buffer; nothing is held after. */
+  #takeHeld(pcm: Buffer): Buffer {
+    if (this.#holdTimer) clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
+    if (this.#heldBytes === 0) return pcm;
+    const joined = Buffer.concat([...this.#held, pcm]);
+    this.#held = [];
+    this.#heldBytes = 0;
+    return joined;
+  }
+
+  /** Send the held audio now (its time is up, the language changed, or the input ended). */
+  #flushHeld(): void {
+    if (this.#heldBytes === 0 || this.destroyed) return;
+    const language = this.#heldLanguage!;
+    const pcm = this.#takeHeld(Buffer.alloc(0));
+    this.#clearKeepalive();
+    this.#pendingWrites++;
+    this.#writing = this.#writing
+      .then(() => this.#waitForReader())
+      .then(() => this.#send(pcm, false, language, false));
+    this.#writing.then(
+      () => {
+        this.#pendingWrites--;
+        if (!this.#finishing) this.#armKeepalive(language);
+      },
+      (err: Error) => {
+        this.#pendingWrites--;
+        this.destroy(err);
+      },
+    );
+  }
+
   override _final(callback: (error?: Error | null) => void): void {
     this.#finishing = true;
     this.#clearKeepalive();
+    this.#flushHeld();
     if (this.#language === undefined) {
       // No frame at all: say so, rather than let downstream report a missing final record.
       callback(
@@ -332,6 +398,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
     this.#clearKeepalive();
+    if (this.#holdTimer) clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
     this.#readWaiter?.();
     this.#destroyed.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
     this.#session?.abort(err ?? new DOMException('stream destroyed', 'AbortError'));

@@ -35,7 +35,7 @@ export const USAGE = `usage: speechpipe caption <input> [options]
                         --sample-rate N and --channels N
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (realtime diarization)
-  --transport T         http (default) or socketio
+  --transport T         socketio (default: the lower caption latency, see the README) or http
   --port N              the relay's port (default 8080; 0: any free port)
   --host H              address to bind (default 127.0.0.1)
   --out FILE            also write the captions to FILE as they are made (.vtt or .srt)
@@ -76,7 +76,7 @@ function parse(args: string[]): Options {
       channels: { type: 'string' },
       language: { type: 'string', default: 'auto' },
       speakers: { type: 'boolean', default: false },
-      transport: { type: 'string', default: 'http' },
+      transport: { type: 'string', default: 'socketio' },
       port: { type: 'string', default: '8080' },
       host: { type: 'string', default: '127.0.0.1' },
       out: { type: 'string' },

@@ -201,3 +201,20 @@ test('the default clock is monotonic: a wall clock set back an hour does not sta
   // 1 s of audio at 4x real time needs 250 ms of refill, which has passed.
   assert.equal(pacer.delayFor(32_000), 0);
 });
+
+test('a speed given paces from the first byte: a short file is not sent as one burst', () => {
+  const c = clock();
+  const pacer = new Pacer({ now: c.now, speed: 1 });
+  assert.equal(pacer.burstBytes, 0);
+  // Ten 100 ms chunks (one second of audio): the first goes at once, each next 100 ms later.
+  const sentAt: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    c.advance(pacer.delayFor(3200));
+    pacer.take(3200);
+    sentAt.push(c.now());
+  }
+  assert.equal(sentAt[0], 0);
+  assert.ok(sentAt[9]! >= 899, `the last chunk at ${sentAt[9]} ms, not in a burst`);
+  // An explicit burst is still honoured.
+  assert.equal(new Pacer({ now: c.now, speed: 1, burstBytes: 64_000 }).delayFor(64_000), 0);
+});

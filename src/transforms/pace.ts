@@ -11,7 +11,11 @@ import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 export interface PacerOptions {
   /** Sustained rate as a multiple of real time. Default: the session limit (4). */
   speed?: number;
-  /** Bucket size: bytes that may go at once after a pause. Default: the session burst (16 MiB). */
+  /**
+   * Bucket size: bytes that may go at once after a pause. Default: the session burst (16 MiB)
+   * for the session limit; none when `speed` is given, so a chosen playback speed holds from
+   * the first byte (a short file is not sent as one burst).
+   */
   burstBytes?: number;
   /** Bytes per second of real time. Default 32000 (PCM16 mono 16 kHz). */
   bytesPerSecond?: number;
@@ -36,7 +40,8 @@ export class Pacer {
   constructor(options: PacerOptions = {}) {
     const speed = options.speed ?? DEFAULT_LIMITS.sessionAudioRateRealtime;
     const bytesPerSecond = options.bytesPerSecond ?? LIVE_BYTES_PER_SECOND;
-    this.burstBytes = options.burstBytes ?? DEFAULT_LIMITS.sessionAudioRateBurstBytes;
+    this.burstBytes =
+      options.burstBytes ?? (options.speed === undefined ? DEFAULT_LIMITS.sessionAudioRateBurstBytes : 0);
     if (!(speed > 0) || !(bytesPerSecond > 0) || !(this.burstBytes >= 0)) {
       throw new InvalidArgumentError(
         'Pacer: speed and bytesPerSecond must be positive, burstBytes not negative',
@@ -60,7 +65,8 @@ export class Pacer {
   delayFor(bytes: number): number {
     const now = this.#refill();
     const paused = Math.max(0, this.#pausedUntil - now);
-    const short = Math.min(bytes, Math.max(this.burstBytes, 1)) - this.#tokens;
+    // With no burst, a chunk goes once the debt of the earlier ones is paid.
+    const short = Math.min(bytes, this.burstBytes) - this.#tokens;
     return Math.max(paused, short > 0 ? Math.ceil(short / this.rate) : 0);
   }
 

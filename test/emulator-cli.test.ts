@@ -1,9 +1,13 @@
 // `speechpipe emulator` standalone: prints its URL and key as JSON, serves the interface, and
-// closes cleanly (exit 0) on SIGTERM and SIGINT; bad arguments exit 2.
+// closes cleanly (exit 0) on SIGTERM and SIGINT; bad arguments and bad files exit 2; the
+// accounts and faults files and the admin endpoint, driven with plain fetch as any language would.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -85,4 +89,142 @@ test('TTS_MAX_INPUT_CHARACTERS_* in the environment set the text limits; a bad v
   assert.equal((await bad.exit)[0], 2);
   await bad.closed;
   assert.match(bad.stderr(), /TTS_MAX_INPUT_CHARACTERS_FREE must be a positive integer/);
+});
+
+/** `text` matched literally inside a RegExp. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const examples = fileURLToPath(new URL('../examples/', import.meta.url));
+
+test('--accounts and --faults take the example files; a fault added over the admin endpoint acts until cleared; stats over HTTP', async () => {
+  const run = start([
+    'emulator',
+    '--accounts',
+    `${examples}emulator-accounts.json`,
+    '--faults',
+    `${examples}emulator-faults.json`,
+  ]);
+  const lines = createInterface({ input: run.child.stdout });
+  const [first] = (await once(lines, 'line')) as [string];
+  const { url, apiKey, admin } = JSON.parse(first) as { url: string; apiKey: string; admin: string };
+  assert.equal(apiKey, 'test-key-acme', 'the first key of the file');
+  assert.equal(admin, `${url}/_emulator`);
+  const job = (key: string) => fetch(`${url}/v1/transcribe/${uuid()}`, { headers: { 'x-api-key': key } });
+  const tts = (key: string, body: unknown) =>
+    fetch(`${url}/http/tts`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  const code = async (res: Response) => ((await res.json()) as { code: string }).code;
+
+  // The accounts file: capabilities and tiers of its keys, its limits.
+  assert.equal((await job(apiKey)).status, 404);
+  const forbidden = await job('test-key-acme-tts');
+  assert.deepEqual([forbidden.status, await code(forbidden)], [403, 'AUTH_FORBIDDEN']);
+  const freeTier = await tts('test-key-hobby', { id: uuid(), text: 'a'.repeat(201) });
+  assert.equal(freeTier.status, 422);
+  assert.deepEqual(((await freeTier.json()) as { data: unknown }).data, {
+    limit: 200,
+    observed: 201,
+    unit: 'characters',
+    bound: 'tts_input_characters',
+  });
+  // The faults file: the second TTS request gets its 503.
+  const moderated = await tts(apiKey, {});
+  assert.equal(moderated.status, 503);
+  assert.equal(moderated.headers.get('retry-after'), '1');
+  assert.equal(await code(moderated), 'TTS_MODERATION_UNAVAILABLE');
+  const listed = await fetch(`${admin}/faults`);
+  const listing = await listed.text();
+  assert.equal((JSON.parse(listing) as { faults: unknown[] }).faults.length, 3);
+  assert.ok(!listing.includes('test-key-hobby'), 'a rule key is not shown');
+
+  // A fault added over HTTP, as a test in another language would.
+  const added = await fetch(`${admin}/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ operation: 'batch.get', action: { type: 'status', status: 503, retryAfter: 2 } }),
+  });
+  assert.equal(added.status, 201);
+  assert.equal(typeof ((await added.json()) as { id: unknown }).id, 'number');
+  for (let i = 0; i < 2; i++) {
+    const faulted = await job(apiKey);
+    assert.equal(faulted.status, 503);
+    assert.equal(faulted.headers.get('retry-after'), '2');
+    assert.equal(await code(faulted), 'HTTP_503');
+  }
+  const cleared = await fetch(`${admin}/faults`, { method: 'DELETE' });
+  assert.deepEqual(await cleared.json(), { cleared: 4 });
+  const afterClear = await job(apiKey);
+  assert.deepEqual([afterClear.status, await code(afterClear)], [404, 'TRANSCRIPTION_JOB_NOT_FOUND']);
+
+  const statsReply = await fetch(`${admin}/stats`);
+  assert.equal(statsReply.status, 200);
+  const text = await statsReply.text();
+  const stats = JSON.parse(text) as {
+    requests: Record<string, number>;
+    rejections: Record<string, number>;
+    faultsApplied: Record<string, number>;
+  };
+  assert.equal(stats.requests['batch.get'], 5);
+  assert.equal(stats.requests['tts.http'], 2);
+  assert.equal(stats.rejections.HTTP_503, 2);
+  assert.equal(stats.rejections.TTS_MODERATION_UNAVAILABLE, 1);
+  assert.equal(stats.rejections.AUTH_FORBIDDEN, 1);
+  assert.equal(stats.faultsApplied.status, 3);
+  for (const key of ['test-key-acme', 'test-key-hobby']) assert.ok(!text.includes(key), key);
+
+  run.child.kill('SIGTERM');
+  assert.deepEqual(await run.exit, [0, null], run.stderr());
+  lines.close();
+});
+
+test('a bad --accounts or --faults file exits 2 naming the file, the field and what was expected', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'speechpipe-emu-files-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = async (name: string, text: string) => {
+    const path = join(dir, name);
+    await writeFile(path, text);
+    return path;
+  };
+  const badTier = await file(
+    'tier.json',
+    JSON.stringify({ keys: [{ key: 'k', account: 'a', tier: 'gold' }] }),
+  );
+  const badJson = await file('broken.json', '{"keys": [');
+  const badRule = await file(
+    'rule.json',
+    JSON.stringify([{ operation: '*', action: { type: 'status', status: 42 } }]),
+  );
+  const notArray = await file('object.json', JSON.stringify({ operation: '*', action: { type: 'fail' } }));
+  const good = `${examples}emulator-accounts.json`;
+  const cases: [string[], RegExp][] = [
+    [
+      ['--accounts', badTier],
+      new RegExp(
+        `${badTier}: keys\\[0\\]\\.tier: expected one of "free", "standard", "enterprise", got "gold"`,
+      ),
+    ],
+    [['--accounts', badJson], new RegExp(`${literal(badJson)}: not valid JSON`)],
+    [['--accounts', join(dir, 'missing.json')], /missing\.json: cannot read it \(ENOENT\)/],
+    [
+      ['--faults', badRule],
+      new RegExp(
+        `${literal(badRule)}: \\[0\\]\\.action\\.status: expected an integer from 100 to 599, got number 42`,
+      ),
+    ],
+    [
+      ['--faults', notArray],
+      new RegExp(`${literal(notArray)}: \\(top level\\): expected an array of fault rules, got an object`),
+    ],
+    [['--accounts', good, '--key', 'k'], /give --key or --accounts, not both/],
+  ];
+  await Promise.all(
+    cases.map(async ([args, message]) => {
+      const bad = start(['emulator', ...args]);
+      assert.equal((await bad.exit)[0], 2, args.join(' '));
+      await bad.closed;
+      assert.match(bad.stderr(), message);
+    }),
+  );
 });

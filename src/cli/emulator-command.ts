@@ -1,26 +1,70 @@
-// `speechpipe emulator`: run the service emulator standalone. Prints `{url, apiKey}` as one JSON
-// line on stdout, serves until SIGINT or SIGTERM, then closes everything and exits 0.
+// `speechpipe emulator`: run the service emulator standalone. Prints `{url, apiKey, admin}` as
+// one JSON line on stdout, serves until SIGINT or SIGTERM, then closes everything and exits 0.
 
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { type Emulator, startEmulator } from '../emulator/index.ts';
+import { ADMIN_PREFIX } from '../emulator/admin.ts';
+import { type Emulator, type EmulatorOptions, startEmulator } from '../emulator/index.ts';
+import { accountsFromJson, EmulatorJsonError, faultRulesFromJson } from '../emulator/options-json.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
-import { ConfigError } from '../protocol/errors.ts';
+import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 
-export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K]
+export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json]
 
-  --port N   port to listen on (default 0: any free port)
-  --host H   address to bind (default 127.0.0.1)
-  --key K    the API key to accept (default: a random key, printed)
+  --port N             port to listen on (default 0: any free port)
+  --host H             address to bind (default 127.0.0.1)
+  --key K              the API key to accept (default: a random key, printed)
+  --accounts FILE.json keys with account, tier and capabilities, and limit overrides
+                       (per-workload concurrency...): {"keys": [...], "limits": {...}};
+                       the first key is printed as apiKey (example: examples/emulator-accounts.json)
+  --faults FILE.json   fault rules as the library takes them: [{"operation", "action", ...}]
+                       (example: examples/emulator-faults.json)
 
-Prints {"url": ..., "apiKey": ...} on stdout once listening; stops on SIGINT or SIGTERM.
+Prints {"url": ..., "apiKey": ..., "admin": ...} on stdout once listening; stops on SIGINT or
+SIGTERM. The admin endpoint (loopback clients only, no key): GET admin/stats, GET admin/faults,
+POST admin/faults (a rule or an array of rules, application/json), DELETE admin/faults,
+DELETE admin/faults/ID.
 TTS_MAX_INPUT_CHARACTERS_FREE, _STANDARD and _ENTERPRISE in the environment set the TTS text
-limit per tier.
+limit per tier (the accounts file's limits win).
 Exit code: 0 when stopped by SIGINT or SIGTERM (a server's normal end: it has no work to cut
-short), 1 when it fails, 2 on bad usage or environment.
+short), 1 when it fails, 2 on bad usage, environment or file.
 `;
 
+/** A file the command was given that it cannot use: bad usage (exit 2), the file named. */
+class BadFileError extends Error {}
+
+/** The JSON in `file`, checked by `check`; every failure names the file. */
+async function readJsonFile<T>(file: string, check: (value: unknown) => T): Promise<T> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new BadFileError(`${file}: cannot read it (${code ?? (err as Error).message})`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new BadFileError(`${file}: not valid JSON: ${(err as Error).message}`);
+  }
+  try {
+    return check(value);
+  } catch (err) {
+    if (err instanceof EmulatorJsonError) throw new BadFileError(`${file}: ${err.message}`);
+    throw err;
+  }
+}
+
 export async function run(args: string[]): Promise<number> {
-  let values: { port?: string; host?: string; key?: string; help?: boolean };
+  let values: {
+    port?: string;
+    host?: string;
+    key?: string;
+    accounts?: string;
+    faults?: string;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args,
@@ -28,6 +72,8 @@ export async function run(args: string[]): Promise<number> {
         port: { type: 'string' },
         host: { type: 'string' },
         key: { type: 'string' },
+        accounts: { type: 'string' },
+        faults: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -49,21 +95,43 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write('speechpipe emulator: --key must not be empty\n');
     return 2;
   }
+  if (values.key !== undefined && values.accounts !== undefined) {
+    process.stderr.write(
+      'speechpipe emulator: give --key or --accounts, not both (the file lists the keys)\n',
+    );
+    return 2;
+  }
+  const options: EmulatorOptions = {
+    port,
+    host: values.host ?? '127.0.0.1',
+    // TTS_MAX_INPUT_CHARACTERS_* configure the deployment's text limits, as for the service.
+    env: process.env,
+  };
+  if (values.key !== undefined)
+    options.keys = [
+      { key: values.key, account: 'default', tier: 'standard', capabilities: [...CAPABILITIES] },
+    ];
   let emulator: Emulator;
   try {
-    emulator = await startEmulator({
-      port,
-      host: values.host ?? '127.0.0.1',
-      // TTS_MAX_INPUT_CHARACTERS_* configure the deployment's text limits, as for the service.
-      env: process.env,
-      keys:
-        values.key === undefined
-          ? undefined
-          : [{ key: values.key, account: 'default', tier: 'standard', capabilities: [...CAPABILITIES] }],
-    });
+    if (values.accounts !== undefined) {
+      const accounts = await readJsonFile(values.accounts, accountsFromJson);
+      options.keys = accounts.keys;
+      options.limits = accounts.limits;
+    }
+    if (values.faults !== undefined) options.faults = await readJsonFile(values.faults, faultRulesFromJson);
+    emulator = await startEmulator(options);
   } catch (err) {
-    // A bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive integer).
-    if (!(err instanceof ConfigError || err instanceof RangeError)) throw err;
+    // A bad file, or a bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive
+    // integer).
+    if (
+      !(
+        err instanceof BadFileError ||
+        err instanceof ConfigError ||
+        err instanceof InvalidArgumentError ||
+        err instanceof RangeError
+      )
+    )
+      throw err;
     process.stderr.write(`speechpipe emulator: ${err.message}\n`);
     return 2;
   }
@@ -77,7 +145,8 @@ export async function run(args: string[]): Promise<number> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  process.stdout.write(`${JSON.stringify({ url: emulator.url, apiKey: emulator.apiKey })}\n`);
+  const announced = { url: emulator.url, apiKey: emulator.apiKey, admin: `${emulator.url}${ADMIN_PREFIX}` };
+  process.stdout.write(`${JSON.stringify(announced)}\n`);
   const signal = await stopped;
   await emulator.close();
   process.stderr.write(`speechpipe emulator: closed on ${signal}\n`);

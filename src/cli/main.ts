@@ -35,7 +35,8 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./tts-command.ts'),
   },
   emulator: {
-    summary: 'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K]',
+    summary:
+      'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K | --accounts F] [--faults F]',
     load: () => import('./emulator-command.ts'),
   },
 };

@@ -8,6 +8,7 @@ import { Server as SocketServer } from 'socket.io';
 import { REALTIME_HTTP_PREFIXES } from '../protocol/http-paths.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { SOCKET_PATHS } from '../protocol/socket-events.ts';
+import { handleAdmin, isAdminPath } from './admin.ts';
 import { EmulatorContext } from './context.ts';
 import { HttpExchange } from './http-exchange.ts';
 import { runHttpOperation } from './http-operation.ts';
@@ -81,11 +82,16 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     return undefined;
   };
 
+  const adminEnabled = options.admin ?? true;
   const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://emulator.invalid');
+    if (adminEnabled && isAdminPath(url.pathname)) {
+      void handleAdmin(ctx, req, res, url.pathname);
+      return;
+    }
     const found = route(req.method ?? 'GET', url.pathname);
     if (found && 'op' in found) {
       uploads.watch(req, res);

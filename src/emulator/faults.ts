@@ -13,6 +13,15 @@ type ActionOf<T extends FaultAction['type']> = Extract<FaultAction, { type: T }>
 type StatusAction = ActionOf<'status'>;
 
 interface ActiveRule {
+  id: number;
+  rule: FaultRule;
+  matched: number;
+  applied: number;
+}
+
+/** A rule in force, as the admin endpoint lists it: how often it matched and acted so far. */
+export interface ActiveFaultRule {
+  id: number;
   rule: FaultRule;
   matched: number;
   applied: number;
@@ -122,17 +131,19 @@ export interface FaultContext {
 export class FaultInjector {
   readonly #rules: ActiveRule[] = [];
   readonly #stats: StatsCollector;
+  #nextId = 1;
 
   constructor(stats: StatsCollector, rules: readonly FaultRule[] = []) {
     this.#stats = stats;
     for (const rule of rules) this.add(rule);
   }
 
-  add(rule: FaultRule): { remove(): void } {
+  add(rule: FaultRule): { id: number; remove(): void } {
     validateRule(rule);
-    const active: ActiveRule = { rule: structuredClone(rule), matched: 0, applied: 0 };
+    const active: ActiveRule = { id: this.#nextId++, rule: structuredClone(rule), matched: 0, applied: 0 };
     this.#rules.push(active);
     return {
+      id: active.id,
       remove: () => {
         const i = this.#rules.indexOf(active);
         if (i >= 0) this.#rules.splice(i, 1);
@@ -140,8 +151,29 @@ export class FaultInjector {
     };
   }
 
-  clear(): void {
+  /** Remove the rule `add` numbered `id`; false when no such rule is in force. */
+  remove(id: number): boolean {
+    const i = this.#rules.findIndex((r) => r.id === id);
+    if (i < 0) return false;
+    this.#rules.splice(i, 1);
+    return true;
+  }
+
+  /** Remove every rule; returns how many there were. */
+  clear(): number {
+    const n = this.#rules.length;
     this.#rules.length = 0;
+    return n;
+  }
+
+  /** The rules in force, in the order they are matched (copies). */
+  list(): ActiveFaultRule[] {
+    return this.#rules.map(({ id, rule, matched, applied }) => ({
+      id,
+      rule: structuredClone(rule),
+      matched,
+      applied,
+    }));
   }
 
   /** The faults that may act on one request (every rule but `endWithoutFinal`). */

@@ -96,6 +96,12 @@ export interface EmulatorOptions {
   /** Registered transcripts: SHA-256 hex of an uploaded file, or a live stream UUID, to text. */
   transcripts?: Record<string, string>;
   faults?: FaultRule[];
+  /**
+   * The admin endpoint under `/_emulator/` on the same port (statistics, fault rules over HTTP,
+   * for tests in other languages); it answers loopback clients only and takes no API key.
+   * Default `true`.
+   */
+  admin?: boolean;
   /** Default `['/socket.io', '/realtime/socket.io']`. */
   socketPaths?: string[];
   /**

@@ -101,7 +101,7 @@ const TIER_ENV: Record<Tier, string> = {
  * Limits whose values are counts (bytes, parts, characters, references, operations): whole
  * numbers. The others (seconds, milliseconds, the real-time multiple) may be fractional.
  */
-const COUNT_LIMITS: ReadonlySet<string> = new Set<keyof Limits>([
+export const COUNT_LIMITS: ReadonlySet<string> = new Set<keyof Limits>([
   'batchRequestBytes',
   'batchFileParts',
   'batchMultipartParts',

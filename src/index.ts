@@ -79,6 +79,7 @@ export { type PaceOptions, Pacer, type PacerOptions, type PaceTransform, pace } 
 export { type ParseNdjsonOptions, parseNdjson } from './transforms/parse-ndjson.ts';
 export { DEFAULT_REPLAY_LIMITS, type ReplayLimits } from './transforms/replay-buffer.ts';
 export { type ResampleOptions, resample } from './transforms/resample.ts';
+export { renderSpeakerSvg, type SpeakerSvgOptions } from './transforms/speaker-svg.ts';
 export {
   CaptionBuilder,
   type CaptionOptions,

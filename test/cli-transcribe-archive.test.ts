@@ -3,7 +3,7 @@
 // refused key stops the run at the first file with one message.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -161,4 +161,29 @@ test('a refused key: the run stops at the first file with one message, exit 2, n
   assert.match(run.stderr, /not attempted.*--resume/);
   assert.match(run.stdout, /0 done, 0 failed, 0 skipped, 6 not attempted/);
   assert.ok(!run.stderr.includes('a-key-the-service-does-not-know'), 'the key is never printed');
+});
+
+test("--speakers --format svg draws each file's speaker timeline; svg without --speakers is bad usage", async () => {
+  const out = join(root, 'out-svg');
+  const run = await runCli([
+    'transcribe',
+    join(archive, 'drafts'),
+    '--out',
+    out,
+    '--speakers',
+    '--format',
+    'svg,json',
+  ]);
+  assert.equal(run.code, 0, run.stderr);
+  const svg = await readFile(join(out, 'draft.wav.svg'), 'utf8');
+  const json = JSON.parse(await readFile(join(out, 'draft.wav.json'), 'utf8')) as {
+    words: { word: string; speaker: string }[];
+  };
+  assert.match(svg, /^<svg /);
+  for (const w of json.words) assert.ok(svg.includes(w.word), `${w.word} is in the picture`);
+  for (const speaker of new Set(json.words.map((w) => w.speaker)))
+    assert.ok(svg.includes(`>${speaker}</text>`));
+  const bad = await runCli(['transcribe', archive, '--out', join(root, 'out-svg-bad'), '--format', 'svg']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /needs --speakers/);
 });

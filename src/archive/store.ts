@@ -10,11 +10,12 @@ import type { Language } from '../protocol/languages.ts';
 import { Manifest, type ManifestEntry, type ManifestSettings } from '../sinks/manifest.ts';
 import { isAtomicTemporary, writeFileAtomic } from '../sinks/text-file.ts';
 import type { AudioFile } from '../sources/files.ts';
+import { renderSpeakerSvg } from '../transforms/speaker-svg.ts';
 import { renderCaptions } from '../transforms/to-captions.ts';
 import type { FileResult } from './transcribe-file.ts';
 
-/** Result formats: captions, plain text, and JSON with every word. */
-export const ARCHIVE_FORMATS = ['vtt', 'srt', 'txt', 'json'] as const;
+/** Result formats: captions, plain text, JSON with every word, the speaker timeline as SVG. */
+export const ARCHIVE_FORMATS = ['vtt', 'srt', 'txt', 'json', 'svg'] as const;
 export type ArchiveFormat = (typeof ARCHIVE_FORMATS)[number];
 export type ArchiveMode = 'live' | 'batch' | 'fast';
 
@@ -171,6 +172,7 @@ export function renderResult(
 ): string {
   if (format === 'vtt' || format === 'srt') return renderCaptions(result.words, { format });
   if (format === 'txt') return `${result.transcript}\n`;
+  if (format === 'svg') return renderSpeakerSvg(result.words, { title: file.relative });
   return `${JSON.stringify(
     {
       input: file.path,

@@ -27,7 +27,8 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
   --mode live|batch|fast
                         live: stream through realtime ASR (default); batch: a batch job per
                         file; fast: fast transcription (bounded files)
-  --format LIST         comma-separated: vtt,srt,txt,json (default vtt,json)
+  --format LIST         comma-separated: vtt,srt,txt,json,svg (default vtt,json); svg: the
+                        speaker timeline (with --speakers), one lane a speaker, words on hover
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (live: realtime diarization; batch: diarization)
   --concurrency N       files at once (default: what the plan allows for the mode: live and
@@ -110,6 +111,8 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
   const jobTimeoutSec = Number(values['job-timeout']);
   if (!Number.isFinite(jobTimeoutSec) || jobTimeoutSec <= 0)
     throw new UsageError('--job-timeout must be a positive number of seconds');
+  if (formats.includes('svg') && !values.speakers)
+    throw new UsageError('--format svg draws the speaker timeline: it needs --speakers');
   if (values.speakers && mode === 'fast')
     throw new UsageError('--speakers needs --mode live or batch (fast transcription has no speakers)');
   const progress = values.progress as Options['progress'];

@@ -16,3 +16,5 @@ if ((${#missing[@]} > 0)); then
 fi
 
 npm ci --no-audit --no-fund
+# TypeDoc (npm run docs) needs TypeScript 6; speechpipe builds with 7: its own folder.
+npm ci --prefix tools/docs --no-audit --no-fund

@@ -18,7 +18,7 @@ const LANE = 28;
 const LABEL = 120;
 const TOP = 44;
 
-const escape = (text: string) =>
+const xmlText = (text: string) =>
   text
     .replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
     .replace(
@@ -58,9 +58,9 @@ export function renderSpeakerSvg(words: readonly SpeakerWord[], options: Speaker
   const height = TOP + Math.max(1, speakers.length) * LANE + 36;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif" font-size="12">`,
-    `<title>${escape(options.title ?? 'speaker timeline')}</title>`,
+    `<title>${xmlText(options.title ?? 'speaker timeline')}</title>`,
     `<rect width="${width}" height="${height}" fill="#fff"/>`,
-    `<text x="10" y="20" font-size="14" font-weight="600">${escape(options.title ?? 'speaker timeline')}</text>`,
+    `<text x="10" y="20" font-size="14" font-weight="600">${xmlText(options.title ?? 'speaker timeline')}</text>`,
     `<text x="${width - 10}" y="20" text-anchor="end" fill="#555">${speakers.length} speaker${speakers.length === 1 ? '' : 's'} · ${clock(end)}</text>`,
   ];
   // Lanes.
@@ -68,7 +68,7 @@ export function renderSpeakerSvg(words: readonly SpeakerWord[], options: Speaker
     const y = TOP + i * LANE;
     out.push(
       `<rect x="${LABEL}" y="${y}" width="${plot}" height="${LANE - 6}" fill="${i % 2 ? '#f4f4f4' : '#fafafa'}"/>`,
-      `<text x="${LABEL - 8}" y="${y + LANE / 2}" text-anchor="end" fill="${PALETTE[i % PALETTE.length]}">${escape(speaker)}</text>`,
+      `<text x="${LABEL - 8}" y="${y + LANE / 2}" text-anchor="end" fill="${PALETTE[i % PALETTE.length]}">${xmlText(speaker)}</text>`,
     );
   });
   // Bars: consecutive words of one speaker, no gap longer than `gap`.
@@ -83,7 +83,7 @@ export function renderSpeakerSvg(words: readonly SpeakerWord[], options: Speaker
     const w = Math.max(1, x(stop) - left);
     const text = bar.map((b) => b.word).join(' ');
     out.push(
-      `<rect x="${left.toFixed(1)}" y="${TOP + lane * LANE + 2}" width="${w.toFixed(1)}" height="${LANE - 10}" rx="2" fill="${PALETTE[lane % PALETTE.length]}"><title>${escape(`${clock(start)}–${clock(stop)} ${bar[0]!.speaker ?? ''}: ${text}`)}</title></rect>`,
+      `<rect x="${left.toFixed(1)}" y="${TOP + lane * LANE + 2}" width="${w.toFixed(1)}" height="${LANE - 10}" rx="2" fill="${PALETTE[lane % PALETTE.length]}"><title>${xmlText(`${clock(start)}–${clock(stop)} ${bar[0]!.speaker ?? ''}: ${text}`)}</title></rect>`,
     );
     bar = [];
   };

@@ -99,6 +99,10 @@ test('admission: a rate-limit 429 pauses the workload for Retry-After, then retr
   await settle();
   assert.equal(await result, 'ok');
   assert.equal(calls, 2);
+  // The 429 and the time spent waiting on it are counted (what `speechpipe bench` reports).
+  const fast = admission.stats().find((s) => s.workload === 'fast')!;
+  assert.equal(fast.rejections, 1);
+  assert.ok(fast.pausedMs >= 80_000 && fast.pausedMs <= 80_250, `paused ${fast.pausedMs} ms`);
   admission.close();
 });
 

@@ -80,6 +80,10 @@ export interface WorkloadStats {
   retries: number;
   /** Times concurrency was raised back toward the limit after a concurrency rejection. */
   raises: number;
+  /** Admission rejections (429) seen. */
+  rejections: number;
+  /** Milliseconds the workload spent paused (Retry-After and backoff), pauses that overlap counted once. */
+  pausedMs: number;
 }
 
 interface Lane {
@@ -90,6 +94,10 @@ interface Lane {
   raises: number;
   resumeAt: number;
   timer: NodeJS.Timeout | undefined;
+  rejections: number;
+  pausedMs: number;
+  /** When the current pause began (Date.now()). */
+  pausedSince: number;
   successes: number;
   /** No raise before this time (set by a concurrency rejection). */
   probeAt: number;
@@ -119,6 +127,9 @@ export class Admission {
         retries: 0,
         raises: 0,
         resumeAt: 0,
+        rejections: 0,
+        pausedMs: 0,
+        pausedSince: 0,
         timer: undefined,
         successes: 0,
         probeAt: 0,
@@ -237,6 +248,8 @@ export class Admission {
         pauses: lane.pauses,
         retries: lane.retries,
         raises: lane.raises,
+        rejections: lane.rejections,
+        pausedMs: lane.pausedMs + (lane.timer ? Date.now() - lane.pausedSince : 0),
       };
     });
   }
@@ -245,7 +258,10 @@ export class Admission {
   close(): void {
     this.#closed.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
     for (const lane of this.#lanes.values()) {
-      if (lane.timer) clearTimeout(lane.timer);
+      if (lane.timer) {
+        clearTimeout(lane.timer);
+        lane.pausedMs += Date.now() - lane.pausedSince;
+      }
       lane.timer = undefined;
       lane.queue.start();
     }
@@ -262,6 +278,7 @@ export class Admission {
    * a failed `run` task has already left (p-queue frees it before `add()` rejects to us).
    */
   #rejected(lane: Lane, err: SpeechServiceError, attempt: number, counted: boolean): void {
+    lane.rejections++;
     if (err.code === 'CONCURRENCY_LIMIT_EXCEEDED') {
       // The account is busier than our plan share: run fewer at once (raised back on successes).
       // What else still runs is what the service admits now.
@@ -292,8 +309,10 @@ export class Admission {
     lane.resumeAt = resumeAt;
     lane.queue.pause();
     if (lane.timer) clearTimeout(lane.timer);
+    else lane.pausedSince = Date.now();
     lane.timer = setTimeout(() => {
       lane.timer = undefined;
+      lane.pausedMs += Date.now() - lane.pausedSince;
       lane.queue.start();
     }, ms);
   }

@@ -34,6 +34,11 @@ const COMMANDS: Record<string, Command> = {
     summary: 'speak text into a WAV file: speechpipe tts <text>... --out FILE.wav',
     load: () => import('./tts-command.ts'),
   },
+  bench: {
+    summary:
+      'benchmark a workload: speechpipe bench --workload W --transport T (--concurrency N | --rate R) --duration SEC',
+    load: () => import('./bench-command.ts'),
+  },
   emulator: {
     summary:
       'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K | --accounts F] [--faults F]',

@@ -1,0 +1,398 @@
+// runBench(): one workload driven at a fixed number of concurrent operations (closed loop) or
+// at an arrival rate (open loop, the wrk2 model: operation k is due at start + k / rate and its
+// latencies count from when it was due, so a slow service cannot hide its latency by slowing
+// the load). A warm-up is run and not counted; at the duration no operation starts, those in
+// flight get a short grace and are then cut; an abort stops at once with what was measured.
+
+import { Readable, Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { SpeechClient } from '../client/index.ts';
+import { InvalidArgumentError } from '../protocol/errors.ts';
+import { decodeFrame } from '../protocol/frame.ts';
+import type { Language } from '../protocol/languages.ts';
+import type { Workload } from '../protocol/limits.ts';
+import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
+import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
+import { pace } from '../transforms/pace.ts';
+import { toFrames } from '../transforms/to-frames.ts';
+import { LatencyRecorder, type LatencySummary, type LatencyRecorder as Recorder } from './latency.ts';
+import { type BenchClip, BUILTIN_SENTENCES } from './media.ts';
+
+export const BENCH_WORKLOADS = ['live', 'diarization', 'fast', 'batch', 'tts'] as const;
+export type BenchWorkload = (typeof BENCH_WORKLOADS)[number];
+
+/** The latency metrics of each workload; the first is the headline (latency over time). */
+export const BENCH_METRICS: Record<BenchWorkload, readonly string[]> = {
+  live: ['final_after_last_audio', 'first_partial', 'first_final_word'],
+  diarization: ['final_after_last_audio', 'first_segment'],
+  fast: ['final', 'first_record'],
+  batch: ['submit_to_done'],
+  tts: ['first_audio', 'complete'],
+};
+
+const SERVICE_WORKLOAD: Record<BenchWorkload, Workload> = {
+  live: 'realtime_asr',
+  diarization: 'diarization',
+  fast: 'fast',
+  batch: 'batch',
+  tts: 'tts',
+};
+
+export interface BenchOptions {
+  client: SpeechClient;
+  workload: BenchWorkload;
+  transport: 'http' | 'socketio';
+  /** Closed loop: this many operations at once. */
+  concurrency?: number;
+  /** Open loop: operations (new streams, requests) started per second. */
+  rate?: number;
+  durationSec: number;
+  /** Seconds at the start whose operations are run and not counted. Default 0. */
+  warmupSec?: number;
+  /** Live and diarization: audio sent at this multiple of real time. Default 1. */
+  pace?: number;
+  clips: readonly BenchClip[];
+  language?: Language;
+  /** Seconds operations in flight at the end may take to finish before they are cut. Default 10. */
+  graceSec?: number;
+  /** Where the load went (for the report): the URL's origin, or `built-in emulator`. */
+  target?: string;
+  /** Open loop: operations in flight at most; one due beyond this fails `ERR_BENCH_OVERLOAD`. Default 10,000. */
+  maxInFlight?: number;
+  signal?: AbortSignal;
+  /** Called about once a second with the operations done so far. */
+  onTick?: (progress: { elapsedSec: number; completed: number; failed: number; inFlight: number }) => void;
+}
+
+export interface BenchReport {
+  tool: 'speechpipe bench';
+  workload: BenchWorkload;
+  transport: 'http' | 'socketio';
+  load: { model: 'concurrency'; concurrency: number } | { model: 'rate'; rate_per_second: number };
+  duration_sec: number;
+  warmup_sec: number;
+  pace: number | null;
+  target: string;
+  started_at: string;
+  /** The run ended early (Ctrl-C, abort): the figures cover what was measured. */
+  interrupted: boolean;
+  media: { clips: number; audio_seconds: number };
+  operations: { started: number; completed: number; failed: number; cut: number };
+  throughput: { audio_seconds_per_second: number; requests_per_second: number };
+  /** Milliseconds. */
+  latency_ms: Record<string, LatencySummary>;
+  /** Processing time / audio time per completed operation (below 1: faster than real time). */
+  real_time_factor: { p50: number; p90: number; max: number };
+  errors: Record<string, number>;
+  rate_limited: { responses_429: number; retry_after_wait_ms: number };
+  client_cpu_seconds_per_audio_second: number;
+  /** [seconds into the measured run, ms] of the headline metric (a sample), for pictures. */
+  series?: Array<[number, number]>;
+  /** [percentile, ms] of the headline metric. */
+  distribution?: Array<[number, number]>;
+}
+
+interface OpResult {
+  audioSeconds: number;
+  /** Metric → ms, measured from the operation's start (or its own reference). */
+  latencies: Record<string, number>;
+}
+
+class Cut extends Error {}
+
+function positive(name: string, value: number | undefined): void {
+  if (value !== undefined && !(Number.isFinite(value) && value > 0))
+    throw new InvalidArgumentError(`bench: ${name} must be a positive number, got ${value}`);
+}
+
+/** Run one benchmark to its end (or its abort) and report. */
+export async function runBench(options: BenchOptions): Promise<BenchReport> {
+  const { client, workload, transport, clips } = options;
+  if (!BENCH_WORKLOADS.includes(workload))
+    throw new InvalidArgumentError(`bench: unknown workload ${workload}`);
+  if ((options.concurrency === undefined) === (options.rate === undefined))
+    throw new InvalidArgumentError('bench: give either concurrency or rate');
+  positive('concurrency', options.concurrency);
+  positive('rate', options.rate);
+  positive('durationSec', options.durationSec);
+  positive('pace', options.pace);
+  if (options.concurrency !== undefined && !Number.isSafeInteger(options.concurrency))
+    throw new InvalidArgumentError('bench: concurrency must be an integer');
+  if (clips.length === 0) throw new InvalidArgumentError('bench: no media');
+  const warmupSec = options.warmupSec ?? 0;
+  if (!(warmupSec >= 0) || warmupSec >= options.durationSec)
+    throw new InvalidArgumentError('bench: the warm-up must be shorter than the duration');
+
+  const metrics = BENCH_METRICS[workload];
+  const recorders = new Map<string, Recorder>(metrics.map((m) => [m, new LatencyRecorder()]));
+  const rtf = new LatencyRecorder();
+  const errors: Record<string, number> = {};
+  const counts = { started: 0, completed: 0, failed: 0, cut: 0 };
+  let audioSeconds = 0;
+  const serviceWorkload = SERVICE_WORKLOAD[workload];
+  const admission = () => client.admissionStats().find((w) => w.workload === serviceWorkload)!;
+  const admissionAtStart = { ...admission() };
+  let admissionAtWarmup = admissionAtStart;
+  let cpuAtWarmup = process.cpuUsage();
+
+  const stop = new AbortController(); // cuts operations in flight
+  const onAbort = () => stop.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const t0 = performance.now();
+  const durationMs = options.durationSec * 1000;
+  const warmupMs = warmupSec * 1000;
+  const elapsed = () => performance.now() - t0;
+  let warmupReached = warmupMs === 0;
+  const warmupTimer = setTimeout(() => {
+    warmupReached = true;
+    admissionAtWarmup = { ...admission() };
+    cpuAtWarmup = process.cpuUsage();
+  }, warmupMs);
+  if (warmupMs === 0) cpuAtWarmup = process.cpuUsage();
+  const inFlight = new Set<Promise<void>>();
+  const ticker = setInterval(
+    () =>
+      options.onTick?.({
+        elapsedSec: elapsed() / 1000,
+        completed: counts.completed,
+        failed: counts.failed,
+        inFlight: inFlight.size,
+      }),
+    1000,
+  );
+
+  let k = 0;
+  /** Run operation number `k` due at `dueAt` (ms into the run). */
+  const one = async (dueAt: number): Promise<void> => {
+    const clip = clips[k++ % clips.length]!;
+    const counted = dueAt >= warmupMs;
+    if (counted) counts.started++;
+    const startedAt = elapsed();
+    try {
+      const result = await operation(options, clip, stop.signal);
+      if (!counted) return;
+      // Open loop: latency counts from when the operation was due, not when it could start.
+      const lateMs = Math.max(0, startedAt - dueAt);
+      const at = (elapsed() - warmupMs) / 1000;
+      for (const [metric, ms] of Object.entries(result.latencies))
+        recorders.get(metric)?.record(metric.startsWith('final_after') ? ms : ms + lateMs, at);
+      const wallMs = elapsed() - startedAt;
+      if (result.audioSeconds > 0) rtf.record((wallMs / (result.audioSeconds * 1000)) * 1000, at);
+      audioSeconds += result.audioSeconds;
+      counts.completed++;
+    } catch (err) {
+      if (!counted) return;
+      if (stop.signal.aborted || err instanceof Cut) {
+        counts.cut++;
+        return;
+      }
+      counts.failed++;
+      const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
+      errors[code] = (errors[code] ?? 0) + 1;
+    }
+  };
+  const track = (p: Promise<void>) => {
+    inFlight.add(p);
+    p.finally(() => inFlight.delete(p));
+  };
+
+  const ended = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, durationMs);
+    stop.signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  let running = true;
+  ended.then(() => (running = false));
+
+  if (options.concurrency !== undefined) {
+    for (let w = 0; w < options.concurrency; w++)
+      track(
+        (async () => {
+          while (running && !stop.signal.aborted) await one(elapsed());
+        })(),
+      );
+  } else {
+    const intervalMs = 1000 / options.rate!;
+    const maxInFlight = options.maxInFlight ?? 10_000;
+    track(
+      (async () => {
+        for (let n = 0; ; n++) {
+          const dueAt = n * intervalMs;
+          if (dueAt >= durationMs || stop.signal.aborted) break;
+          const wait = dueAt - elapsed();
+          if (wait > 0) await Promise.race([new Promise((r) => setTimeout(r, wait)), ended]);
+          if (!running || stop.signal.aborted) break;
+          if (inFlight.size > maxInFlight) {
+            if (dueAt >= warmupMs) {
+              counts.started++;
+              counts.failed++;
+              errors.ERR_BENCH_OVERLOAD = (errors.ERR_BENCH_OVERLOAD ?? 0) + 1;
+            }
+            continue;
+          }
+          track(one(dueAt));
+        }
+      })(),
+    );
+  }
+
+  await ended;
+  const measuredMs = Math.max(1, Math.min(elapsed(), durationMs) - warmupMs);
+  const cpu = process.cpuUsage(cpuAtWarmup);
+  // In flight at the end: a grace to finish, then cut.
+  const graceMs = (options.graceSec ?? 10) * 1000;
+  if (inFlight.size > 0 && !stop.signal.aborted) {
+    let graceTimer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(inFlight),
+      new Promise((r) => {
+        graceTimer = setTimeout(r, graceMs);
+      }),
+    ]);
+    clearTimeout(graceTimer);
+  }
+  if (!stop.signal.aborted) stop.abort(new Cut('the run reached its duration'));
+  await Promise.allSettled([...inFlight]);
+  clearTimeout(warmupTimer);
+  clearInterval(ticker);
+  options.signal?.removeEventListener('abort', onAbort);
+  const interrupted = options.signal?.aborted === true;
+
+  const admissionEnd = admission();
+  const from = warmupReached ? admissionAtWarmup : admissionAtStart;
+  const headline = recorders.get(metrics[0]!)!;
+  const latency: Record<string, LatencySummary> = {};
+  for (const [metric, recorder] of recorders) latency[metric] = recorder.summary();
+  const rtfSummary = rtf.summary();
+  const report: BenchReport = {
+    tool: 'speechpipe bench',
+    workload,
+    transport,
+    load:
+      options.concurrency !== undefined
+        ? { model: 'concurrency', concurrency: options.concurrency }
+        : { model: 'rate', rate_per_second: options.rate! },
+    duration_sec: options.durationSec,
+    warmup_sec: warmupSec,
+    pace: workload === 'live' || workload === 'diarization' ? (options.pace ?? 1) : null,
+    target: options.target ?? 'unknown',
+    started_at: new Date(Date.now() - elapsed()).toISOString(),
+    interrupted,
+    media: {
+      clips: clips.length,
+      audio_seconds: round(
+        clips.reduce((s, c) => s + c.seconds, 0),
+        2,
+      ),
+    },
+    operations: counts,
+    throughput: {
+      audio_seconds_per_second: round(audioSeconds / (measuredMs / 1000), 3),
+      requests_per_second: round(counts.completed / (measuredMs / 1000), 3),
+    },
+    latency_ms: latency,
+    real_time_factor: { p50: rtfSummary.p50 / 1000, p90: rtfSummary.p90 / 1000, max: rtfSummary.max / 1000 },
+    errors,
+    rate_limited: {
+      responses_429: admissionEnd.rejections - from.rejections,
+      retry_after_wait_ms: Math.round(admissionEnd.pausedMs - from.pausedMs),
+    },
+    client_cpu_seconds_per_audio_second:
+      audioSeconds > 0 ? round((cpu.user + cpu.system) / 1e6 / audioSeconds, 5) : 0,
+    series: headline.points,
+    distribution: headline.distribution(),
+  };
+  for (const r of recorders.values()) r.destroy();
+  rtf.destroy();
+  return report;
+}
+
+const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+/** One operation of the workload on one clip. */
+async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSignal): Promise<OpResult> {
+  const { client, transport } = options;
+  const language = options.language ?? 'en';
+  const now = () => performance.now();
+  const start = now();
+  switch (options.workload) {
+    case 'live':
+    case 'diarization': {
+      const diarization = options.workload === 'diarization';
+      const latencies: Record<string, number> = {};
+      let lastAudioAt: number | undefined;
+      await pipeline(
+        Readable.from([clip.pcm]),
+        toFrames({ transport, language }),
+        pace({ speed: options.pace ?? 1 }),
+        new Transform({
+          objectMode: true,
+          transform(frame: Buffer, _encoding, callback) {
+            if (decodeFrame(frame).isFinal) lastAudioAt = now();
+            callback(null, frame);
+          },
+        }),
+        diarization ? diarizationStream({ client, transport }) : sttStream({ client, transport }),
+        new Writable({
+          objectMode: true,
+          write(record: AsrRecord | DiarizationRecord, _encoding, callback) {
+            const t = now() - start;
+            if (diarization) {
+              const r = record as DiarizationRecord;
+              if (
+                latencies.first_segment === undefined &&
+                r.final_segments.length + r.active_segments.length > 0
+              )
+                latencies.first_segment = t;
+            } else {
+              const r = record as AsrRecord;
+              if (r.words.length > 0) {
+                latencies.first_partial ??= t;
+                if (r.is_speech_final) latencies.first_final_word ??= t;
+              }
+            }
+            if (record.is_final && lastAudioAt !== undefined)
+              latencies.final_after_last_audio = now() - lastAudioAt;
+            callback();
+          },
+        }),
+        { signal },
+      );
+      return { audioSeconds: clip.seconds, latencies };
+    }
+    case 'fast': {
+      const latencies: Record<string, number> = {};
+      for await (const record of client.fast.transcribe(clip.wav, { transport, language, signal })) {
+        latencies.first_record ??= now() - start;
+        if (record.is_final) latencies.final = now() - start;
+      }
+      return { audioSeconds: clip.seconds, latencies };
+    }
+    case 'batch': {
+      const ack = await client.batch.submit(clip.wav, { language, signal });
+      const job = await client.batch.wait(ack.jobId, { signal, initialIntervalMs: 50, maxIntervalMs: 1000 });
+      if (job.status !== 'done') {
+        const err = new Error(`batch job ended ${job.status}`) as Error & { code: string };
+        err.code = `JOB_${job.status.toUpperCase()}`;
+        throw err;
+      }
+      return { audioSeconds: clip.seconds, latencies: { submit_to_done: now() - start } };
+    }
+    case 'tts': {
+      const text = clip.text ?? BUILTIN_SENTENCES[0]!;
+      const synthesis = await client.tts.synthesize({ text, transport, signal });
+      let first: number | undefined;
+      let bytes = 0;
+      for await (const chunk of synthesis.audio) {
+        first ??= now() - start;
+        bytes += (chunk as Buffer).length;
+      }
+      return {
+        audioSeconds: bytes / 2 / synthesis.sampleRate,
+        latencies: { first_audio: first ?? now() - start, complete: now() - start },
+      };
+    }
+  }
+}

@@ -1,0 +1,251 @@
+// `speechpipe bench`: a throughput and latency benchmark of one workload against API_URL, or
+// against the emulator started for it in a process of its own (so the client's CPU figure is
+// the client's alone). It sends only to the address given (API_URL) or to that emulator.
+
+import { spawn } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { type BenchClip, builtinMedia, loadMedia } from '../bench/media.ts';
+import { compareReports, formatReport, renderHtml } from '../bench/report.ts';
+import { BENCH_WORKLOADS, type BenchReport, type BenchWorkload, runBench } from '../bench/run.ts';
+import { createClient, type SpeechClient } from '../client/index.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
+import { isLanguage, type Language } from '../protocol/languages.ts';
+
+export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts --transport http|socketio
+                       (--concurrency N | --rate R) --duration SEC [options]
+       speechpipe bench --compare A.json B.json
+
+  --workload W          live ASR, live diarization, fast, batch or TTS
+  --transport T         http or socketio (default http)
+  --concurrency N       closed loop: N operations at once, each starting when one ends
+  --rate R              open loop: R new operations (streams, requests) a second, on schedule
+                        whatever the service does; latency counts from when each was due
+  --duration SEC        how long operations start; those in flight then get 10 s, then are cut
+  --warmup SEC          run but do not count the first SEC seconds (default 0)
+  --pace X              live and diarization: audio at X times real time (default 1)
+  --media PATH          a media file or directory (default: a built-in spoken set, espeak-ng)
+  --language L          auto, en, ar, codeswitch (default en)
+  --json                print the report as one JSON object on stdout (latency in ms:
+                        p50, p90, p99, p999, max)
+  --report FILE.html    write the report with latency over time and its distribution
+  --compare A.json B.json
+                        two --json reports side by side with B's change against A
+
+Talks to API_URL with API_KEY, or to an emulator started for the run (its own process) when
+API_URL is not set; never to any other address. Ctrl-C stops the run with a partial report.
+Exit code: 0 when the run ended (errors are in the report), 1 when no operation completed,
+2 on bad usage or environment, 130 when interrupted (after the partial report).`;
+
+class UsageError extends Error {}
+
+interface Parsed {
+  workload: BenchWorkload;
+  transport: 'http' | 'socketio';
+  concurrency?: number;
+  rate?: number;
+  durationSec: number;
+  warmupSec: number;
+  pace: number;
+  media?: string;
+  language: Language;
+  json: boolean;
+  report?: string;
+}
+
+function number(name: string, value: string | undefined, integer = false): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isSafeInteger(n)))
+    throw new UsageError(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
+  return n;
+}
+
+function parse(values: Record<string, string | boolean | undefined>): Parsed {
+  const workload = values.workload as BenchWorkload | undefined;
+  if (!workload) throw new UsageError('--workload is required');
+  if (!BENCH_WORKLOADS.includes(workload)) throw new UsageError(`unknown --workload ${workload}`);
+  const transport = (values.transport as string | undefined) ?? 'http';
+  if (transport !== 'http' && transport !== 'socketio')
+    throw new UsageError(`unknown --transport ${transport}`);
+  const concurrency = number('concurrency', values.concurrency as string | undefined, true);
+  const rate = number('rate', values.rate as string | undefined);
+  if ((concurrency === undefined) === (rate === undefined))
+    throw new UsageError('give one of --concurrency N and --rate R');
+  const durationSec = number('duration', values.duration as string | undefined);
+  if (durationSec === undefined) throw new UsageError('--duration is required');
+  const warmupSec = values.warmup === undefined ? 0 : Number(values.warmup);
+  if (!(warmupSec >= 0) || warmupSec >= durationSec)
+    throw new UsageError('--warmup must be a number of seconds shorter than --duration');
+  const pace = number('pace', values.pace as string | undefined) ?? 1;
+  if (values.pace !== undefined && workload !== 'live' && workload !== 'diarization')
+    throw new UsageError('--pace is for --workload live or diarization');
+  const language = (values.language as string | undefined) ?? 'en';
+  if (!isLanguage(language)) throw new UsageError(`unknown --language ${language}`);
+  const report = values.report as string | undefined;
+  if (report !== undefined && !/\.html?$/i.test(report))
+    throw new UsageError('--report must name an .html file');
+  return {
+    workload,
+    transport,
+    ...(concurrency === undefined ? {} : { concurrency }),
+    ...(rate === undefined ? {} : { rate }),
+    durationSec,
+    warmupSec,
+    pace,
+    ...(values.media ? { media: values.media as string } : {}),
+    language,
+    json: values.json === true,
+    ...(report ? { report } : {}),
+  };
+}
+
+/** The emulator in a child process: its URL and key, and how to stop it. */
+async function startEmulatorProcess(): Promise<{ url: string; apiKey: string; stop(): Promise<void> }> {
+  const main = fileURLToPath(
+    new URL(import.meta.url.endsWith('.ts') ? './main.ts' : './main.js', import.meta.url),
+  );
+  const child = spawn(process.execPath, [main, 'emulator'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    let line = '';
+    for await (const chunk of child.stdout) {
+      line += chunk;
+      if (line.includes('\n')) break;
+    }
+    const { url, apiKey } = JSON.parse(line.split('\n')[0]!) as { url: string; apiKey: string };
+    return { url, apiKey, stop };
+  } catch (err) {
+    await stop();
+    throw new SpeechpipeError('ERR_EMULATOR', `could not start the emulator: ${(err as Error).message}`);
+  }
+}
+
+async function compare(paths: string[]): Promise<number> {
+  if (paths.length !== 2) {
+    process.stderr.write(`speechpipe bench: --compare takes two JSON reports\n\n${USAGE}\n`);
+    return 2;
+  }
+  const reports: BenchReport[] = [];
+  for (const path of paths) {
+    try {
+      const report = JSON.parse(await readFile(path, 'utf8')) as BenchReport;
+      if (report.tool !== 'speechpipe bench' || typeof report.latency_ms !== 'object')
+        throw new Error('not a speechpipe bench --json report');
+      reports.push(report);
+    } catch (err) {
+      process.stderr.write(`speechpipe bench: cannot read ${path}: ${(err as Error).message}\n`);
+      return 2;
+    }
+  }
+  process.stdout.write(compareReports(reports[0]!, reports[1]!));
+  return 0;
+}
+
+export async function run(args: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        workload: { type: 'string' },
+        transport: { type: 'string' },
+        concurrency: { type: 'string' },
+        rate: { type: 'string' },
+        duration: { type: 'string' },
+        warmup: { type: 'string' },
+        pace: { type: 'string' },
+        media: { type: 'string' },
+        language: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        report: { type: 'string' },
+        compare: { type: 'boolean', default: false },
+      },
+    }));
+  } catch (err) {
+    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.compare) return compare(positionals);
+  let options: Parsed;
+  try {
+    if (positionals.length > 0) throw new UsageError(`unexpected ${positionals[0]}`);
+    options = parse(values);
+  } catch (err) {
+    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const controller = new AbortController();
+  const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let clips: BenchClip[];
+  try {
+    clips = options.media
+      ? await loadMedia(options.media, controller.signal)
+      : await builtinMedia(controller.signal);
+  } catch (err) {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n`);
+    return 2;
+  }
+  let client: SpeechClient;
+  let emulator: Awaited<ReturnType<typeof startEmulatorProcess>> | undefined;
+  let target: string;
+  if (process.env.API_URL) {
+    client = createClient({ env: process.env });
+    target = new URL(process.env.API_URL).origin;
+  } else {
+    emulator = await startEmulatorProcess();
+    client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
+    target = `built-in emulator (${emulator.url})`;
+  }
+  const tty = process.stderr.isTTY && !options.json;
+  let report: BenchReport;
+  try {
+    report = await runBench({
+      client,
+      workload: options.workload,
+      transport: options.transport,
+      ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+      ...(options.rate === undefined ? {} : { rate: options.rate }),
+      durationSec: options.durationSec,
+      warmupSec: options.warmupSec,
+      pace: options.pace,
+      clips,
+      language: options.language,
+      target,
+      signal: controller.signal,
+      onTick: (p) => {
+        if (tty)
+          process.stderr.write(
+            `\r${p.elapsedSec.toFixed(0)}/${options.durationSec} s · ${p.completed} done · ${p.failed} failed · ${p.inFlight} in flight   `,
+          );
+      },
+    });
+  } finally {
+    if (tty) process.stderr.write('\n');
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await client.close();
+    await emulator?.stop();
+  }
+  if (options.report) await writeFile(options.report, renderHtml(report));
+  if (options.json) {
+    const { series: _series, distribution: _distribution, ...plain } = report;
+    process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
+  } else process.stdout.write(formatReport(report));
+  if (report.interrupted) return 130;
+  return report.operations.completed === 0 ? 1 : 0;
+}

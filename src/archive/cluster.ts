@@ -686,7 +686,9 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
       const until = Date.now() + pauseMs;
       if (until <= limitedUntil) return;
       limitedUntil = until;
-      q.rateLimit(pauseMs).catch(() => {});
+      q.rateLimit(Math.ceil(pauseMs)).catch((err: unknown) =>
+        emit({ type: 'error', message: `cannot rate-limit the queue: ${(err as Error).message}` }),
+      );
     });
     const processor = async (job: Job, token?: string): Promise<ArchiveJobResult> => {
       const data = job.data as ArchiveJobData;

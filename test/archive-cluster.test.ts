@@ -157,7 +157,10 @@ test(
     const { roots } = await archive(7);
     const service = await emulator({ latency: { perRequestMs: 50 } });
     const name = queueName();
-    const [w1, w2] = await Promise.all([startWorker(service, name), startWorker(service, name)]);
+    const [w1, w2] = await Promise.all([
+      startWorker(service, name, ['--metrics-port', '0']),
+      startWorker(service, name),
+    ]);
     const out = join(root, 'out-cluster');
     const args = ['transcribe', ...roots, '--out', out, '--mode', 'fast', '--format', 'txt,json'];
     const cluster = await runCli([
@@ -189,6 +192,15 @@ test(
         w.lines.some((l) => /^speechpipe worker: done /.test(l.text)),
         'a worker did nothing',
       );
+
+    // Prometheus metrics of the first worker: its files and audio done, nothing in flight.
+    const metricsUrl = /metrics at (\S+)/.exec(w1!.lines.map((l) => l.text).join('\n'))![1]!;
+    const metrics = await (await fetch(metricsUrl)).text();
+    const doneByW1 = w1!.lines.filter((l) => /^speechpipe worker: done /.test(l.text)).length;
+    assert.match(metrics, new RegExp(`^speechpipe_files_done_total ${doneByW1}$`, 'm'));
+    assert.match(metrics, /^speechpipe_audio_seconds_done_total [1-9]/m);
+    assert.match(metrics, /^speechpipe_operations_in_flight 0$/m);
+    assert.match(metrics, /^speechpipe_rate_limited_total 0$/m);
 
     const again = await runCli([...args, '--queue', redis.url, '--queue-name', name, '--progress', 'plain']);
     assert.equal(again.code, 0, again.stderr);

@@ -730,7 +730,8 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
         });
         await writeResults(file, data.outputs, result, data.formats, data.settings);
         m?.filesDone.inc();
-        m?.audioSecondsDone.inc(result.audioSeconds ?? 0);
+        // Fast transcription reports no duration: the header's, for the metric only.
+        if (m) m.audioSecondsDone.inc(result.audioSeconds ?? (await probeDuration(file.path)) ?? 0);
         emit({
           type: 'done',
           input: data.input,

@@ -317,6 +317,47 @@ test(
 );
 
 test(
+  'SIGTERM then a second one: the worker hands back its jobs and exits 0; the one that takes them waits for their batch jobs',
+  skip,
+  async () => {
+    const { roots } = await archive(4);
+    const service = await emulator({ jobTiming: { queuedMs: 0, processingMs: 2500 } });
+    const name = queueName();
+    const first = await startWorker(service, name, ['--concurrency', '2']);
+    const following = runCli([
+      'transcribe',
+      ...roots,
+      '--out',
+      join(root, 'out-sigterm'),
+      '--mode',
+      'batch',
+      '--format',
+      'txt',
+      '--queue',
+      redis.url,
+      '--queue-name',
+      name,
+    ]);
+    await first.waitFor(/submitted /);
+    const second = await startWorker(service, name, ['--concurrency', '2']);
+    first.child.kill('SIGTERM');
+    await first.waitFor(/finishing the jobs in flight/);
+    first.child.kill('SIGTERM');
+    assert.equal(await first.exited, 0);
+    assert.ok(
+      first.lines.some((l) => /handed back /.test(l.text)),
+      'nothing was handed back',
+    );
+    const run = await following;
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^4 done, 0 failed/);
+    assert.equal(service.stats().jobsCreated, 4, 'a batch job was submitted twice');
+    assert.ok(second.lines.some((l) => /waiting for job/.test(l.text)));
+    assert.equal(await second.stop(), 0);
+  },
+);
+
+test(
   'a 429 with Retry-After pauses the whole queue: no worker starts a job until it has passed',
   skip,
   async () => {

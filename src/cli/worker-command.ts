@@ -125,13 +125,14 @@ export async function run(args: string[]): Promise<number> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  log(`${signal}: finishing the jobs in flight (a second signal hands them back)`);
   const again = () => {
     log('handing the jobs in flight back to the queue');
     worker.handBack();
   };
+  // Listening before saying so: a caller may signal again as soon as it reads the line.
   process.once('SIGINT', again);
   process.once('SIGTERM', again);
+  log(`${signal}: finishing the jobs in flight (a second signal hands them back)`);
   try {
     await worker.close({ handBackAfterMs: drainSec * 1000 });
     await service.close();

@@ -8,6 +8,8 @@ missing=()
 for tool in ffmpeg sox espeak-ng; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
+# Cluster mode (transcribe --queue, worker) and its tests: Debian's Redis server.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ((${#missing[@]} > 0)); then
   echo "setup: installing ${missing[*]} with apt-get"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

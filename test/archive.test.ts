@@ -249,7 +249,8 @@ test('a service that goes down mid-run: inputs that failed on the connection run
       capabilities: [...CAPABILITIES],
     },
   ];
-  let service = await startEmulator({ port, keys });
+  // Slow enough that the next input is under way when the first one's done event is seen.
+  let service = await startEmulator({ port, keys, latency: { perRequestMs: 300 } });
   after(() => service.close());
   const flaky = createClient({
     apiUrl: `http://127.0.0.1:${port}`,
@@ -271,11 +272,11 @@ test('a service that goes down mid-run: inputs that failed on the connection run
     breaker: { probeIntervalMs: 50 },
   })) {
     events.push(event);
-    // Down after the first input is done, up again a moment later.
-    if (event.type === 'done' && restarted === undefined)
+    // Down after the first input is done; up again once the run has paused for it.
+    if (event.type === 'done' && restarted === undefined) restarted = service.close();
+    if (event.type === 'paused')
       restarted = (async () => {
-        await service.close();
-        await new Promise((r) => setTimeout(r, 400));
+        await restarted;
         service = await startEmulator({ port, keys });
       })();
   }

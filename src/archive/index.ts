@@ -1,5 +1,20 @@
 // Archive transcription as a library: composable streams and one call that runs the job.
 
+// cluster.ts loads bullmq, ioredis and prom-client only when its functions run.
+export {
+  type ArchiveJobData,
+  type ArchiveJobResult,
+  type ArchiveWorker,
+  type ArchiveWorkerOptions,
+  archiveJobId,
+  type ClusterConnectionOptions,
+  DEFAULT_QUEUE_NAME,
+  type EnqueueArchiveOptions,
+  type EnqueuedArchive,
+  enqueueArchive,
+  startArchiveWorker,
+  type WorkerEvent,
+} from './cluster.ts';
 export {
   type ArchiveEvent,
   type BreakerOptions,

@@ -146,9 +146,17 @@ export class ArchiveStore {
 
   /** Write `file`'s results (each atomically), then record it done. */
   async done(file: AudioFile, outputs: readonly string[], result: FileResult): Promise<void> {
-    for (const [i, format] of this.formats.entries())
-      await writeFileAtomic(outputs[i]!, renderResult(format, file, result, this.settings));
-    await this.manifest.record({
+    await writeResults(file, outputs, result, this.formats, this.settings);
+    await this.recordDone(file, outputs, result);
+  }
+
+  /** Record `file` done, its results written already (by a cluster worker). */
+  recordDone(
+    file: AudioFile,
+    outputs: readonly string[],
+    result: Pick<FileResult, 'jobId' | 'audioSeconds' | 'warnings'>,
+  ): Promise<void> {
+    return this.manifest.record({
       ...this.#identity(file),
       status: 'done',
       ...(result.jobId === undefined ? {} : { jobId: result.jobId }),
@@ -161,6 +169,18 @@ export class ArchiveStore {
   flush(): Promise<void> {
     return this.manifest.flush();
   }
+}
+
+/** Write `file`'s result files, `outputs[i]` in `formats[i]`, each atomically. */
+export async function writeResults(
+  file: AudioFile,
+  outputs: readonly string[],
+  result: FileResult,
+  formats: readonly ArchiveFormat[],
+  settings: ArchiveSettings,
+): Promise<void> {
+  for (const [i, format] of formats.entries())
+    await writeFileAtomic(outputs[i]!, renderResult(format, file, result, settings));
 }
 
 /** One result file's text. */

@@ -26,6 +26,10 @@ const COMMANDS: Record<string, Command> = {
       'transcribe files or directories to captions and JSON: speechpipe transcribe <path>... --out DIR',
     load: () => import('./transcribe-command.ts'),
   },
+  worker: {
+    summary: 'process transcribe jobs from a queue: speechpipe worker --queue redis://HOST:PORT',
+    load: () => import('./worker-command.ts'),
+  },
   caption: {
     summary: 'live captions to an overlay page and SSE: speechpipe caption <url|file|-> [--port N]',
     load: () => import('./caption-command.ts'),

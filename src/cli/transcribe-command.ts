@@ -47,6 +47,20 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
   --progress MODE       auto (default): a live display on a terminal, else a line per file;
                         tty, plain, or json: the run's events as NDJSON on stderr
 
+Cluster mode (BullMQ on Redis; start workers with speechpipe worker --queue URL):
+  --queue URL           redis://HOST:PORT: add each input as a job and follow the run to its
+                        end (same display and manifest); inputs and DIR must be on storage
+                        every worker sees. The same inputs with the same settings add no job
+                        again: running the command again follows the jobs already there
+  --no-wait             add the jobs and exit; run again (with --resume) to follow and write
+                        the manifest
+  --queue-name NAME     default speechpipe-archive
+  --account-concurrency N
+                        operations in flight across all workers (the account's concurrency
+                        for the mode's workload; default 8), set on the queue
+  With --queue, --resume also retries this run's failed jobs and resumes a queue a refused key
+  stopped; --concurrency is the workers' (speechpipe worker --concurrency).
+
 Audio and video containers are taken (wav mp3 flac ogg opus m4a aac webm mp4 mkv mov ts mxf
 amr 3gp and more), and files without an extension whose content is media. Hidden entries,
 FIFOs, sockets, devices and symlinks not followed are recorded in the manifest as skipped,
@@ -77,6 +91,10 @@ interface Options {
   include: string[];
   exclude: string[];
   progress: ProgressMode | 'auto';
+  queue: string | undefined;
+  queueName: string | undefined;
+  wait: boolean;
+  accountConcurrency: number | undefined;
 }
 
 function parse(args: string[]): { inputs: string[]; options: Options } {
@@ -96,6 +114,10 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       include: { type: 'string', multiple: true },
       exclude: { type: 'string', multiple: true },
       progress: { type: 'string', default: 'auto' },
+      queue: { type: 'string' },
+      'queue-name': { type: 'string' },
+      'no-wait': { type: 'boolean', default: false },
+      'account-concurrency': { type: 'string' },
     },
   });
   if (positionals.length === 0) throw new UsageError('no inputs');
@@ -119,6 +141,16 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
   if (!PROGRESS.includes(progress)) throw new UsageError(`unknown --progress ${values.progress}`);
   for (const glob of [...(values.include ?? []), ...(values.exclude ?? [])])
     if (glob.trim() === '') throw new UsageError('--include and --exclude need a nonempty glob');
+  if (values['no-wait'] && !values.queue) throw new UsageError('--no-wait needs --queue');
+  if (values['account-concurrency'] !== undefined && !values.queue)
+    throw new UsageError('--account-concurrency needs --queue');
+  const accountConcurrency =
+    values['account-concurrency'] === undefined ? undefined : Number(values['account-concurrency']);
+  if (
+    accountConcurrency !== undefined &&
+    !(Number.isSafeInteger(accountConcurrency) && accountConcurrency >= 1)
+  )
+    throw new UsageError('--account-concurrency must be a positive integer');
   return {
     inputs: positionals,
     options: {
@@ -134,6 +166,10 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
       include: values.include ?? [],
       exclude: values.exclude ?? [],
       progress,
+      queue: values.queue,
+      queueName: values['queue-name'],
+      wait: !values['no-wait'],
+      accountConcurrency,
     },
   };
 }
@@ -179,32 +215,43 @@ export async function run(args: string[]): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const service = await openService(process.env, (line) => progress.log(line));
   let summary: ArchiveSummary | undefined;
-  try {
-    for await (const event of transcribeArchive(inputs, {
-      client: service.client,
-      out: options.out,
-      mode: options.mode,
-      language: options.language,
-      speakers: options.speakers,
-      formats: options.formats,
-      ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-      resume: options.resume,
-      jobTimeoutMs: options.jobTimeoutMs,
-      include: options.include,
-      exclude: options.exclude,
-      followSymlinks: options.followSymlinks,
-      signal: controller.signal,
-    })) {
-      if (event.type === 'summary') summary = event;
-      progress.event(event as ArchiveEvent | ArchiveSummary);
-    }
-  } finally {
+  const cleanup = () => {
     progress.close();
-    await service.close();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+  };
+  if (options.queue !== undefined) {
+    const queued = await runQueued(inputs, options, options.queue, progress, controller.signal).finally(
+      cleanup,
+    );
+    if (typeof queued === 'number') return queued;
+    summary = queued;
+  } else {
+    const service = await openService(process.env, (line) => progress.log(line));
+    try {
+      for await (const event of transcribeArchive(inputs, {
+        client: service.client,
+        out: options.out,
+        mode: options.mode,
+        language: options.language,
+        speakers: options.speakers,
+        formats: options.formats,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+        resume: options.resume,
+        jobTimeoutMs: options.jobTimeoutMs,
+        include: options.include,
+        exclude: options.exclude,
+        followSymlinks: options.followSymlinks,
+        signal: controller.signal,
+      })) {
+        if (event.type === 'summary') summary = event;
+        progress.event(event as ArchiveEvent | ArchiveSummary);
+      }
+    } finally {
+      cleanup();
+      await service.close();
+    }
   }
   if (controller.signal.aborted || summary === undefined) {
     process.stderr.write('interrupted: run again with --resume to continue\n');
@@ -221,4 +268,61 @@ export async function run(args: string[]): Promise<number> {
     return refused ? 2 : 1;
   }
   return summary.failed > 0 ? 1 : 0;
+}
+
+/**
+ * Cluster mode: add the jobs, then follow the run (the summary), or with --no-wait report what
+ * was added (an exit code).
+ */
+async function runQueued(
+  inputs: string[],
+  options: Options,
+  queue: string,
+  progress: ArchiveProgress,
+  signal: AbortSignal,
+): Promise<ArchiveSummary | number> {
+  const { enqueueArchive } = await import('../archive/cluster.ts');
+  let enqueued: Awaited<ReturnType<typeof enqueueArchive>>;
+  try {
+    enqueued = await enqueueArchive(inputs, {
+      queue,
+      ...(options.queueName ? { queueName: options.queueName } : {}),
+      out: options.out,
+      mode: options.mode,
+      language: options.language,
+      speakers: options.speakers,
+      formats: options.formats,
+      resume: options.resume,
+      jobTimeoutMs: options.jobTimeoutMs,
+      include: options.include,
+      exclude: options.exclude,
+      followSymlinks: options.followSymlinks,
+      ...(options.accountConcurrency === undefined ? {} : { accountConcurrency: options.accountConcurrency }),
+    });
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code !== 'ERR_QUEUE_UNREACHABLE' && code !== 'ERR_QUEUE_URL') throw err;
+    process.stderr.write(`speechpipe transcribe: ${(err as Error).message}\n`);
+    return 2;
+  }
+  progress.log(
+    `queue: ${enqueued.added} job(s) added, ${enqueued.existing} queued already, ${enqueued.notQueued} not queued`,
+  );
+  if (!options.wait) {
+    await enqueued.close();
+    process.stdout.write(
+      `${enqueued.added} added, ${enqueued.existing} queued already, ${enqueued.notQueued} not queued; run again with --resume to follow and write the manifest\n`,
+    );
+    return 0;
+  }
+  let summary: ArchiveSummary | undefined;
+  for await (const event of enqueued.follow({ signal })) {
+    if (event.type === 'summary') summary = event;
+    progress.event(event);
+  }
+  if (signal.aborted || summary === undefined) {
+    process.stderr.write('interrupted: the jobs go on in the workers; run again with --resume to follow\n');
+    return 130;
+  }
+  return summary;
 }

@@ -86,7 +86,16 @@ export interface WorkloadStats {
   pausedMs: number;
 }
 
+/** An admission rejection the service answered (what a cluster passes on to its other workers). */
+export interface AdmissionRejection {
+  workload: Workload;
+  code: string;
+  /** How long the workload pauses (Retry-After when the service sent one). */
+  pauseMs: number;
+}
+
 interface Lane {
+  workload: Workload;
   queue: PQueue;
   limit: number;
   pauses: number;
@@ -110,6 +119,7 @@ export class Admission {
   readonly #closed = new AbortController();
   readonly #probeAfterMs: number;
   readonly #now: () => number;
+  readonly #listeners = new Set<(rejection: AdmissionRejection) => void>();
 
   constructor(options: AdmissionOptions = {}) {
     this.#maxRetries = options.maxRetries ?? 100;
@@ -121,6 +131,7 @@ export class Admission {
       if (!Number.isSafeInteger(limit) || limit < 1)
         throw new RangeError(`concurrency.${workload} must be a positive integer`);
       this.#lanes.set(workload, {
+        workload,
         queue: new PQueue({ concurrency: limit }),
         limit,
         pauses: 0,
@@ -230,6 +241,12 @@ export class Admission {
     };
   }
 
+  /** Call `listener` on every admission rejection (after the workload paused); returns its removal. */
+  onRejection(listener: (rejection: AdmissionRejection) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
   /** Pause a workload until `ms` from now (a later end wins). */
   pause(workload: Workload, ms: number): void {
     this.#pause(this.#lane(workload), ms);
@@ -287,7 +304,9 @@ export class Admission {
       lane.successes = 0;
       lane.probeAt = this.#now() + this.#probeAfterMs;
     }
-    this.#pause(lane, backoffDelay(attempt, this.#backoff, err.retryAfterMs));
+    const pauseMs = backoffDelay(attempt, this.#backoff, err.retryAfterMs);
+    this.#pause(lane, pauseMs);
+    for (const listener of this.#listeners) listener({ workload: lane.workload, code: err.code, pauseMs });
   }
 
   #succeeded(lane: Lane): void {

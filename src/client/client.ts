@@ -13,7 +13,7 @@ import {
   type Workload,
 } from '../protocol/limits.ts';
 import { resolveSocketEvents, type SocketEventNames } from '../protocol/socket-events.ts';
-import { Admission, type WorkloadStats } from './admission.ts';
+import { Admission, type AdmissionRejection, type WorkloadStats } from './admission.ts';
 import { type AmbiguousSubmitPolicy, BatchApi } from './batch.ts';
 import { FastApi } from './fast.ts';
 import { type HttpTimeouts, HttpTransport } from './http.ts';
@@ -148,6 +148,14 @@ export class SpeechClient {
   /** Queue depth, running operations, concurrency and pauses per workload. */
   admissionStats(): WorkloadStats[] {
     return this.#admission.stats();
+  }
+
+  /**
+   * Call `listener` on every admission rejection (429 with Retry-After: the workload pauses
+   * here); a cluster worker passes it on so that every worker pauses. Returns its removal.
+   */
+  onAdmissionRejected(listener: (rejection: AdmissionRejection) => void): () => void {
+    return this.#admission.onRejection(listener);
   }
 
   get closed(): boolean {

@@ -3,6 +3,7 @@
 export {
   Admission,
   type AdmissionOptions,
+  type AdmissionRejection,
   isAdmissionRejection,
   type Slot,
   type WorkloadStats,

@@ -25,6 +25,9 @@ export class StatsCollector {
   };
   readonly maxConcurrent = perWorkload();
   readonly concurrent = perWorkload();
+  /** Operation-milliseconds per workload, up to the last change of `concurrent` (see busyMs()). */
+  readonly #busyMs = perWorkload();
+  readonly #changedAt = perWorkload();
   readonly socketConnections = { opened: 0, rejected: 0, active: 0 };
   jobsCreated = 0;
   framesAccepted = 0;
@@ -54,17 +57,30 @@ export class StatsCollector {
     this.sessions.active--;
   }
 
+  /** Adds the time since the workload's last change, at its concurrency then. */
+  #settle(workload: Workload, now = performance.now()): void {
+    this.#busyMs[workload] += this.concurrent[workload] * (now - this.#changedAt[workload]);
+    this.#changedAt[workload] = now;
+  }
+
   acquired(workload: Workload): void {
+    this.#settle(workload);
     this.concurrent[workload]++;
     if (this.concurrent[workload] > this.maxConcurrent[workload])
       this.maxConcurrent[workload] = this.concurrent[workload];
   }
 
   released(workload: Workload): void {
+    this.#settle(workload);
     this.concurrent[workload]--;
   }
 
   snapshot(): EmulatorStats {
+    for (const w of WORKLOADS) this.#settle(w);
+    const busyMs = Object.fromEntries(WORKLOADS.map((w) => [w, Math.round(this.#busyMs[w])])) as Record<
+      Workload,
+      number
+    >;
     return structuredClone({
       requests: this.requests,
       rejections: this.rejections,
@@ -76,6 +92,7 @@ export class StatsCollector {
       ttsSyntheses: this.ttsSyntheses,
       maxConcurrent: this.maxConcurrent,
       concurrent: this.concurrent,
+      busyMs,
       faultsApplied: this.faultsApplied,
       socketConnections: this.socketConnections,
     });

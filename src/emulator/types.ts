@@ -148,6 +148,11 @@ export interface EmulatorStats {
   maxConcurrent: Record<Workload, number>;
   /** Operations in progress per workload now. */
   concurrent: Record<Workload, number>;
+  /**
+   * Milliseconds of operations held per workload, summed over operations (two at once for a
+   * second count 2000): slot utilisation is busyMs / (concurrency × wall time).
+   */
+  busyMs: Record<Workload, number>;
   /** Fault applications by action type. */
   faultsApplied: Record<string, number>;
   socketConnections: { opened: number; rejected: number; active: number };

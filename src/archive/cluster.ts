@@ -1,0 +1,896 @@
+// Cluster mode: an archive's inputs as BullMQ jobs on Redis, transcribed by any number of
+// worker processes. The enqueuer decides result names (as a local run would), adds one job per
+// input with a deterministic id, and follows the run, writing the manifest alone; workers write
+// result files. Account limits hold across workers: the queue's global concurrency bounds the
+// operations in flight, a 429 rate-limits the whole queue for its Retry-After, and a batch job
+// id is stored in the queue job the moment the service accepts it, so a worker that takes over
+// a dead worker's job waits for that job instead of submitting again.
+//
+// bullmq, ioredis and prom-client are imported when used: `import 'speechpipe'` loads none.
+
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { join, resolve } from 'node:path';
+import type { Job, Queue, QueueEvents, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { SpeechClient } from '../client/index.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
+import type { Language } from '../protocol/languages.ts';
+import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
+import { Manifest } from '../sinks/manifest.ts';
+import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
+import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
+import { probeDuration } from './probe.ts';
+import type { ArchiveSummary } from './run.ts';
+import {
+  type ArchiveFormat,
+  type ArchiveMode,
+  type ArchiveSettings,
+  ArchiveStore,
+  writeResults,
+} from './store.ts';
+import { transcribeFile } from './transcribe-file.ts';
+
+/** The queue's name unless told otherwise (enqueuer and workers must agree). */
+export const DEFAULT_QUEUE_NAME = 'speechpipe-archive';
+const STOP_KEY = 'speechpipe:stopped';
+
+/** What a queue job carries: everything a worker needs, nothing it must ask the enqueuer. */
+export interface ArchiveJobData {
+  input: string;
+  relative: string;
+  size: number;
+  mtimeMs: number;
+  settings: ArchiveSettings;
+  formats: ArchiveFormat[];
+  /** Result files, named by the enqueuer (the names a local run gives). */
+  outputs: string[];
+  jobTimeoutMs?: number;
+  /** Batch: the service job holding this input's work, stored the moment it was accepted. */
+  serviceJobId?: string;
+}
+
+/** What a worker returns for a job done (its results are written). */
+export interface ArchiveJobResult {
+  words: number;
+  audioSeconds?: number;
+  jobId?: string;
+  warnings?: Reason[];
+  elapsedMs: number;
+}
+
+export interface ClusterConnectionOptions {
+  /** `redis://HOST:PORT[/DB]`. */
+  queue: string;
+  /** Default `speechpipe-archive`. */
+  queueName?: string;
+  /** How long the first connection to Redis may take. Default 5 s. */
+  connectTimeoutMs?: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis
+
+type Bull = typeof import('bullmq');
+
+interface Connection {
+  bull: Bull;
+  /** A new connection (each BullMQ object gets its own); all are closed by close(). */
+  open(): Redis;
+  /** The connection of plain commands (our own keys). */
+  control: Redis;
+  close(): Promise<void>;
+}
+
+function redisAddress(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 6379}`;
+  } catch {
+    throw new SpeechpipeError('ERR_QUEUE_URL', `not a Redis URL: ${JSON.stringify(url)}`);
+  }
+}
+
+/**
+ * Connect to Redis within `timeoutMs` or fail with `ERR_QUEUE_UNREACHABLE` (never hang); later
+ * losses of the connection are retried (BullMQ waits for it to come back).
+ */
+async function connect(url: string, timeoutMs = 5000): Promise<Connection> {
+  const address = redisAddress(url);
+  const [{ Redis }, bull] = await Promise.all([import('ioredis'), import('bullmq')]);
+  let connected = false;
+  const clients: Redis[] = [];
+  const make = () => {
+    const client = new Redis(url, {
+      maxRetriesPerRequest: null,
+      lazyConnect: true,
+      connectTimeout: timeoutMs,
+      // Before the first connection: fail at once (reported below); after it: reconnect.
+      retryStrategy: (times) => (connected ? Math.min(times * 250, 3000) : null),
+    });
+    // Errors surface where they matter (a command, BullMQ's own 'error' events).
+    client.on('error', () => {});
+    clients.push(client);
+    return client;
+  };
+  const first = make();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      first.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    first.disconnect();
+    throw new SpeechpipeError(
+      'ERR_QUEUE_UNREACHABLE',
+      `cannot connect to Redis at ${address}: ${(err as Error).message || String(err)}`,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+  connected = true;
+  return {
+    bull,
+    control: first,
+    open() {
+      const client = make();
+      client.connect().catch(() => {});
+      return client;
+    },
+    async close() {
+      await Promise.all(
+        clients.map((c) => (c.status === 'end' ? undefined : c.quit().then(undefined, () => c.disconnect()))),
+      );
+    },
+  };
+}
+
+const workloadOf = (settings: ArchiveSettings): Workload =>
+  settings.mode === 'batch' ? 'batch' : settings.mode === 'fast' ? 'fast' : 'realtime_asr';
+
+/** A queue job's id: the same input (path, size, mtime) with the same settings and results. */
+export function archiveJobId(
+  data: Omit<ArchiveJobData, 'relative' | 'jobTimeoutMs' | 'serviceJobId'>,
+): string {
+  const key = JSON.stringify([
+    resolve(data.input),
+    data.size,
+    data.mtimeMs,
+    data.settings.mode,
+    data.settings.language,
+    data.settings.speakers,
+    data.formats,
+    data.outputs.map((o) => resolve(o)),
+  ]);
+  return `a${createHash('sha256').update(key).digest('hex').slice(0, 40)}`;
+}
+
+/** `CODE: message` (a failed job's reason) back to a reason. */
+export function parseFailedReason(text: string | undefined): Reason {
+  const m = /^([A-Z][A-Z0-9_]+): ([\s\S]*)$/.exec(text ?? '');
+  if (m) return { code: m[1]!, message: m[2]! };
+  if (/stalled more than/.test(text ?? ''))
+    return { code: 'ERR_STALLED', message: `its workers died too often: ${text}` };
+  return { code: 'ERR_UNKNOWN', message: text || 'the job failed' };
+}
+
+const fileOf = (data: ArchiveJobData): AudioFile => ({
+  path: data.input,
+  relative: data.relative,
+  size: data.size,
+  mtimeMs: data.mtimeMs,
+});
+
+// ---------------------------------------------------------------------------------------------
+// Enqueue and follow
+
+export interface EnqueueArchiveOptions extends ClusterConnectionOptions {
+  /** Where results and `manifest.ndjson` go: storage every worker sees. */
+  out: string;
+  mode?: ArchiveMode;
+  language?: Language;
+  speakers?: boolean;
+  formats?: readonly ArchiveFormat[];
+  /**
+   * Skip inputs the manifest says are done; retry this run's failed jobs; resume a queue a
+   * refused key stopped. Jobs already queued are followed in any case.
+   */
+  resume?: boolean;
+  jobTimeoutMs?: number;
+  include?: readonly string[];
+  exclude?: readonly string[];
+  followSymlinks?: boolean;
+  /**
+   * Operations in flight across all workers (the account's concurrency for the mode's
+   * workload), set on the queue as its global concurrency. Default: the interface's plan
+   * example for the workload (8).
+   */
+  accountConcurrency?: number;
+  /** Read each input's duration from its header while following (totals). Default true. */
+  probe?: boolean;
+  /** Connection failures: attempts per input. Default 3. */
+  attempts?: number;
+}
+
+export interface EnqueuedArchive {
+  /** Inputs the walk found. */
+  total: number;
+  /** Jobs added now. */
+  added: number;
+  /** Jobs that were in the queue already (the same input and settings). */
+  existing: number;
+  /** Inputs not queued: skipped by the walk, unreadable, or done in an earlier run (resume). */
+  notQueued: number;
+  /**
+   * Follow the run to its end: every input's events (as a local run's) and, last, the summary.
+   * The manifest is written here. Breaking out (or aborting `signal`) stops following; the
+   * jobs go on in the workers. Once.
+   */
+  follow(options?: { signal?: AbortSignal }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined>;
+  /** Close the Redis connections (follow() closes them at its end). */
+  close(): Promise<void>;
+}
+
+interface Tracked {
+  file: AudioFile;
+  outputs: string[];
+}
+
+/**
+ * Walk `roots`, name every input's results as a local run would, and add a job per input to the
+ * queue (an input already queued with the same settings adds nothing). Resolves once the jobs
+ * are in the queue; `follow()` then follows the run.
+ */
+export async function enqueueArchive(
+  roots: readonly string[],
+  options: EnqueueArchiveOptions,
+): Promise<EnqueuedArchive> {
+  const began = performance.now();
+  const settings: ArchiveSettings = {
+    mode: options.mode ?? 'live',
+    language: options.language ?? 'auto',
+    speakers: options.speakers ?? false,
+  };
+  const formats = [...(options.formats ?? ['vtt', 'json'])];
+  const resume = options.resume === true;
+  const connection = await connect(options.queue, options.connectTimeoutMs);
+  const { bull } = connection;
+  const name = options.queueName ?? DEFAULT_QUEUE_NAME;
+  let queue: Queue | undefined;
+  let events: QueueEvents | undefined;
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await events?.close().catch(() => {});
+    await queue?.close().catch(() => {});
+    await connection.close();
+  };
+  try {
+    queue = new bull.Queue(name, { connection: connection.open() });
+    queue.on('error', () => {});
+    // Listening before the jobs are added: no event of theirs is missed.
+    events = new bull.QueueEvents(name, { connection: connection.open() });
+    events.on('error', () => {});
+    await Promise.all([queue.waitUntilReady(), events.waitUntilReady()]);
+    await queue.setGlobalConcurrency(
+      options.accountConcurrency ?? DEFAULT_LIMITS.accountConcurrency[workloadOf(settings)],
+    );
+    // This run's store: names as a local run gives them. Temporary files are not removed
+    // (workers may be writing).
+    const manifest = await Manifest.open(join(options.out, 'manifest.ndjson'));
+    const store = new ArchiveStore({ out: options.out, ...settings, formats, resume }, manifest);
+    const early: ArchiveEvent[] = [];
+    const tracked = new Map<string, Tracked>();
+    const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
+    const files: AudioFile[] = [];
+    let notQueued = 0;
+    for await (const file of walkAudioFiles(roots, {
+      ...(options.include ? { include: options.include } : {}),
+      ...(options.exclude ? { exclude: options.exclude } : {}),
+      ...(options.followSymlinks ? { followSymlinks: true } : {}),
+    })) {
+      files.push(file);
+      early.push({ type: 'queued', file });
+      const plan = await store.plan(file);
+      if (file.skipped) {
+        notQueued++;
+        await store.skipped(file, file.skipped);
+        early.push({ type: 'skipped', file, reason: file.skipped });
+        continue;
+      }
+      if (file.unreadable) {
+        notQueued++;
+        await store.failed(file, file.unreadable);
+        early.push({ type: 'failed', file, error: file.unreadable });
+        continue;
+      }
+      if (plan.action === 'skip') {
+        notQueued++;
+        early.push({
+          type: 'skipped',
+          file,
+          reason: { code: 'ALREADY_DONE', message: 'done in an earlier run, unchanged' },
+        });
+        continue;
+      }
+      const data: ArchiveJobData = {
+        input: file.path,
+        relative: file.relative,
+        size: file.size,
+        mtimeMs: file.mtimeMs,
+        settings,
+        formats,
+        outputs: plan.outputs,
+        ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+        // A job a local run submitted: waited for, not submitted again.
+        ...(plan.pendingJob === undefined ? {} : { serviceJobId: plan.pendingJob }),
+      };
+      const jobId = archiveJobId(data);
+      tracked.set(jobId, { file, outputs: plan.outputs });
+      toAdd.push({ name: 'transcribe', data, opts: { jobId } });
+    }
+    await store.flush();
+    // Which are queued already (deterministic ids: adding them again would add nothing).
+    let existing = 0;
+    const fresh: typeof toAdd = [];
+    for (let i = 0; i < toAdd.length; i += 100) {
+      const batch = toAdd.slice(i, i + 100);
+      const found = await Promise.all(batch.map((j) => queue!.getJob(j.opts.jobId)));
+      for (const [k, job] of found.entries()) {
+        if (job) {
+          existing++;
+          if (resume && (await job.getState()) === 'failed') await job.retry('failed');
+        } else fresh.push(batch[k]!);
+      }
+    }
+    const attempts = options.attempts ?? 3;
+    for (let i = 0; i < fresh.length; i += 100)
+      await queue.addBulk(
+        fresh.slice(i, i + 100).map((j) => ({
+          ...j,
+          opts: {
+            ...j.opts,
+            attempts,
+            backoff: { type: 'exponential', delay: 5000 },
+            removeOnComplete: false,
+            removeOnFail: false,
+          },
+        })),
+      );
+    if (resume) {
+      // A refused key stopped the queue: the key was fixed, go on.
+      await connection.control.del(queue.toKey(STOP_KEY));
+      await queue.resume();
+    }
+    const q = queue;
+    const ev = events;
+    let following = false;
+    return {
+      total: files.length,
+      added: fresh.length,
+      existing,
+      notQueued,
+      close,
+      follow(followOptions = {}) {
+        if (following) throw new Error('follow() was called already');
+        following = true;
+        return followRun({
+          queue: q,
+          events: ev,
+          store,
+          tracked,
+          early,
+          files,
+          began,
+          probe: options.probe !== false,
+          signal: followOptions.signal,
+          control: connection.control,
+          close,
+        });
+      },
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+async function* followRun(run: {
+  queue: Queue;
+  events: QueueEvents;
+  store: ArchiveStore;
+  tracked: Map<string, Tracked>;
+  early: ArchiveEvent[];
+  files: AudioFile[];
+  began: number;
+  probe: boolean;
+  signal: AbortSignal | undefined;
+  control: Redis;
+  close: () => Promise<void>;
+}): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
+  const { queue, events, store, tracked } = run;
+  const summary: ArchiveSummary = {
+    type: 'summary',
+    total: run.files.length,
+    done: 0,
+    failed: 0,
+    skipped: 0,
+    notAttempted: 0,
+    audioSeconds: 0,
+    totalAudioSeconds: 0,
+    elapsedMs: 0,
+    manifest: store.manifest.path,
+    removedTemporary: 0,
+  };
+  const out: Array<ArchiveEvent | ArchiveSummary> = [];
+  let wake: (() => void) | undefined;
+  const push = (event: ArchiveEvent) => {
+    if (event.type === 'done') {
+      summary.done++;
+      summary.audioSeconds += event.audioSeconds ?? 0;
+    } else if (event.type === 'failed') summary.failed++;
+    else if (event.type === 'skipped') summary.skipped++;
+    else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
+    out.push(event);
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  for (const event of run.early) push(event);
+  const pending = new Set(tracked.keys());
+  const started = new Set<string>();
+  let stopped: Reason | undefined;
+  let failure: unknown;
+  // One record at a time, in the order settled: the manifest is appended by this process only.
+  let chain = Promise.resolve();
+  const serial = (task: () => Promise<void>) => {
+    chain = chain.then(task).catch((err: unknown) => {
+      failure ??= err;
+      const w = wake;
+      wake = undefined;
+      w?.();
+    });
+    return chain;
+  };
+
+  const settle = (jobId: string) =>
+    serial(async () => {
+      const t = tracked.get(jobId);
+      if (!t || !pending.has(jobId)) return;
+      const job = await queue.getJob(jobId);
+      if (!job) return;
+      const state = await job.getState();
+      if (state === 'completed') {
+        pending.delete(jobId);
+        const result = job.returnvalue as ArchiveJobResult;
+        await store.recordDone(t.file, t.outputs, result);
+        push({
+          type: 'done',
+          file: t.file,
+          outputs: t.outputs,
+          words: result.words,
+          ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
+          elapsedMs: result.elapsedMs,
+          ...(result.warnings ? { warnings: result.warnings } : {}),
+        });
+      } else if (state === 'failed') {
+        pending.delete(jobId);
+        const error = parseFailedReason(job.failedReason);
+        const serviceJobId = (job.data as ArchiveJobData).serviceJobId;
+        await store.failed(t.file, error, serviceJobId);
+        push({ type: 'failed', file: t.file, error, ...(serviceJobId ? { jobId: serviceJobId } : {}) });
+      } else if (state === 'active' && !started.has(jobId)) {
+        started.add(jobId);
+        push({ type: 'started', file: t.file, attempt: job.attemptsMade });
+      }
+    });
+
+  const checkStopped = async () => {
+    if (stopped !== undefined || !(await queue.isPaused())) return;
+    const reason = await run.control.get(queue.toKey(STOP_KEY));
+    if (reason === null) return;
+    stopped = JSON.parse(reason) as Reason;
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+
+  const onActive = ({ jobId }: { jobId: string }) => {
+    const t = tracked.get(jobId);
+    if (!t || !pending.has(jobId)) return;
+    started.add(jobId);
+    push({ type: 'started', file: t.file, attempt: 0 });
+  };
+  const onProgress = ({ jobId, data }: { jobId: string; data: unknown }) => {
+    const t = tracked.get(jobId);
+    if (!t || !pending.has(jobId) || typeof data !== 'object' || data === null) return;
+    const p = data as { serviceJobId?: string; audioSeconds?: number };
+    if (p.serviceJobId !== undefined) {
+      const id = p.serviceJobId;
+      serial(() => store.submitted(t.file, id));
+    }
+    if (p.audioSeconds !== undefined) push({ type: 'progress', file: t.file, audioSeconds: p.audioSeconds });
+  };
+  const onEnd = ({ jobId }: { jobId: string }) => {
+    settle(jobId);
+  };
+  const onPaused = () => {
+    checkStopped().catch(() => {});
+  };
+  events.on('active', onActive);
+  events.on('progress', onProgress);
+  events.on('completed', onEnd);
+  events.on('failed', onEnd);
+  events.on('paused', onPaused);
+  // Jobs that ended before we listened, and anything an event did not bring (a missed event,
+  // a connection that came back): looked at now and every 2 s.
+  const reconcile = async () => {
+    await checkStopped();
+    for (const jobId of [...pending]) await settle(jobId);
+  };
+  let reconciling = reconcile().catch((err: unknown) => {
+    failure ??= err;
+  });
+  const timer = setInterval(() => {
+    reconciling = reconciling.then(reconcile).catch(() => {});
+  }, 2000);
+  const onAbort = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  run.signal?.addEventListener('abort', onAbort, { once: true });
+  const probing = run.probe
+    ? (async () => {
+        for (const file of run.files) {
+          if (run.signal?.aborted || pending.size === 0) break;
+          if (file.skipped || file.unreadable) continue;
+          const durationSec = await probeDuration(file.path);
+          if (durationSec !== undefined) push({ type: 'probed', file, durationSec });
+        }
+      })()
+    : Promise.resolve();
+
+  try {
+    for (;;) {
+      while (out.length > 0) yield out.shift()!;
+      if (failure !== undefined) throw failure;
+      if (pending.size === 0 || stopped !== undefined || run.signal?.aborted) break;
+      await new Promise<void>((r) => {
+        wake = r;
+      });
+    }
+    clearInterval(timer);
+    await reconciling;
+    await chain;
+    await probing.catch(() => {});
+    while (out.length > 0) yield out.shift()!;
+    if (pending.size > 0) {
+      summary.notAttempted = pending.size;
+      const reason = stopped ?? {
+        code: 'ERR_INTERRUPTED',
+        message: 'stopped following; the jobs go on in the workers (follow again with --resume)',
+      };
+      summary.stopped = reason;
+      yield { type: 'stopped', reason, notAttempted: pending.size };
+    }
+    await store.flush();
+    summary.elapsedMs = Math.round(performance.now() - run.began);
+    yield summary;
+  } finally {
+    clearInterval(timer);
+    run.signal?.removeEventListener('abort', onAbort);
+    events.off('active', onActive);
+    events.off('progress', onProgress);
+    events.off('completed', onEnd);
+    events.off('failed', onEnd);
+    events.off('paused', onPaused);
+    await reconciling;
+    await chain;
+    await probing.catch(() => {});
+    await store.flush().catch(() => {});
+    await run.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers
+
+export interface ArchiveWorkerOptions extends ClusterConnectionOptions {
+  client: SpeechClient;
+  /** Jobs this worker runs at once. Default 2. */
+  concurrency?: number;
+  /** Serve Prometheus metrics at `http://HOST:PORT/metrics` (0: any free port). */
+  metricsPort?: number;
+  /** Default `127.0.0.1`. */
+  metricsHost?: string;
+  /**
+   * A job whose worker stopped renewing its lock (killed) is taken over by another worker
+   * after about this long (BullMQ's lockDuration and stalled-check interval). Default 30 s.
+   */
+  stallTimeoutMs?: number;
+  /** Aborting it closes the worker (as close()). */
+  signal?: AbortSignal;
+  /** What the worker does, for a log. */
+  onEvent?: (event: WorkerEvent) => void;
+}
+
+export type WorkerEvent =
+  | { type: 'started'; input: string; takenOver: boolean; serviceJobId?: string }
+  | { type: 'submitted'; input: string; serviceJobId: string }
+  | { type: 'done'; input: string; words: number; audioSeconds?: number }
+  | { type: 'failed'; input: string; error: Reason; retrying: boolean }
+  | { type: 'handedBack'; input: string }
+  | { type: 'rateLimited'; workload: Workload; pauseMs: number }
+  | { type: 'stopped'; reason: Reason }
+  | { type: 'error'; message: string };
+
+export interface ArchiveWorker {
+  /** `http://HOST:PORT/metrics`, with `metricsPort`. */
+  readonly metricsUrl: string | undefined;
+  /**
+   * Stop taking jobs and let the ones in flight finish; with `handBackAfterMs`, hand back what
+   * is still running after that long (a batch job's service id stays with its queue job).
+   */
+  close(options?: { handBackAfterMs?: number }): Promise<void>;
+  /** Hand back the jobs in flight now (moved back to waiting, for another worker). */
+  handBack(): void;
+}
+
+class HandedBack extends Error {}
+
+/**
+ * Start a worker: it takes jobs from the queue, transcribes them with `client`, writes their
+ * result files and returns a summary to the queue.
+ */
+export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise<ArchiveWorker> {
+  const concurrency = options.concurrency ?? 2;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1)
+    throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`);
+  const connection = await connect(options.queue, options.connectTimeoutMs);
+  const { bull } = connection;
+  const name = options.queueName ?? DEFAULT_QUEUE_NAME;
+  const emit = (event: WorkerEvent) => options.onEvent?.(event);
+  const stallMs = options.stallTimeoutMs ?? 30_000;
+  const inFlight = new Map<string, AbortController>();
+  let metrics: Metrics | undefined;
+  let queue: Queue | undefined;
+  let worker: Worker | undefined;
+  let removeListener: (() => void) | undefined;
+  const closeAll = async () => {
+    removeListener?.();
+    await worker?.close().catch(() => {});
+    await queue?.close().catch(() => {});
+    await metrics?.close();
+    await connection.close();
+  };
+  try {
+    queue = new bull.Queue(name, { connection: connection.open() });
+    queue.on('error', () => {});
+    await queue.waitUntilReady();
+    const q = queue;
+    if (options.metricsPort !== undefined)
+      metrics = await startMetrics(options.metricsPort, options.metricsHost ?? '127.0.0.1');
+    const m = metrics;
+    // A 429 here pauses every worker: the queue is rate-limited for the service's Retry-After.
+    // The operation that got it waits the same time in this worker's client and goes on (it
+    // consumed nothing), rather than being moved back and restarted elsewhere.
+    let limitedUntil = 0;
+    removeListener = options.client.onAdmissionRejected(({ workload, pauseMs }) => {
+      m?.rateLimited.inc();
+      emit({ type: 'rateLimited', workload, pauseMs });
+      const until = Date.now() + pauseMs;
+      if (until <= limitedUntil) return;
+      limitedUntil = until;
+      q.rateLimit(Math.ceil(pauseMs)).catch((err: unknown) =>
+        emit({ type: 'error', message: `cannot rate-limit the queue: ${(err as Error).message}` }),
+      );
+    });
+    const processor = async (job: Job, token?: string): Promise<ArchiveJobResult> => {
+      const data = job.data as ArchiveJobData;
+      const file = fileOf(data);
+      const controller = new AbortController();
+      inFlight.set(job.id!, controller);
+      m?.inFlight.inc();
+      const began = performance.now();
+      const ref: { id?: string } = {};
+      const handBack = async () => {
+        await job.moveToWait(token);
+        emit({ type: 'handedBack', input: data.input });
+        throw new bull.WaitingError();
+      };
+      emit({
+        type: 'started',
+        input: data.input,
+        takenOver: job.attemptsStarted > 1 || job.stalledCounter > 0,
+        ...(data.serviceJobId ? { serviceJobId: data.serviceJobId } : {}),
+      });
+      try {
+        const result = await transcribeFile(file, {
+          client: options.client,
+          ...data.settings,
+          signal: controller.signal,
+          ...(data.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: data.jobTimeoutMs }),
+          ...(data.serviceJobId === undefined ? {} : { pendingJob: data.serviceJobId }),
+          job: ref,
+          onSubmitted: async (serviceJobId) => {
+            // Stored before it is waited for: whoever holds this job next waits for it.
+            await job.updateData({ ...data, serviceJobId });
+            await job.updateProgress({ serviceJobId }).catch(() => {});
+            emit({ type: 'submitted', input: data.input, serviceJobId });
+          },
+          onProgress: (audioSeconds) => {
+            job.updateProgress({ audioSeconds }).catch(() => {});
+          },
+          restartWithinMs: 20_000,
+        });
+        await writeResults(file, data.outputs, result, data.formats, data.settings);
+        m?.filesDone.inc();
+        // Fast transcription reports no duration: the header's, for the metric only.
+        if (m) m.audioSecondsDone.inc(result.audioSeconds ?? (await probeDuration(file.path)) ?? 0);
+        emit({
+          type: 'done',
+          input: data.input,
+          words: result.words.length,
+          ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
+        });
+        return {
+          words: result.words.length,
+          ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
+          ...(result.jobId === undefined ? {} : { jobId: result.jobId }),
+          ...(result.warnings ? { warnings: result.warnings } : {}),
+          elapsedMs: Math.round(performance.now() - began),
+        };
+      } catch (err) {
+        if (controller.signal.aborted) return await handBack();
+        if (isAuthFailure(err)) {
+          // A refused key is refused for every input: stop the whole queue, say why, and give
+          // this job back (not attempted).
+          const e = err as SpeechpipeError & { status: number };
+          const reason = {
+            code: e.code,
+            message: `the service refused the key (${e.status}): ${e.message}`,
+          };
+          await connection.control.set(q.toKey(STOP_KEY), JSON.stringify(reason));
+          await q.pause();
+          emit({ type: 'stopped', reason });
+          return await handBack();
+        }
+        const error = {
+          code: (err as { code?: string }).code ?? 'ERR_UNKNOWN',
+          message: err instanceof Error ? err.message : String(err),
+        };
+        const retrying = isConnectionFailure(err) && job.attemptsMade + 1 < (job.opts.attempts ?? 1);
+        m?.filesFailed.inc({ code: error.code });
+        emit({ type: 'failed', input: data.input, error, retrying });
+        const text = `${error.code}: ${error.message}`;
+        // Connection failures are tried again (the job's attempts); anything else is final.
+        throw isConnectionFailure(err) ? new Error(text) : new bull.UnrecoverableError(text);
+      } finally {
+        inFlight.delete(job.id!);
+        m?.inFlight.dec();
+      }
+    };
+    worker = new bull.Worker(name, processor, {
+      connection: connection.open(),
+      concurrency,
+      lockDuration: stallMs,
+      stalledInterval: stallMs,
+      maxStalledCount: 2,
+      // A limiter must be set for a queue-wide rate limit (queue.rateLimit) to hold; this one
+      // never limits by itself.
+      limiter: { max: 1_000_000_000, duration: 1000 },
+      autorun: false,
+    });
+    worker.on('error', (err) => emit({ type: 'error', message: err.message }));
+    await worker.waitUntilReady();
+    worker.run().catch((err: unknown) => emit({ type: 'error', message: String(err) }));
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+  const w = worker;
+  const handBack = () => {
+    for (const controller of inFlight.values()) controller.abort(new HandedBack('handed back'));
+  };
+  let closing: Promise<void> | undefined;
+  const onAbort = () => {
+    handle.close().catch(() => {});
+  };
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const handle: ArchiveWorker = {
+    metricsUrl: metrics?.url,
+    handBack,
+    close(closeOptions = {}) {
+      closing ??= (async () => {
+        options.signal?.removeEventListener('abort', onAbort);
+        const timer =
+          closeOptions.handBackAfterMs === undefined
+            ? undefined
+            : setTimeout(handBack, closeOptions.handBackAfterMs);
+        try {
+          await w.close();
+        } finally {
+          clearTimeout(timer);
+          await closeAll();
+        }
+      })();
+      return closing;
+    },
+  };
+  return handle;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+interface Metrics {
+  url: string;
+  filesDone: import('prom-client').Counter;
+  audioSecondsDone: import('prom-client').Counter;
+  filesFailed: import('prom-client').Counter<'code'>;
+  inFlight: import('prom-client').Gauge;
+  rateLimited: import('prom-client').Counter;
+  close(): Promise<void>;
+}
+
+async function startMetrics(port: number, host: string): Promise<Metrics> {
+  const prom = await import('prom-client');
+  const registry = new prom.Registry();
+  const metrics = {
+    filesDone: new prom.Counter({
+      name: 'speechpipe_files_done_total',
+      help: 'Inputs transcribed and written',
+      registers: [registry],
+    }),
+    audioSecondsDone: new prom.Counter({
+      name: 'speechpipe_audio_seconds_done_total',
+      help: 'Audio seconds of the inputs done',
+      registers: [registry],
+    }),
+    filesFailed: new prom.Counter({
+      name: 'speechpipe_files_failed_total',
+      help: 'Input failures by error code (a failure retried later counts too)',
+      labelNames: ['code'] as const,
+      registers: [registry],
+    }),
+    inFlight: new prom.Gauge({
+      name: 'speechpipe_operations_in_flight',
+      help: 'Inputs this worker is transcribing now',
+      registers: [registry],
+    }),
+    rateLimited: new prom.Counter({
+      name: 'speechpipe_rate_limited_total',
+      help: '429 answers (the queue paused for their Retry-After)',
+      registers: [registry],
+    }),
+  };
+  const server: Server = createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  });
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolveListen());
+  });
+  const address = server.address() as { port: number };
+  return {
+    ...metrics,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/metrics`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,172 @@
+// speechpipe bench: the runner's two load models (a closed loop, and an open loop whose
+// latency counts from when each operation was due, so a slow service shows its latency), every
+// workload's metrics, the report's names, and the command line (JSON, HTML, compare, usage).
+
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import type { BenchClip } from '../src/bench/media.ts';
+import { compareReports, formatReport, renderHtml } from '../src/bench/report.ts';
+import { BENCH_METRICS, BENCH_WORKLOADS, runBench } from '../src/bench/run.ts';
+import { encodeWav } from '../src/protocol/riff.ts';
+import { runCli } from './helpers/cli.ts';
+import { startService } from './helpers/service.ts';
+import { speechPcm } from './helpers/speech.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-bench-'));
+after(() => rm(root, { recursive: true, force: true }));
+const pcm = await speechPcm('A short clip for the benchmark. It has two sentences.', { pauseMs: 300 });
+const clips: BenchClip[] = [
+  { name: 'a', pcm, wav: encodeWav(pcm, 16_000, 1), seconds: pcm.length / 32_000, text: 'Hello there.' },
+];
+const { client, newClient } = await startService();
+const slow = await startService({ latency: { perRequestMs: 100 } });
+
+for (const workload of BENCH_WORKLOADS) {
+  test(`${workload}: every metric recorded, percentiles named p50..max, throughput in audio s/s`, async () => {
+    const report = await runBench({
+      client,
+      workload,
+      transport: 'http',
+      concurrency: 2,
+      durationSec: 1,
+      pace: 8,
+      clips,
+      graceSec: 20,
+    });
+    assert.ok(report.operations.completed > 0, JSON.stringify(report.operations));
+    assert.equal(report.operations.failed, 0, JSON.stringify(report.errors));
+    for (const metric of BENCH_METRICS[workload]) {
+      const s = report.latency_ms[metric]!;
+      assert.equal(s.count, report.operations.completed, metric);
+      for (const p of ['p50', 'p90', 'p99', 'p999', 'max'] as const) assert.equal(typeof s[p], 'number');
+      assert.ok(s.p50 <= s.p99 && s.p99 <= s.max);
+    }
+    assert.ok(report.throughput.audio_seconds_per_second > 0);
+    assert.ok(report.throughput.requests_per_second > 0);
+    assert.match(formatReport(report), new RegExp(`${workload} over http`));
+  });
+}
+
+test('open loop: operations start on schedule, and their latency counts from when they were due', async () => {
+  // The service answers one request at a time in 100 ms (10 a second); 20 a second arrive.
+  const one = slow.newClient({ concurrency: { fast: 1 } });
+  const open = await runBench({
+    client: one,
+    workload: 'fast',
+    transport: 'http',
+    rate: 20,
+    durationSec: 1.5,
+    clips,
+    graceSec: 30,
+  });
+  const closed = await runBench({
+    client: one,
+    workload: 'fast',
+    transport: 'http',
+    concurrency: 1,
+    durationSec: 1.5,
+    clips,
+  });
+  assert.equal(open.load.model, 'rate');
+  assert.ok(open.operations.started >= 28, `${open.operations.started} started on schedule`);
+  // A queue builds: the last ones waited most of the run. A closed loop never sees it.
+  assert.ok(open.latency_ms.final!.max > 1000, `open loop max ${open.latency_ms.final!.max} ms`);
+  assert.ok(closed.latency_ms.final!.p99 < 400, `closed loop p99 ${closed.latency_ms.final!.p99} ms`);
+  assert.ok(open.latency_ms.final!.p50 > 3 * closed.latency_ms.final!.p50);
+});
+
+test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 700);
+  const report = await runBench({
+    client: newClient(),
+    workload: 'fast',
+    transport: 'socketio',
+    concurrency: 2,
+    durationSec: 30,
+    warmupSec: 0.3,
+    clips,
+    signal: controller.signal,
+  });
+  assert.equal(report.interrupted, true);
+  assert.ok(report.operations.completed > 0);
+  assert.ok(report.operations.completed < report.operations.started + 1);
+});
+
+test('the command line: --json report, --report HTML, --compare, bad usage', async () => {
+  const args = [
+    'bench',
+    '--workload',
+    'fast',
+    '--transport',
+    'http',
+    '--concurrency',
+    '2',
+    '--duration',
+    '1',
+  ];
+  const a = await runCli([...args, '--json', '--report', join(root, 'a.html')]);
+  assert.equal(a.code, 0, a.stderr);
+  const report = JSON.parse(a.stdout) as {
+    latency_ms: Record<string, Record<string, number>>;
+    throughput: Record<string, number>;
+    target: string;
+  };
+  assert.deepEqual(Object.keys(report.latency_ms.final!).sort(), [
+    'count',
+    'max',
+    'mean',
+    'p50',
+    'p90',
+    'p99',
+    'p999',
+  ]);
+  assert.ok(report.throughput.audio_seconds_per_second > 0);
+  assert.match(report.target, /built-in emulator \(http:\/\/127\.0\.0\.1:\d+\)/);
+  const html = await readFile(join(root, 'a.html'), 'utf8');
+  assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');
+  await writeFile(join(root, 'a.json'), a.stdout);
+  const b = await runCli([...args, '--json']);
+  await writeFile(join(root, 'b.json'), b.stdout);
+  const compared = await runCli(['bench', '--compare', join(root, 'a.json'), join(root, 'b.json')]);
+  assert.equal(compared.code, 0, compared.stderr);
+  assert.match(compared.stdout, /final p99 +\S+ ms +\S+ ms +[+-]\d/);
+  for (const bad of [
+    ['bench', '--workload', 'fast', '--duration', '1'],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--rate', '2', '--duration', '1'],
+    ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--pace', '2'],
+  ]) {
+    const run = await runCli(bad);
+    assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);
+  }
+});
+
+test('compareReports shows both runs and the change', () => {
+  const base = {
+    tool: 'speechpipe bench' as const,
+    workload: 'fast' as const,
+    transport: 'http' as const,
+    load: { model: 'concurrency' as const, concurrency: 1 },
+    duration_sec: 1,
+    warmup_sec: 0,
+    pace: null,
+    target: 't',
+    started_at: 'x',
+    interrupted: false,
+    media: { clips: 1, audio_seconds: 1 },
+    operations: { started: 1, completed: 1, failed: 0, cut: 0 },
+    throughput: { audio_seconds_per_second: 10, requests_per_second: 10 },
+    latency_ms: { final: { count: 1, p50: 100, p90: 100, p99: 100, p999: 100, max: 100, mean: 100 } },
+    real_time_factor: { p50: 0.1, p90: 0.1, max: 0.1 },
+    errors: {},
+    rate_limited: { responses_429: 0, retry_after_wait_ms: 0 },
+    client_cpu_seconds_per_audio_second: 0.001,
+  };
+  const worse = { ...base, latency_ms: { final: { ...base.latency_ms.final, p99: 150 } } };
+  assert.match(compareReports(base, worse), /final p99 +100 ms +150 ms +\+50\.0%/);
+  assert.match(renderHtml(base), /<svg/);
+});

@@ -124,7 +124,7 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     'p99',
     'p999',
   ]);
-  assert.ok(report.throughput.audio_seconds_per_second > 0);
+  assert.ok((report.throughput.audio_seconds_per_second ?? 0) > 0);
   assert.match(report.target, /built-in emulator \(http:\/\/127\.0\.0\.1:\d+\)/);
   const html = await readFile(join(root, 'a.html'), 'utf8');
   assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');

@@ -303,7 +303,7 @@ test('by default the largest inputs start first, and as many at once as the plan
   );
   const planned = newClient({ concurrency: { fast: 3, batch: 2, realtime_asr: 5, diarization: 4 } });
   const settings = { language: 'auto' as const, speakers: false };
-  assert.equal(planConcurrency(planned, { ...settings, mode: 'fast' }), 3);
+  assert.equal(planConcurrency(planned, { ...settings, mode: 'fast' }), 6, 'ready for each slot as it frees');
   assert.equal(planConcurrency(planned, { ...settings, mode: 'batch' }), 8, 'waiting jobs hold no slot');
   assert.equal(planConcurrency(planned, { ...settings, mode: 'live' }), 5);
   assert.equal(planConcurrency(planned, { ...settings, mode: 'live', speakers: true }), 4);

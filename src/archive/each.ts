@@ -71,7 +71,8 @@ export interface TranscribeEachOptions {
   /**
    * Files at once. Default: what the account's plan allows for the mode's workload (the
    * client's admission limit): live the realtime ASR limit (with speakers, the lower of it and
-   * diarization's), fast the fast limit, batch four times the batch limit, since a job being
+   * diarization's), fast twice the fast limit (the client's admission keeps the service's
+   * slots to the limit; the rest wait ready), batch four times the batch limit, since a job being
    * waited for holds no slot at the service (only its upload does, and the client's admission
    * bounds uploads to the limit).
    */
@@ -128,7 +129,9 @@ export function planConcurrency(client: SpeechClient, settings: ArchiveStore['se
   const limits = new Map(client.admissionStats().map((w) => [w.workload, w.limit]));
   const limit = (workload: Workload) => Math.max(1, limits.get(workload) ?? 2);
   if (settings.mode === 'batch') return 4 * limit('batch');
-  if (settings.mode === 'fast') return limit('fast');
+  // Twice the limit: the next requests wait in the client's admission queue, ready, so a slot
+  // the service frees is taken at once rather than after the next file's preparation.
+  if (settings.mode === 'fast') return 2 * limit('fast');
   const asr = limit('realtime_asr');
   return settings.speakers ? Math.min(asr, limit('diarization')) : asr;
 }

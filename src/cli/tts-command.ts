@@ -202,23 +202,50 @@ export async function run(args: string[]): Promise<number> {
     // A file error (no such directory, a full disk) may come while we wait for audio: it stops
     // the synthesis and is the error reported.
     const fileFailed = new AbortController();
-    const stopped = AbortSignal.any([signal, fileFailed.signal]);
+    /** Ends the syntheses still running when the command fails. */
+    const cancel = new AbortController();
+    const stopped = AbortSignal.any([signal, fileFailed.signal, cancel.signal]);
     let seconds = 0;
     try {
-      for (const [i, text] of pieces.entries()) {
-        const synthesis = await service.client.tts.synthesize({
+      // Pieces are spoken several at once (as many as the TTS limit allows) and written in
+      // order: piece i streams to the file while the next ones are synthesized and held.
+      const window = Math.max(
+        1,
+        service.client.admissionStats().find((w) => w.workload === 'tts')?.concurrency ?? 1,
+      );
+      const speak = (text: string) =>
+        service.client.tts.synthesize({
           text,
           transport: options.transport,
           ...(options.voice ? { voiceId: options.voice } : {}),
           ...(options.model ? { model: options.model } : {}),
           signal: stopped,
         });
+      /** A piece's audio, gathered while an earlier piece is being written. */
+      const gather = async (text: string) => {
+        const synthesis = await speak(text);
+        const chunks: Buffer[] = [];
+        for await (const pcm of synthesis.audio) chunks.push(pcm as Buffer);
+        return { sampleRate: synthesis.sampleRate, chunks };
+      };
+      const pending: Array<Promise<{ sampleRate: number; chunks: Buffer[] }>> = [];
+      const startNext = () => {
+        const next = pieces[pending.length];
+        if (next === undefined) return;
+        const gathered = gather(next);
+        gathered.catch(() => {}); // awaited in order below
+        pending.push(gathered);
+      };
+      for (let i = 0; i < Math.min(window, pieces.length); i++) startNext();
+      for (let i = 0; i < pieces.length; i++) {
+        const piece = await pending[i]!;
+        startNext();
         if (!wav) {
-          wav = wavFile(partial, { sampleRate: synthesis.sampleRate, channels: 1 });
+          wav = wavFile(partial, { sampleRate: piece.sampleRate, channels: 1 });
           wav.on('error', (err) => fileFailed.abort(err));
         }
-        for await (const pcm of synthesis.audio) {
-          seconds += (pcm as Buffer).length / 2 / synthesis.sampleRate;
+        for (const pcm of piece.chunks) {
+          seconds += pcm.length / 2 / piece.sampleRate;
           if (!wav.write(pcm)) await once(wav, 'drain', { signal: stopped });
         }
         if (pieces.length > 1) log(`spoke piece ${i + 1} of ${pieces.length}`);
@@ -240,6 +267,7 @@ export async function run(args: string[]): Promise<number> {
       await rename(partial, out);
     } catch (caught) {
       const err = fileFailed.signal.aborted ? fileFailed.signal.reason : caught;
+      cancel.abort(err);
       if (wav) {
         // The file may still be opening: remove it only once the stream has let it go.
         wav.destroy();

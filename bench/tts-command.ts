@@ -8,14 +8,14 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { BUILTIN_SENTENCES } from '../src/benchmark/media.ts';
 
 const exec = promisify(execFile);
 const { values } = parseArgs({ options: { chars: { type: 'string', default: '3000' } } });
 let text = '';
-for (let i = 0; text.length < Number(values.chars); i++) text += `${BUILTIN_SENTENCES[i % BUILTIN_SENTENCES.length]} `;
+for (let i = 0; text.length < Number(values.chars); i++)
+  text += `${BUILTIN_SENTENCES[i % BUILTIN_SENTENCES.length]} `;
 text = text.trim();
 const dir = await mkdtemp(join(tmpdir(), 'speechpipe-bench-tts-'));
 const CLI = new URL('../src/cli/main.ts', import.meta.url).pathname;
@@ -37,7 +37,11 @@ try {
     engine.push(await time(() => exec('espeak-ng', ['-w', join(dir, 'espeak.wav'), '-v', 'en-us', text])));
     ours.push(
       await time(() =>
-        exec(process.execPath, [CLI, 'tts', text, '--out', join(dir, 'ours.wav'), '--transport', 'socketio'], { env }),
+        exec(
+          process.execPath,
+          [CLI, 'tts', text, '--out', join(dir, 'ours.wav'), '--transport', 'socketio'],
+          { env },
+        ),
       ),
     );
   }

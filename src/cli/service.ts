@@ -2,7 +2,6 @@
 // API_URL is set, the built-in emulator started in this process.
 
 import { createClient, type SpeechClient } from '../client/index.ts';
-import { startEmulator } from '../emulator/index.ts';
 
 export interface Service {
   client: SpeechClient;
@@ -19,6 +18,8 @@ export async function openService(
     const client = createClient({ env });
     return { client, kind: 'deployment', close: () => client.close() };
   }
+  // Loaded only when it runs: a command talking to API_URL never loads the server side.
+  const { startEmulator } = await import('../emulator/index.ts');
   const emulator = await startEmulator();
   log(`no API_URL set: using the built-in emulator at ${emulator.url}`);
   const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });

@@ -40,7 +40,7 @@ test('utterances become cues at once; partials pass on; the end reaches every vi
       events.map((e) => e.event),
       ['partial', 'cue', 'cue', 'end'],
     );
-    assert.deepEqual(events[0]!.data, { text: 'Good evening and' });
+    assert.deepEqual(events[0]!.data, { text: 'Good evening and', lines: ['Good evening and'] });
     const first = events[1]!.data as { index: number; startMs: number; lines: string[]; speaker: null };
     assert.equal(first.index, 1);
     assert.equal(first.startMs, 0);
@@ -224,7 +224,8 @@ test('the writes ended, then close(): viewers got `end`, and a late viewer gets 
   await relay.close();
 });
 
-test('the overlay page reconnects after a refusal, and not once the captions ended', async () => {
+/** The page's script against stand-ins for the DOM, EventSource and a virtual clock. */
+async function fakeOverlay() {
   const relay = await captionRelay();
   let script: string;
   try {
@@ -232,7 +233,6 @@ test('the overlay page reconnects after a refusal, and not once the captions end
   } finally {
     await relay.close();
   }
-  // The page's script against stand-ins for the DOM, EventSource and timers.
   class FakeEventSource {
     static CLOSED = 2;
     static made: FakeEventSource[] = [];
@@ -249,40 +249,186 @@ test('the overlay page reconnects after a refusal, and not once the captions end
     close() {
       this.readyState = 2;
     }
-    fire(type: string, data?: string) {
-      this.handlers.get(type)?.({ data });
+    fire(type: string, data?: unknown) {
+      this.handlers.get(type)?.({ data: data === undefined ? undefined : JSON.stringify(data) });
     }
   }
-  const element = () => ({ textContent: '', append() {} });
+  const element = () => ({
+    textContent: '',
+    append(...nodes: { textContent: string }[]) {
+      this.textContent += nodes.map((n) => n.textContent).join('');
+    },
+  });
   const elements = { cue: element(), partial: element() };
-  const timers: Array<() => void> = [];
-  new Function('document', 'EventSource', 'setTimeout', 'clearTimeout', script)(
+  let now = 0;
+  let nextId = 1;
+  const timers = new Map<number, { at: number; fn: () => void }>();
+  /** What the cue line showed, from when (virtual ms). */
+  const shown: { at: number; text: string }[] = [];
+  const record = () => {
+    if (elements.cue.textContent !== (shown.at(-1)?.text ?? ''))
+      shown.push({ at: now, text: elements.cue.textContent });
+  };
+  const clock = {
+    get now() {
+      return now;
+    },
+    pending: () => timers.size,
+    /** Run the timers due within `ms`, in time order, recording the cue line after each. */
+    advance(ms: number) {
+      const until = now + ms;
+      for (;;) {
+        let due: [number, { at: number; fn: () => void }] | undefined;
+        for (const entry of timers)
+          if (entry[1].at <= until && (!due || entry[1].at < due[1].at)) due = entry;
+        if (!due) break;
+        timers.delete(due[0]);
+        now = Math.max(now, due[1].at);
+        due[1].fn();
+        record();
+      }
+      now = until;
+    },
+  };
+  new Function('document', 'EventSource', 'setTimeout', 'clearTimeout', 'performance', script)(
     {
       getElementById: (id: 'cue' | 'partial') => elements[id],
       createElement: element,
-      createTextNode: () => ({}),
+      createTextNode: (textContent: string) => ({ textContent }),
     },
     FakeEventSource,
-    (fn: () => void) => timers.push(fn),
-    () => {},
+    (fn: () => void, ms = 0) => {
+      timers.set(nextId, { at: now + Math.max(0, ms), fn });
+      return nextId++;
+    },
+    (id: number | undefined) => {
+      if (id !== undefined) timers.delete(id);
+    },
+    { now: () => now },
   );
+  const fire = (type: string, data?: unknown) => {
+    FakeEventSource.made.at(-1)!.fire(type, data);
+    record();
+  };
+  return { FakeEventSource, elements, clock, shown, fire };
+}
+
+const cue = (index: number, text: string, startMs: number, endMs: number) => ({
+  index,
+  startMs,
+  endMs,
+  lines: [text],
+  speaker: null,
+});
+
+test('the overlay queues a burst of cues: each on screen for its reading time, in order', async () => {
+  const { clock, shown, fire } = await fakeOverlay();
+  // One utterance committed as three cues, at once (the relay sends them within milliseconds).
+  fire('cue', cue(1, 'Good evening.', 0, 1200));
+  fire('cue', cue(2, 'Here is the news at nine from the studio.', 1200, 3600));
+  fire('cue', cue(3, 'Rain.', 3600, 4000));
+  clock.advance(20_000);
+  assert.deepEqual(
+    shown.map((s) => s.text),
+    ['Good evening.', 'Here is the news at nine from the studio.', 'Rain.', ''],
+    'every cue shown, in order, then cleared',
+  );
+  const held = shown.slice(1).map((s, i) => s.at - shown[i]!.at);
+  // Behind others, a cue gets its reading time: max(1 s, chars / 17).
+  assert.equal(held[0], 1000);
+  assert.equal(held[1], (41 * 1000) / 17);
+  // The last, alone: its own duration at least (400 ms here, so 1 s), then it lingers 1.5 s.
+  assert.equal(held[2], 1000 + 1500);
+});
+
+test('the overlay: a cue alone stays its own duration; a backlog catches up, down to 1 s a cue', async () => {
+  const { clock, shown, fire } = await fakeOverlay();
+  fire('cue', cue(1, 'A long sentence spoken slowly.', 0, 5000));
+  clock.advance(1200);
+  // Ten cues arrive while the first is up: the first gives way at once (it has been read),
+  // and the backlog goes by at 1 s a cue until two are left, then at reading time.
+  const texts = Array.from({ length: 10 }, (_, i) => `Cue number ${i + 2} with some words.`);
+  for (const [i, t] of texts.entries()) fire('cue', cue(i + 2, t, 5000 + i * 2000, 7000 + i * 2000));
+  assert.equal(shown.at(-1)!.text, 'A long sentence spoken slowly.');
+  clock.advance(0);
+  assert.equal(shown.at(-1)!.text, texts[0], 'the cue on screen was shortened to its reading time');
+  clock.advance(60_000);
+  const seen = shown.map((s) => s.text).filter((t) => t !== '');
+  assert.deepEqual(seen, ['A long sentence spoken slowly.', ...texts]);
+  const starts = shown.filter((s) => s.text !== '').map((s) => s.at);
+  const held = starts.slice(1).map((at, i) => at - starts[i]!);
+  assert.ok(
+    held.every((ms) => ms >= 1000),
+    `each cue at least 1 s: ${held}`,
+  );
+  // Natural timing would take 10 × 2 s for the backlog; it went by in well under that.
+  const backlogMs = starts.at(-1)! - starts[1]!;
+  assert.ok(backlogMs < 15_000, `backlog shown in ${backlogMs} ms`);
+  assert.equal(held[1], 1000, 'deep in the backlog, a cue gets the minimum');
+});
+
+test('the overlay keeps at most 12 cues waiting: a page far behind drops the oldest waiting', async () => {
+  const { clock, shown, fire } = await fakeOverlay();
+  for (let i = 1; i <= 30; i++) fire('cue', cue(i, `Cue ${i}.`, i * 1000, i * 1000 + 900));
+  clock.advance(120_000);
+  const seen = shown.map((s) => s.text).filter((t) => t !== '');
+  assert.deepEqual(seen, ['Cue 1.', ...Array.from({ length: 12 }, (_, i) => `Cue ${i + 19}.`)]);
+  assert.equal(clock.pending(), 0, 'nothing left scheduled once the queue is empty');
+});
+
+test('partials keep to the cue line limits (the tail) and show apart from cues', async () => {
+  const relay = await captionRelay();
+  try {
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const reading = readEvents(`${relay.url}/events`, (e) => e.some((x) => x.event === 'end'), opened);
+    await open;
+    const long = Array.from({ length: 35 }, (_, i) => `word${i + 1}`).join(' ');
+    relay.write({ type: 'partial', id: 'a', text: long, words: [] });
+    relay.end();
+    const [partial] = await reading;
+    const data = partial!.data as { text: string; lines: string[] };
+    assert.equal(data.text, long);
+    assert.equal(data.lines.length, 2);
+    assert.ok(
+      data.lines.every((l) => l.length <= 42),
+      JSON.stringify(data.lines),
+    );
+    assert.match(data.lines[1]!, /word35$/, 'the tail: the latest words');
+    assert.equal(
+      long.endsWith(data.lines.join(' ')),
+      true,
+      'the lines are the end of the text, none skipped',
+    );
+    const html = await (await fetch(`${relay.url}/`)).text();
+    assert.match(html, /<p id="partial" class="partial">/);
+    const css = await (await fetch(`${relay.url}/overlay.css`)).text();
+    assert.match(css, /\.partial \{[^}]*font-style: italic/);
+  } finally {
+    await relay.close();
+  }
+});
+
+test('the overlay page reconnects after a refusal, and not once the captions ended', async () => {
+  const { FakeEventSource, elements, clock, fire } = await fakeOverlay();
   const [first] = FakeEventSource.made;
   assert.equal(first!.url, '/events');
-  first!.fire('partial', JSON.stringify({ text: 'hello' }));
-  assert.equal(elements.partial.textContent, 'hello');
+  fire('partial', { text: 'hello there', lines: ['hello there'] });
+  assert.equal(elements.partial.textContent, 'hello there');
   // Refused (a 503 closes an EventSource for good): a new one is opened later.
   first!.readyState = FakeEventSource.CLOSED;
-  first!.fire('error');
-  assert.equal(timers.length, 1);
-  timers.shift()!();
+  fire('error');
+  clock.advance(10_000);
+  assert.equal(FakeEventSource.made.length, 2);
   const second = FakeEventSource.made[1]!;
   // A dropped connection the browser retries by itself: nothing to do.
   second.readyState = 0;
-  second.fire('error');
-  assert.equal(timers.length, 0);
+  fire('error');
+  clock.advance(10_000);
+  assert.equal(FakeEventSource.made.length, 2);
   // The captions ended: no reconnecting.
-  second.fire('end', '{}');
-  second.fire('error');
-  assert.equal(timers.length, 0);
+  fire('end', {});
+  fire('error');
+  clock.advance(60_000);
   assert.equal(FakeEventSource.made.length, 2);
 });

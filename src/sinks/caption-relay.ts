@@ -13,6 +13,7 @@ import {
   type CaptionOptions,
   type Cue,
   formatVttCue,
+  tailLines,
   VTT_HEADER,
 } from '../transforms/to-captions.ts';
 
@@ -84,7 +85,7 @@ const PAGE = (title: string) => `<!doctype html>
 <script src="/overlay.js" defer></script>
 </head>
 <body>
-<div id="captions" aria-live="polite"><p id="cue"></p><p id="partial"></p></div>
+<div id="captions" aria-live="polite"><p id="cue" class="cue"></p><p id="partial" class="partial"></p></div>
 </body>
 </html>
 `;
@@ -95,33 +96,85 @@ const CSS = `html, body { margin: 0; background: transparent; }
 #captions p { margin: 0.2em auto; display: table; padding: 0.1em 0.4em; border-radius: 0.2em;
   background: rgba(0, 0, 0, 0.72); white-space: pre-line; }
 #captions p:empty { display: none; }
-#partial { opacity: 0.7; font-style: italic; font-weight: 400; }
+/* Provisional text: it may still change, and must not be taken for a final cue. */
+.partial { opacity: 0.7; font-style: italic; font-weight: 400; }
 .speaker { color: #ffd54a; }
 `;
 
-// The cue stays until the next one, or as long as it lasted in the audio plus a moment to read.
-const SCRIPT = `'use strict';
+/**
+ * The overlay's script. Cues of one utterance arrive together (within milliseconds), so they
+ * go through a display queue, each on screen for a time it can be read in:
+ * - alone, max(minDurationMs, chars / maxCharsPerSecond, its own endMs - startMs);
+ * - with cues waiting behind it, only its reading time, max(minDurationMs, chars / cps), and
+ *   with more than CATCH_UP waiting, that time times CATCH_UP / waiting, down to minDurationMs,
+ *   so that a backlog drains faster than speech fills it (the cue on screen is shortened as
+ *   soon as others arrive, never lengthened);
+ * - at most MAX_WAITING cues wait: past that the oldest waiting one is dropped, so that a page
+ *   that fell far behind (a tab that slept) jumps to the present rather than replaying minutes.
+ * A cue whose time is up stays until the next one, or LINGER_MS more at the most.
+ */
+const SCRIPT = (layout: { minMs: number; cps: number }) => `'use strict';
+const MIN_MS = ${Number(layout.minMs)};
+const CPS = ${Number(layout.cps)};
+const CATCH_UP = 2;
+const MAX_WAITING = 12;
+const LINGER_MS = 1500;
 const cueEl = document.getElementById('cue');
 const partialEl = document.getElementById('partial');
-let clearTimer;
-function showCue(cue) {
+const waiting = [];
+let current = null;
+let shownAt = 0;
+let holdTimer;
+let lingerTimer;
+function holdMs(cue, behind) {
+  const chars = cue.lines.join(' ').length + (cue.speaker ? cue.speaker.length + 2 : 0);
+  const reading = Math.max(MIN_MS, (chars * 1000) / CPS);
+  if (behind === 0) return Math.max(reading, cue.endMs - cue.startMs);
+  return Math.max(MIN_MS, reading * Math.min(1, CATCH_UP / behind));
+}
+function render(cue) {
   cueEl.textContent = '';
   if (cue.speaker) {
     const who = document.createElement('span');
     who.className = 'speaker';
+    who.dir = 'auto';
     who.textContent = cue.speaker + ': ';
     cueEl.append(who);
   }
   cueEl.append(document.createTextNode(cue.lines.join('\\n')));
-  partialEl.textContent = '';
-  clearTimeout(clearTimer);
-  clearTimer = setTimeout(() => { cueEl.textContent = ''; }, Math.max(1500, cue.endMs - cue.startMs + 1500));
+}
+function schedule() {
+  clearTimeout(holdTimer);
+  const left = shownAt + holdMs(current, waiting.length) - performance.now();
+  holdTimer = setTimeout(advance, Math.max(0, left));
+}
+function advance() {
+  holdTimer = undefined;
+  current = waiting.shift() ?? null;
+  if (!current) {
+    lingerTimer = setTimeout(() => { if (!current) cueEl.textContent = ''; }, LINGER_MS);
+    return;
+  }
+  clearTimeout(lingerTimer);
+  shownAt = performance.now();
+  render(current);
+  schedule();
+}
+function enqueue(cue) {
+  if (waiting.length >= MAX_WAITING) waiting.shift();
+  waiting.push(cue);
+  if (current) schedule();
+  else advance();
 }
 let ended = false;
 function connect() {
   const events = new EventSource('/events');
-  events.addEventListener('cue', (e) => showCue(JSON.parse(e.data)));
-  events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).text; });
+  events.addEventListener('cue', (e) => {
+    // The utterance is committed: its provisional text is obsolete.
+    partialEl.textContent = '';
+    enqueue(JSON.parse(e.data));
+  });
+  events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).lines.join('\\n'); });
   events.addEventListener('end', () => { ended = true; partialEl.textContent = ''; events.close(); });
   // A refused connection (503: too many viewers, or the relay restarting) closes an
   // EventSource for good; try again later. A dropped connection retries by itself.
@@ -161,6 +214,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const heartbeatMs = count('heartbeatSec', options.heartbeatSec, 15) * 1000;
   const port = count('port', options.port, 0, 0);
   const page = PAGE(options.title ?? 'speechpipe captions');
+  const script = SCRIPT(builder.layout);
 
   const recent: RelayCue[] = [];
   const viewers = new Set<ServerResponse>();
@@ -227,7 +281,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
         .end(req.method === 'HEAD' ? undefined : body);
     if (path === '/') return reply('text/html; charset=utf-8', page);
     if (path === '/overlay.css') return reply('text/css; charset=utf-8', CSS);
-    if (path === '/overlay.js') return reply('text/javascript; charset=utf-8', SCRIPT);
+    if (path === '/overlay.js') return reply('text/javascript; charset=utf-8', script);
     if (path === '/captions.vtt') return reply('text/vtt; charset=utf-8', vtt());
     if (path === '/cues.json') return reply('application/json', JSON.stringify(recent));
     if (path === '/events') return onEvents(res, req.method === 'HEAD');
@@ -310,7 +364,9 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       if (event?.type === 'utterance' && Array.isArray(event.words)) {
         addCues(builder.add(event.words, { live: true }));
       } else if (event?.type === 'partial' && typeof event.text === 'string') {
-        broadcast('partial', { text: event.text });
+        // Within the cues' line limits: the tail, as a long utterance rolls up on screen.
+        const lines = tailLines(event.text, builder.layout.maxCharsPerLine, builder.layout.maxLines);
+        broadcast('partial', { text: event.text, lines });
       } else if (typeof event?.type !== 'string') {
         callback(
           new InvalidArgumentError('captionRelay: expected transcript events (partial, utterance, final)'),

@@ -103,6 +103,18 @@ function wrap(words: readonly string[], width: number, firstLinePrefix: number):
 }
 
 /**
+ * Provisional text (a partial result) laid out as a cue would be, keeping its tail: the last
+ * `maxLines` lines of the greedy wrap, so that a long utterance rolls up instead of growing.
+ */
+export function tailLines(text: string, maxCharsPerLine: number, maxLines: number): string[] {
+  const words = text
+    .trim()
+    .split(/\s+/)
+    .filter((w) => w !== '');
+  return wrap(words, maxCharsPerLine, 0).slice(-maxLines);
+}
+
+/**
  * Pure core: words in time order to timed cues. A cue never overlaps the one before it; within
  * one `add` call a cue's end is held back to the next cue's start. Live, more words follow in
  * later calls: the last cue of a call stays at most `liveHoldMs` past its last word, or each

@@ -1,0 +1,187 @@
+// The caption overlay as a viewer sees it: the relay's page in a real headless Chromium, fed a
+// known cue sequence with bursts; what the page's DOM showed, and when, is recorded in the page
+// and checked against the reading-time rules. On failure a screenshot is kept (its path is in
+// the test's diagnostics).
+
+import assert from 'node:assert/strict';
+import { type TestContext, test } from 'node:test';
+import type { Browser, Page } from 'puppeteer-core';
+import { type CaptionRelay, type CaptionRelayOptions, captionRelay } from '../src/sinks/caption-relay.ts';
+import { browserSkip, keepScreenshot, launchBrowser } from './helpers/browser.ts';
+
+const skip = browserSkip();
+
+const words = (text: string, start: number) =>
+  text.split(' ').map((word, i) => ({ word, start_time: start + i * 0.4, end_time: start + i * 0.4 + 0.3 }));
+
+/** What the page showed: each change of the cue line and of the partial line, timed in the page. */
+interface Shown {
+  t: number;
+  text: string;
+  /** Lines as laid out by the browser (rendered height / line height). */
+  rendered: number;
+}
+
+// Runs in the page before its own script: records every change of #cue and #partial, and any
+// CSP violation. (Plain JavaScript: the project's types have no DOM.)
+const RECORDER = `
+  window.__csp = [];
+  document.addEventListener('securitypolicyviolation', (e) => __csp.push(e.violatedDirective + ' ' + e.blockedURI));
+  const watch = (id) => {
+    const log = (window['__' + id] = []);
+    const el = document.getElementById(id);
+    const record = () => {
+      const text = el.textContent;
+      if (text === (log.at(-1)?.text ?? '')) return;
+      const lineHeight = parseFloat(getComputedStyle(el).lineHeight);
+      const rendered = text === '' ? 0 : Math.round(el.getBoundingClientRect().height / lineHeight);
+      log.push({ t: performance.now(), text, rendered });
+    };
+    new MutationObserver(record).observe(el, { childList: true, subtree: true, characterData: true });
+  };
+  document.addEventListener('DOMContentLoaded', () => {
+    watch('cue');
+    watch('partial');
+  });
+`;
+
+/** Evaluate a JavaScript expression in the page. */
+const inPage = <T>(page: Page, expression: string) => page.evaluate(expression) as Promise<T>;
+
+interface Overlay {
+  relay: CaptionRelay;
+  page: Page;
+  shown(id: 'cue' | 'partial'): Promise<Shown[]>;
+  /** Console errors, page errors and CSP violations so far. */
+  problems(): Promise<string[]>;
+}
+
+/** The relay's overlay open in Chromium; everything closed on every path, a screenshot kept on failure. */
+async function withOverlay(
+  t: TestContext,
+  options: CaptionRelayOptions,
+  body: (overlay: Overlay) => Promise<void>,
+): Promise<void> {
+  let relay: CaptionRelay | undefined;
+  let browser: Browser | undefined;
+  let page: Page | undefined;
+  try {
+    relay = await captionRelay(options);
+    browser = await launchBrowser();
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 720 });
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => errors.push(`page error: ${(e as Error).message}`));
+    await page.evaluateOnNewDocument(RECORDER);
+    await page.goto(`${relay.url}/`, { waitUntil: 'load' });
+    // The page is a viewer before anything is written (a late viewer sees only the last cue).
+    const r = relay;
+    for (let i = 0; i < 500 && r.stats().viewers === 0; i++) await new Promise((ok) => setTimeout(ok, 10));
+    assert.equal(r.stats().viewers, 1, 'the page connected to /events');
+    const p = page;
+    await body({
+      relay: r,
+      page: p,
+      shown: (id) => inPage<Shown[]>(p, `window.__${id}`),
+      problems: async () => [
+        ...errors,
+        ...(await inPage<string[]>(p, 'window.__csp')).map((v) => `CSP: ${v}`),
+      ],
+    });
+  } catch (err) {
+    t.diagnostic(`screenshot: ${await keepScreenshot(page, t.name)}`);
+    throw err;
+  } finally {
+    await browser?.close();
+    await relay?.close();
+  }
+}
+
+test('every cue of a burst is shown, in order, each for at least its minimum time', { skip }, async (t) => {
+  await withOverlay(t, {}, async ({ relay, page, shown, problems }) => {
+    const first = ['Good evening and welcome.', 'Here is the news at nine.', 'First the weather.'];
+    const second = ['Rain all day.', 'Then sun.', 'That is all from us tonight.'];
+    relay.write({ type: 'partial', id: 'a', text: 'Good evening and', words: [] });
+    // Each utterance is committed as three cues at once: a burst.
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words(first.join(' '), 0) });
+    await new Promise((ok) => setTimeout(ok, 300));
+    relay.write({ type: 'utterance', id: 'a', index: 1, text: '', words: words(second.join(' '), 5) });
+    const expected = [...first, ...second];
+    // Until the last cue has come and gone (its hold, then the linger).
+    await page.waitForFunction(
+      `__cue.some((s) => s.text === ${JSON.stringify(expected.at(-1))}) && __cue.at(-1).text === ''`,
+      { timeout: 40_000, polling: 100 },
+    );
+    const log = await shown('cue');
+    const cues = log.filter((s) => s.text !== '');
+    assert.deepEqual(
+      cues.map((s) => s.text),
+      expected,
+      'every cue shown once, in order',
+    );
+    for (let i = 0; i < cues.length; i++) {
+      const until = log[log.indexOf(cues[i]!) + 1]!.t;
+      const ms = until - cues[i]!.t;
+      // The minimum is 1 s; the page's timers never fire early, so this bound is safe.
+      assert.ok(ms >= 990, `cue ${i + 1} (${cues[i]!.text}) was on screen ${Math.round(ms)} ms`);
+    }
+    // A backlog catches up: six cues whose own timing spans 8 s are through in about 7 s (not
+    // stuck, nor each lingering its full time); a generous bound for a loaded machine.
+    const span = cues.at(-1)!.t - cues[0]!.t;
+    assert.ok(span < 15_000, `the burst took ${Math.round(span)} ms`);
+    const partials = (await shown('partial')).filter((s) => s.text !== '');
+    assert.deepEqual(
+      partials.map((s) => s.text),
+      ['Good evening and'],
+    );
+    assert.deepEqual(await problems(), [], 'no console error, no CSP violation');
+  });
+});
+
+test('a long partial keeps to two lines of the cue limits, shown apart from the cue', { skip }, async (t) => {
+  await withOverlay(t, {}, async ({ relay, page, shown, problems }) => {
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words('Good evening.', 0) });
+    // A 14 s utterance still being spoken: 35 words of provisional text, growing.
+    const spoken =
+      'so the council met again this morning to talk about the new bridge over the river which has been closed since the storm last winter and nobody knows when it will open again for traffic';
+    const all = spoken.split(' ');
+    for (let n = 5; n <= all.length; n += 10) {
+      relay.write({ type: 'partial', id: 'a', text: all.slice(0, n).join(' '), words: [] });
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    relay.write({ type: 'partial', id: 'a', text: spoken, words: [] });
+    await page.waitForFunction(`document.getElementById('partial').textContent.endsWith('for traffic')`, {
+      timeout: 10_000,
+      polling: 50,
+    });
+    const partials = (await shown('partial')).filter((s) => s.text !== '');
+    assert.ok(partials.length >= 2);
+    for (const p of partials) {
+      const lines = p.text.split('\n');
+      assert.ok(lines.length <= 2 && lines.every((l) => l.length <= 42), JSON.stringify(lines));
+      assert.ok(p.rendered <= 2, `rendered as ${p.rendered} lines: ${JSON.stringify(p.text)}`);
+    }
+    assert.ok(spoken.endsWith(partials.at(-1)!.text.replace('\n', ' ')), 'the tail of what is said');
+    // Distinct from a final cue: its own class and look.
+    type Look = { className: string; fontStyle: string; opacity: string };
+    const look = await inPage<{ cue: Look; partial: Look }>(
+      page,
+      `(() => {
+        const style = (id) => {
+          const el = document.getElementById(id);
+          const s = getComputedStyle(el);
+          return { className: el.className, fontStyle: s.fontStyle, opacity: s.opacity };
+        };
+        return { cue: style('cue'), partial: style('partial') };
+      })()`,
+    );
+    assert.equal(look.partial.className, 'partial');
+    assert.equal(look.partial.fontStyle, 'italic');
+    assert.notEqual(look.cue.fontStyle, 'italic');
+    assert.ok(Number(look.partial.opacity) < Number(look.cue.opacity));
+    assert.deepEqual(await problems(), [], 'no console error, no CSP violation');
+  });
+});

@@ -68,7 +68,7 @@ test('the overlay page: its script and style from the relay only, text set as te
     assert.match(html, /<title>&#60;Evening news&#62;<\/title>/);
     assert.match(html, /<script src="\/overlay\.js" defer><\/script>/);
     const script = await (await fetch(`${relay.url}/overlay.js`)).text();
-    assert.match(script, /new EventSource\('\/events'\)/);
+    assert.match(script, /new EventSource\(/);
     assert.doesNotMatch(script, /innerHTML/);
     assert.equal((await fetch(`${relay.url}/nope`)).status, 404);
     assert.equal((await fetch(`${relay.url}/events`, { method: 'POST' })).status, 405);
@@ -222,6 +222,51 @@ test('the writes ended, then close(): viewers got `end`, and a late viewer gets 
     ['end'],
   );
   await relay.close();
+});
+
+test('every cue event has its index as id; a viewer back with Last-Event-ID gets the cues it missed', async () => {
+  const relay = await captionRelay({ history: 4 });
+  try {
+    for (let i = 0; i < 6; i++)
+      relay.write({
+        type: 'utterance',
+        id: 'a',
+        index: i,
+        text: '',
+        words: words(`Sentence ${i + 1}.`, i * 10),
+      });
+    relay.write({ type: 'partial', id: 'a', text: 'and now', words: [] });
+    relay.end();
+    await finished(relay);
+    const toEnd = (e: { event: string }[]) => e.some((x) => x.event === 'end');
+    const seen = async (query: string, headers?: Record<string, string>) =>
+      (await readEvents(`${relay.url}/events${query}`, toEnd, undefined, headers))
+        .filter((e) => e.event === 'cue')
+        .map((e) => [e.id, (e.data as { index: number }).index]);
+    // New: the cue on screen only.
+    assert.deepEqual(await seen(''), [['6', 6]]);
+    // Back after cue 4 (the browser's reconnection sends the header): 5 and 6.
+    assert.deepEqual(await seen('', { 'last-event-id': '4' }), [
+      ['5', 5],
+      ['6', 6],
+    ]);
+    // A page opening a new EventSource says it in the query; the header wins when both are sent.
+    assert.deepEqual(await seen('?lastEventId=5'), [['6', 6]]);
+    assert.deepEqual(await seen('?lastEventId=1', { 'last-event-id': '5' }), [['6', 6]]);
+    // Back after a cue no longer kept: what is kept.
+    assert.deepEqual(
+      (await seen('?lastEventId=1')).map(([, index]) => index),
+      [3, 4, 5, 6],
+    );
+    // An id this relay never gave (numbered by the relay before a restart): every kept cue.
+    assert.deepEqual(
+      (await seen('?lastEventId=40')).map(([, index]) => index),
+      [3, 4, 5, 6],
+    );
+    assert.deepEqual(await seen('?lastEventId=6'), []);
+  } finally {
+    await relay.close();
+  }
 });
 
 /** The page's script against stand-ins for the DOM, EventSource and a virtual clock. */
@@ -415,12 +460,15 @@ test('the overlay page reconnects after a refusal, and not once the captions end
   assert.equal(first!.url, '/events');
   fire('partial', { text: 'hello there', lines: ['hello there'] });
   assert.equal(elements.partial.textContent, 'hello there');
-  // Refused (a 503 closes an EventSource for good): a new one is opened later.
+  fire('cue', cue(7, 'Seen.', 0, 1000));
+  // Refused (a 503 closes an EventSource for good): a new one is opened later, saying which
+  // cue the page saw last (a new EventSource would not send Last-Event-ID).
   first!.readyState = FakeEventSource.CLOSED;
   fire('error');
   clock.advance(10_000);
   assert.equal(FakeEventSource.made.length, 2);
   const second = FakeEventSource.made[1]!;
+  assert.equal(second.url, '/events?lastEventId=7');
   // A dropped connection the browser retries by itself: nothing to do.
   second.readyState = 0;
   fire('error');

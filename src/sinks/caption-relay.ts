@@ -4,7 +4,7 @@
 // WebVTT. A viewer that cannot keep up is dropped, never waited for: one slow browser must not
 // hold back the broadcast.
 
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
@@ -167,12 +167,16 @@ function enqueue(cue) {
   else advance();
 }
 let ended = false;
+// A new EventSource does not send Last-Event-ID: the page says which cue it saw last itself.
+let lastId;
 function connect() {
-  const events = new EventSource('/events');
+  const events = new EventSource(lastId === undefined ? '/events' : '/events?lastEventId=' + lastId);
   events.addEventListener('cue', (e) => {
+    const cue = JSON.parse(e.data);
+    lastId = cue.index;
     // The utterance is committed: its provisional text is obsolete.
     partialEl.textContent = '';
-    enqueue(JSON.parse(e.data));
+    enqueue(cue);
   });
   events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).lines.join('\\n'); });
   events.addEventListener('end', () => { ended = true; partialEl.textContent = ''; events.close(); });
@@ -223,8 +227,11 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   /** The writes ended: the captions are over (not merely the relay stopping). */
   let captionsEnded = false;
 
-  const send = (res: ServerResponse, event: string, data: unknown) => {
-    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  /** A cue's event id is its index, so that a viewer reconnecting says which it saw last. */
+  const message = (event: string, data: unknown, id?: number) =>
+    `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+  const send = (res: ServerResponse, event: string, data: unknown, id?: number) => {
+    res.write(message(event, data, id));
     // Past the bound the viewer is not reading: drop it rather than buffer for it.
     if (res.writableLength > maxBuffer) {
       stats.dropped++;
@@ -232,11 +239,23 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       res.destroy();
     }
   };
-  const broadcast = (event: string, data: unknown) => {
-    for (const res of viewers) send(res, event, data);
+  const broadcast = (event: string, data: unknown, id?: number) => {
+    for (const res of viewers) send(res, event, data, id);
   };
 
-  const onEvents = (res: ServerResponse, head: boolean) => {
+  /**
+   * The cues a viewer gets on connecting. New (no last id): the cue on screen now, not a blank
+   * overlay until the next one. Reconnecting (`Last-Event-ID`, or `?lastEventId=` from a page
+   * that had to open a new EventSource): the kept cues after the one it saw last. An id past
+   * this relay's last cue was numbered by another relay (this one restarted): every kept cue.
+   */
+  const replayFor = (lastSeen: number | undefined): RelayCue[] => {
+    if (lastSeen === undefined) return recent.slice(-1);
+    if (lastSeen > stats.cues) return recent;
+    return recent.filter((c) => c.index > lastSeen);
+  };
+
+  const onEvents = (req: IncomingMessage, res: ServerResponse, query: URLSearchParams, head: boolean) => {
     if (viewers.size >= maxViewers) {
       stats.refused++;
       res.writeHead(503, { 'retry-after': '5', 'content-type': 'text/plain' }).end('too many viewers\n');
@@ -252,9 +271,11 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       return;
     }
     res.write('retry: 2000\n\n');
-    // A late viewer sees the cue on screen now, not a blank overlay until the next one.
-    const last = recent.at(-1);
-    if (last) res.write(`event: cue\ndata: ${JSON.stringify(last)}\n\n`);
+    // The browser's own reconnection sends the header; it is newer than the page's query.
+    const header = req.headers['last-event-id'];
+    const lastId = (Array.isArray(header) ? header[0] : header) ?? query.get('lastEventId') ?? '';
+    const lastSeen = /^\d{1,15}$/.test(lastId) ? Number(lastId) : undefined;
+    for (const cue of replayFor(lastSeen)) res.write(message('cue', cue, cue.index));
     if (ended) {
       res.end(captionsEnded ? 'event: end\ndata: {}\n\n' : undefined);
       return;
@@ -270,7 +291,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       res.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request\n');
       return;
     }
-    const path = new URL(req.url ?? '/', 'http://relay').pathname;
+    const { pathname: path, searchParams } = new URL(req.url ?? '/', 'http://relay');
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
@@ -284,7 +305,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     if (path === '/overlay.js') return reply('text/javascript; charset=utf-8', script);
     if (path === '/captions.vtt') return reply('text/vtt; charset=utf-8', vtt());
     if (path === '/cues.json') return reply('application/json', JSON.stringify(recent));
-    if (path === '/events') return onEvents(res, req.method === 'HEAD');
+    if (path === '/events') return onEvents(req, res, searchParams, req.method === 'HEAD');
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   });
   await new Promise<void>((resolve, reject) => {
@@ -322,7 +343,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       const relayed: RelayCue = { index: ++stats.cues, ...cue };
       recent.push(relayed);
       if (recent.length > history) recent.shift();
-      broadcast('cue', relayed);
+      broadcast('cue', relayed, relayed.index);
     }
   };
   /**

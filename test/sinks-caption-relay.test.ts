@@ -224,7 +224,7 @@ test('the writes ended, then close(): viewers got `end`, and a late viewer gets 
   await relay.close();
 });
 
-test('every cue event has its index as id; a viewer back with Last-Event-ID gets the cues it missed', async () => {
+test('every cue event has its index (and the relay) as id; a viewer back with Last-Event-ID gets the cues it missed', async () => {
   const relay = await captionRelay({ history: 4 });
   try {
     for (let i = 0; i < 6; i++)
@@ -239,31 +239,33 @@ test('every cue event has its index as id; a viewer back with Last-Event-ID gets
     relay.end();
     await finished(relay);
     const toEnd = (e: { event: string }[]) => e.some((x) => x.event === 'end');
+    const read = async (query: string, headers?: Record<string, string>) =>
+      (await readEvents(`${relay.url}/events${query}`, toEnd, undefined, headers)).filter(
+        (e) => e.event === 'cue',
+      );
     const seen = async (query: string, headers?: Record<string, string>) =>
-      (await readEvents(`${relay.url}/events${query}`, toEnd, undefined, headers))
-        .filter((e) => e.event === 'cue')
-        .map((e) => [e.id, (e.data as { index: number }).index]);
-    // New: the cue on screen only.
-    assert.deepEqual(await seen(''), [['6', 6]]);
-    // Back after cue 4 (the browser's reconnection sends the header): 5 and 6.
-    assert.deepEqual(await seen('', { 'last-event-id': '4' }), [
-      ['5', 5],
-      ['6', 6],
-    ]);
+      (await read(query, headers)).map((e) => (e.data as { index: number }).index);
+    // New: the cue on screen only; its id is its index and the relay's name.
+    const [onScreen] = await read('');
+    assert.equal((onScreen!.data as { index: number }).index, 6);
+    const [, name] = /^6@(\w+)$/.exec(onScreen!.id!)!;
+    // Back after cue 4 (the browser's reconnection sends the header): 5 and 6, with their ids.
+    assert.deepEqual(
+      (await read('', { 'last-event-id': `4@${name}` })).map((e) => e.id),
+      [`5@${name}`, `6@${name}`],
+    );
     // A page opening a new EventSource says it in the query; the header wins when both are sent.
-    assert.deepEqual(await seen('?lastEventId=5'), [['6', 6]]);
-    assert.deepEqual(await seen('?lastEventId=1', { 'last-event-id': '5' }), [['6', 6]]);
+    assert.deepEqual(await seen(`?lastEventId=5@${name}`), [6]);
+    assert.deepEqual(await seen(`?lastEventId=1@${name}`, { 'last-event-id': `5@${name}` }), [6]);
+    // A bare index is taken as this relay's.
+    assert.deepEqual(await seen('?lastEventId=5'), [6]);
     // Back after a cue no longer kept: what is kept.
-    assert.deepEqual(
-      (await seen('?lastEventId=1')).map(([, index]) => index),
-      [3, 4, 5, 6],
-    );
-    // An id this relay never gave (numbered by the relay before a restart): every kept cue.
-    assert.deepEqual(
-      (await seen('?lastEventId=40')).map(([, index]) => index),
-      [3, 4, 5, 6],
-    );
-    assert.deepEqual(await seen('?lastEventId=6'), []);
+    assert.deepEqual(await seen(`?lastEventId=1@${name}`), [3, 4, 5, 6]);
+    // An id another relay gave (this one restarted and numbers from 1 again): every kept cue.
+    assert.deepEqual(await seen('?lastEventId=5@before'), [3, 4, 5, 6]);
+    assert.deepEqual(await seen('?lastEventId=40'), [3, 4, 5, 6]);
+    assert.deepEqual(await seen(`?lastEventId=6@${name}`), []);
+    assert.deepEqual(await seen('?lastEventId=nonsense'), [6], 'an id that is none: a new viewer');
   } finally {
     await relay.close();
   }
@@ -282,20 +284,25 @@ async function fakeOverlay() {
     static CLOSED = 2;
     static made: FakeEventSource[] = [];
     readyState = 1;
-    readonly handlers = new Map<string, (e: { data?: string }) => void>();
+    readonly handlers = new Map<string, (e: { data?: string; lastEventId?: string }) => void>();
     readonly url: string;
     constructor(url: string) {
       this.url = url;
       FakeEventSource.made.push(this);
     }
-    addEventListener(type: string, fn: (e: { data?: string }) => void) {
+    addEventListener(type: string, fn: (e: { data?: string; lastEventId?: string }) => void) {
       this.handlers.set(type, fn);
     }
     close() {
       this.readyState = 2;
     }
     fire(type: string, data?: unknown) {
-      this.handlers.get(type)?.({ data: data === undefined ? undefined : JSON.stringify(data) });
+      // As a browser does: a cue's id (its index and the relay's name) as lastEventId.
+      const index = (data as { index?: number } | undefined)?.index;
+      this.handlers.get(type)?.({
+        data: data === undefined ? undefined : JSON.stringify(data),
+        lastEventId: index === undefined ? '' : `${index}@relay1`,
+      });
     }
   }
   const element = () => ({
@@ -468,7 +475,7 @@ test('the overlay page reconnects after a refusal, and not once the captions end
   clock.advance(10_000);
   assert.equal(FakeEventSource.made.length, 2);
   const second = FakeEventSource.made[1]!;
-  assert.equal(second.url, '/events?lastEventId=7');
+  assert.equal(second.url, `/events?lastEventId=${encodeURIComponent('7@relay1')}`);
   // A dropped connection the browser retries by itself: nothing to do.
   second.readyState = 0;
   fire('error');

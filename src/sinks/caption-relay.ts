@@ -4,6 +4,7 @@
 // WebVTT. A viewer that cannot keep up is dropped, never waited for: one slow browser must not
 // hold back the broadcast.
 
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -170,10 +171,10 @@ let ended = false;
 // A new EventSource does not send Last-Event-ID: the page says which cue it saw last itself.
 let lastId;
 function connect() {
-  const events = new EventSource(lastId === undefined ? '/events' : '/events?lastEventId=' + lastId);
+  const events = new EventSource(lastId ? '/events?lastEventId=' + encodeURIComponent(lastId) : '/events');
   events.addEventListener('cue', (e) => {
     const cue = JSON.parse(e.data);
-    lastId = cue.index;
+    lastId = e.lastEventId;
     // The utterance is committed: its provisional text is obsolete.
     partialEl.textContent = '';
     enqueue(cue);
@@ -221,15 +222,20 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const script = SCRIPT(builder.layout);
 
   const recent: RelayCue[] = [];
+  const instance = randomBytes(6).toString('base64url').replace(/[-_]/g, '0');
   const viewers = new Set<ServerResponse>();
   const stats = { cues: 0, dropped: 0, refused: 0 };
   let ended = false;
   /** The writes ended: the captions are over (not merely the relay stopping). */
   let captionsEnded = false;
 
-  /** A cue's event id is its index, so that a viewer reconnecting says which it saw last. */
-  const message = (event: string, data: unknown, id?: number) =>
-    `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+  /**
+   * A cue's event id is its index and this relay's name, `12@k3x9q0`, so that a viewer
+   * reconnecting says which cue it saw last, and whether this relay numbered it: a restarted
+   * relay numbers its cues from 1 again, and must not take a viewer's 12 for its own.
+   */
+  const message = (event: string, data: unknown, index?: number) =>
+    `${index === undefined ? '' : `id: ${index}@${instance}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
   const send = (res: ServerResponse, event: string, data: unknown, id?: number) => {
     res.write(message(event, data, id));
     // Past the bound the viewer is not reading: drop it rather than buffer for it.
@@ -244,13 +250,15 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   };
 
   /**
-   * The cues a viewer gets on connecting. New (no last id): the cue on screen now, not a blank
+   * The cues a viewer gets on connecting. New (no last id, or one not ours): the cue on screen now, not a blank
    * overlay until the next one. Reconnecting (`Last-Event-ID`, or `?lastEventId=` from a page
-   * that had to open a new EventSource): the kept cues after the one it saw last. An id past
-   * this relay's last cue was numbered by another relay (this one restarted): every kept cue.
+   * that had to open a new EventSource): the kept cues after the one it saw last. An id of
+   * another relay (this one restarted), or past this relay's last cue: every kept cue.
    */
-  const replayFor = (lastSeen: number | undefined): RelayCue[] => {
-    if (lastSeen === undefined) return recent.slice(-1);
+  const replayFor = (lastId: string): RelayCue[] => {
+    const id = /^(\d{1,15})(?:@(\w+))?$/.exec(lastId);
+    if (!id) return recent.slice(-1);
+    const lastSeen = id[2] === undefined || id[2] === instance ? Number(id[1]) : Infinity;
     if (lastSeen > stats.cues) return recent;
     return recent.filter((c) => c.index > lastSeen);
   };
@@ -274,8 +282,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     // The browser's own reconnection sends the header; it is newer than the page's query.
     const header = req.headers['last-event-id'];
     const lastId = (Array.isArray(header) ? header[0] : header) ?? query.get('lastEventId') ?? '';
-    const lastSeen = /^\d{1,15}$/.test(lastId) ? Number(lastId) : undefined;
-    for (const cue of replayFor(lastSeen)) res.write(message('cue', cue, cue.index));
+    for (const cue of replayFor(lastId)) res.write(message('cue', cue, cue.index));
     if (ended) {
       res.end(captionsEnded ? 'event: end\ndata: {}\n\n' : undefined);
       return;

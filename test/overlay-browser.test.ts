@@ -185,3 +185,28 @@ test('a long partial keeps to two lines of the cue limits, shown apart from the 
     assert.deepEqual(await problems(), [], 'no console error, no CSP violation');
   });
 });
+
+test('an open overlay picks up a restarted relay by itself, after the end of the last one', {
+  skip,
+}, async (t) => {
+  await withOverlay(t, {}, async ({ relay, page, problems }) => {
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words('Before the break.', 0) });
+    relay.end();
+    await page.waitForFunction(`__cue.some((s) => s.text === 'Before the break.')`, { timeout: 10_000 });
+    await relay.close();
+    // A new relay on the same address, numbering its cues from 1 again; it has a cue before
+    // the page is back, and more after.
+    const again = await captionRelay({ port: Number(new URL(relay.url).port) });
+    try {
+      again.write({ type: 'utterance', id: 'b', index: 0, text: '', words: words('After the break.', 0) });
+      await page.waitForFunction(`__cue.some((s) => s.text === 'After the break.')`, { timeout: 30_000 });
+      again.write({ type: 'utterance', id: 'b', index: 1, text: '', words: words('And the rest.', 5) });
+      await page.waitForFunction(`__cue.some((s) => s.text === 'And the rest.')`, { timeout: 10_000 });
+      // Knocking on a closed port while the relay was down is expected; nothing else is.
+      const unexpected = (await problems()).filter((p) => !/ERR_CONNECTION_REFUSED/.test(p));
+      assert.deepEqual(unexpected, [], 'no other console error, no CSP violation');
+    } finally {
+      await again.close();
+    }
+  });
+});

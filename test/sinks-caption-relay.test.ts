@@ -461,29 +461,51 @@ test('partials keep to the cue line limits (the tail) and show apart from cues',
   }
 });
 
-test('the overlay page reconnects after a refusal, and not once the captions ended', async () => {
+test('the overlay page reconnects after a refusal and after the end, ever less often, to pick up a restarted relay', async () => {
   const { FakeEventSource, elements, clock, fire } = await fakeOverlay();
   const [first] = FakeEventSource.made;
   assert.equal(first!.url, '/events');
   fire('partial', { text: 'hello there', lines: ['hello there'] });
   assert.equal(elements.partial.textContent, 'hello there');
   fire('cue', cue(7, 'Seen.', 0, 1000));
-  // Refused (a 503 closes an EventSource for good): a new one is opened later, saying which
-  // cue the page saw last (a new EventSource would not send Last-Event-ID).
+  /** Virtual ms until the page opens its next EventSource (at most `within`). */
+  const untilReconnect = (within: number) => {
+    const made = FakeEventSource.made.length;
+    const from = clock.now;
+    for (let ms = 0; ms <= within; ms += 10) {
+      if (FakeEventSource.made.length > made) return clock.now - from;
+      clock.advance(10);
+    }
+    return Infinity;
+  };
+  // Refused (a 503 closes an EventSource for good): a new one is opened within a second, saying
+  // which cue the page saw last (a new EventSource would not send Last-Event-ID).
   first!.readyState = FakeEventSource.CLOSED;
   fire('error');
-  clock.advance(10_000);
-  assert.equal(FakeEventSource.made.length, 2);
+  fire('error');
+  assert.ok(untilReconnect(1000) <= 1000);
+  assert.equal(FakeEventSource.made.length, 2, 'one reconnection for two errors');
   const second = FakeEventSource.made[1]!;
   assert.equal(second.url, `/events?lastEventId=${encodeURIComponent('7@relay1')}`);
   // A dropped connection the browser retries by itself: nothing to do.
   second.readyState = 0;
   fire('error');
-  clock.advance(10_000);
-  assert.equal(FakeEventSource.made.length, 2);
-  // The captions ended: no reconnecting.
+  assert.equal(untilReconnect(30_000), Infinity);
+  // The captions ended: the page still comes back (a relay restarted on the same address is
+  // picked up), ever less often while nothing new comes: 2 s, 4 s, 8 s, then every 15 s at most.
+  const gaps: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    fire('end', {});
+    assert.equal(FakeEventSource.made.at(-1)!.readyState, FakeEventSource.CLOSED);
+    gaps.push(untilReconnect(20_000));
+  }
+  const bounds = [2000, 4000, 8000, 15_000, 15_000, 15_000];
+  assert.ok(
+    gaps.every((g, i) => g <= bounds[i]! && g >= bounds[i]! / 2 - 10),
+    `gaps ${gaps}`,
+  );
+  // Captions again (a new relay): the pace starts over.
+  fire('cue', cue(1, 'From the new relay.', 0, 1000));
   fire('end', {});
-  fire('error');
-  clock.advance(60_000);
-  assert.equal(FakeEventSource.made.length, 2);
+  assert.ok(untilReconnect(1000) <= 1000);
 });

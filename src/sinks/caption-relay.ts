@@ -167,24 +167,43 @@ function enqueue(cue) {
   if (current) schedule();
   else advance();
 }
-let ended = false;
 // A new EventSource does not send Last-Event-ID: the page says which cue it saw last itself.
 let lastId;
+// After the captions ended, or a connection the browser gave up on (a refusal, a relay gone),
+// try again, ever less often (1 s doubling to 15 s, jittered so that many overlays spread out):
+// a relay restarted on the same address is picked up by itself, and an ended one is not
+// hammered. Captions arriving reset the pace.
+const RETRY_MS = 1000;
+const MAX_RETRY_MS = 15000;
+let retries = 0;
+let retryTimer;
 function connect() {
+  retryTimer = undefined;
   const events = new EventSource(lastId ? '/events?lastEventId=' + encodeURIComponent(lastId) : '/events');
+  const retryLater = () => {
+    events.close();
+    if (retryTimer !== undefined) return;
+    const ms = Math.min(MAX_RETRY_MS, RETRY_MS * 2 ** retries++);
+    retryTimer = setTimeout(connect, ms * (0.5 + Math.random() / 2));
+  };
   events.addEventListener('cue', (e) => {
-    const cue = JSON.parse(e.data);
+    retries = 0;
     lastId = e.lastEventId;
     // The utterance is committed: its provisional text is obsolete.
     partialEl.textContent = '';
-    enqueue(cue);
+    enqueue(JSON.parse(e.data));
   });
-  events.addEventListener('partial', (e) => { partialEl.textContent = JSON.parse(e.data).lines.join('\\n'); });
-  events.addEventListener('end', () => { ended = true; partialEl.textContent = ''; events.close(); });
-  // A refused connection (503: too many viewers, or the relay restarting) closes an
-  // EventSource for good; try again later. A dropped connection retries by itself.
+  events.addEventListener('partial', (e) => {
+    retries = 0;
+    partialEl.textContent = JSON.parse(e.data).lines.join('\\n');
+  });
+  events.addEventListener('end', () => {
+    partialEl.textContent = '';
+    retryLater();
+  });
+  // A dropped connection the browser retries by itself (CONNECTING); one it gave up on is ours.
   events.addEventListener('error', () => {
-    if (!ended && events.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+    if (events.readyState === EventSource.CLOSED) retryLater();
   });
 }
 connect();

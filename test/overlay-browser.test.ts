@@ -4,6 +4,9 @@
 // the test's diagnostics).
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import type { Browser, Page } from 'puppeteer-core';
 import { type CaptionRelay, type CaptionRelayOptions, captionRelay } from '../src/sinks/caption-relay.ts';
@@ -209,4 +212,56 @@ test('an open overlay picks up a restarted relay by itself, after the end of the
       await again.close();
     }
   });
+});
+
+test('cors: a player page on another origin reads the cues, the VTT and the events', { skip }, async (t) => {
+  // The player's site: another port is another origin.
+  const site = createServer((_req, res) =>
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>player</title>'),
+  );
+  site.listen(0, '127.0.0.1');
+  await once(site, 'listening');
+  const origin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+  let browser: Browser | undefined;
+  let page: Page | undefined;
+  const relays: CaptionRelay[] = [];
+  try {
+    const open = await captionRelay({ cors: origin });
+    const closed = await captionRelay();
+    relays.push(open, closed);
+    for (const relay of relays)
+      relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words('Read from afar.', 0) });
+    browser = await launchBrowser();
+    page = await browser.newPage();
+    await page.goto(`${origin}/`);
+    const read = (relay: CaptionRelay) =>
+      inPage<{ cues: { lines: string[] }[]; vtt: string; cue: { lines: string[] }; id: string }>(
+        page!,
+        `(async (relay) => {
+          const cues = await (await fetch(relay + '/cues.json')).json();
+          const vtt = await (await fetch(relay + '/captions.vtt')).text();
+          const [cue, id] = await new Promise((resolve, reject) => {
+            const events = new EventSource(relay + '/events');
+            events.addEventListener('cue', (e) => { events.close(); resolve([JSON.parse(e.data), e.lastEventId]); });
+            events.addEventListener('error', () => { events.close(); reject(new Error('EventSource failed')); });
+          });
+          return { cues, vtt, cue, id };
+        })(${JSON.stringify(relay.url)})`,
+      );
+    const got = await read(open);
+    assert.deepEqual(got.cues[0]!.lines, ['Read from afar.']);
+    assert.match(got.vtt, /Read from afar\./);
+    assert.deepEqual(got.cue.lines, ['Read from afar.']);
+    assert.match(got.id, /^1@/);
+    // Without cors the browser keeps the captions from the other origin.
+    await assert.rejects(read(closed), /Failed to fetch/);
+  } catch (err) {
+    t.diagnostic(`screenshot: ${await keepScreenshot(page, t.name)}`);
+    throw err;
+  } finally {
+    await browser?.close();
+    for (const relay of relays) await relay.close();
+    site.closeAllConnections();
+    await new Promise((resolve) => site.close(resolve));
+  }
 });

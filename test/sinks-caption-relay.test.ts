@@ -271,6 +271,52 @@ test('every cue event has its index (and the relay) as id; a viewer back with La
   }
 });
 
+test('cors: another origin may read /events, /cues.json and /captions.vtt (a preflight too), nothing else', async () => {
+  await assert.rejects(captionRelay({ cors: 'player.example' }), { code: 'ERR_INVALID_ARGUMENT' });
+  await assert.rejects(captionRelay({ cors: 'https://player.example/' }), { code: 'ERR_INVALID_ARGUMENT' });
+  await assert.rejects(captionRelay({ cors: 'ftp://player.example' }), { code: 'ERR_INVALID_ARGUMENT' });
+  const origin = 'https://player.example:8443';
+  const headers = { origin };
+  const relay = await captionRelay({ cors: origin });
+  try {
+    for (const path of ['/cues.json', '/captions.vtt', '/events']) {
+      const res = await fetch(`${relay.url}${path}`, { headers });
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers.get('access-control-allow-origin'), origin, path);
+      await res.body?.cancel();
+      // An EventSource coming back sends Last-Event-ID: a preflight.
+      const preflight = await fetch(`${relay.url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          ...headers,
+          'access-control-request-method': 'GET',
+          'access-control-request-headers': 'last-event-id',
+        },
+      });
+      assert.equal(preflight.status, 204, path);
+      assert.equal(preflight.headers.get('access-control-allow-origin'), origin);
+      assert.match(preflight.headers.get('access-control-allow-headers')!, /last-event-id/);
+    }
+    for (const path of ['/', '/overlay.js']) {
+      const res = await fetch(`${relay.url}${path}`, { headers });
+      assert.equal(res.headers.get('access-control-allow-origin'), null, path);
+      await res.body?.cancel();
+      assert.equal((await fetch(`${relay.url}${path}`, { method: 'OPTIONS' })).status, 405, path);
+    }
+  } finally {
+    await relay.close();
+  }
+  const closed = await captionRelay();
+  try {
+    const res = await fetch(`${closed.url}/cues.json`, { headers });
+    assert.equal(res.headers.get('access-control-allow-origin'), null, 'no cors: no other origin');
+    await res.body?.cancel();
+    assert.equal((await fetch(`${closed.url}/cues.json`, { method: 'OPTIONS' })).status, 405);
+  } finally {
+    await closed.close();
+  }
+});
+
 /** The page's script against stand-ins for the DOM, EventSource and a virtual clock. */
 async function fakeOverlay() {
   const relay = await captionRelay();

@@ -39,6 +39,22 @@ export interface CaptionRelayOptions extends Omit<CaptionOptions, 'format'> {
    * another site cannot read the captions through a rebound DNS name; bound elsewhere, any.
    */
   allowedHosts?: readonly string[];
+  /**
+   * An origin (`https://player.example`) or `*`: pages there may read `/events`, `/cues.json`
+   * and `/captions.vtt` (CORS). Default: none but the relay's own page.
+   */
+  cors?: string;
+}
+
+/** `*`, or an http(s) origin as a browser sends it: scheme, host and port only. */
+export function isCorsOrigin(value: string): boolean {
+  if (value === '*') return true;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.origin === value;
+  } catch {
+    return false;
+  }
 }
 
 /** A cue as the relay sends it (`cue` events, and `/cues.json`). */
@@ -239,6 +255,15 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const port = count('port', options.port, 0, 0);
   const page = PAGE(options.title ?? 'speechpipe captions');
   const script = SCRIPT(builder.layout);
+  if (options.cors !== undefined && !isCorsOrigin(options.cors))
+    throw new InvalidArgumentError(
+      `captionRelay: cors must be an origin (https://host[:port]) or *, got ${JSON.stringify(options.cors)}`,
+    );
+  // What another site's page may read: the captions, not the page or its script.
+  const corsHeaders: Record<string, string> = options.cors
+    ? { 'access-control-allow-origin': options.cors }
+    : {};
+  const shared = new Set(['/events', '/cues.json', '/captions.vtt']);
 
   const recent: RelayCue[] = [];
   const instance = randomBytes(6).toString('base64url').replace(/[-_]/g, '0');
@@ -285,10 +310,13 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const onEvents = (req: IncomingMessage, res: ServerResponse, query: URLSearchParams, head: boolean) => {
     if (viewers.size >= maxViewers) {
       stats.refused++;
-      res.writeHead(503, { 'retry-after': '5', 'content-type': 'text/plain' }).end('too many viewers\n');
+      res
+        .writeHead(503, { ...corsHeaders, 'retry-after': '5', 'content-type': 'text/plain' })
+        .end('too many viewers\n');
       return;
     }
     res.writeHead(200, {
+      ...corsHeaders,
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
       'x-accel-buffering': 'no',
@@ -318,13 +346,30 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       return;
     }
     const { pathname: path, searchParams } = new URL(req.url ?? '/', 'http://relay');
+    // A preflight: an EventSource coming back sends Last-Event-ID, which is not a simple header.
+    if (req.method === 'OPTIONS' && options.cors && shared.has(path)) {
+      res
+        .writeHead(204, {
+          ...corsHeaders,
+          'access-control-allow-methods': 'GET, HEAD',
+          'access-control-allow-headers': 'last-event-id',
+          'access-control-max-age': '600',
+        })
+        .end();
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
     }
     const reply = (type: string, body: string) =>
       res
-        .writeHead(200, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': 'no-store' })
+        .writeHead(200, {
+          ...SECURITY_HEADERS,
+          ...(shared.has(path) ? corsHeaders : {}),
+          'content-type': type,
+          'cache-control': 'no-store',
+        })
         .end(req.method === 'HEAD' ? undefined : body);
     if (path === '/') return reply('text/html; charset=utf-8', page);
     if (path === '/overlay.css') return reply('text/css; charset=utf-8', CSS);

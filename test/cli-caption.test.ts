@@ -82,7 +82,7 @@ test('SIGINT stops an endless input: exit 130, its ffmpeg is gone', async () => 
   assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
 });
 
-test('--cors ORIGIN: pages of that origin may read the cues and the events', async () => {
+test('--cors ORIGIN: pages of that origin may read the cues and the events; --language ar: the page says so', async () => {
   const origin = 'https://player.example';
   const run = start([
     'sine=frequency=300:sample_rate=16000',
@@ -92,6 +92,8 @@ test('--cors ORIGIN: pages of that origin may read the cues and the events', asy
     '0',
     '--cors',
     origin,
+    '--language',
+    'ar',
   ]);
   const exited = once(run.child, 'exit');
   try {
@@ -102,6 +104,7 @@ test('--cors ORIGIN: pages of that origin may read the cues and the events', asy
       assert.equal(res.headers.get('access-control-allow-origin'), origin, path);
       await res.body?.cancel();
     }
+    assert.match(await (await fetch(`${url}/`)).text(), /<html lang="ar">/);
   } finally {
     run.child.kill('SIGINT');
     await exited;

@@ -265,3 +265,53 @@ test('cors: a player page on another origin reads the cues, the VTT and the even
     await new Promise((resolve) => site.close(resolve));
   }
 });
+
+test('Arabic captions read right to left with lang; a two-line cue stays two lines at any size', {
+  skip,
+}, async (t) => {
+  await withOverlay(t, { lang: 'ar' }, async ({ relay, page, problems }) => {
+    assert.equal(await inPage(page, 'document.documentElement.lang'), 'ar');
+    const arabic = 'مساء الخير وأهلا بكم في نشرة الأخبار.';
+    relay.write({ type: 'partial', id: 'a', text: 'مساء الخير', words: [] });
+    await page.waitForFunction(`document.getElementById('partial').textContent !== ''`, { timeout: 10_000 });
+    assert.equal(await inPage(page, `document.getElementById('partial').matches(':dir(rtl)')`), true);
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words(arabic, 0) });
+    await page.waitForFunction(`__cue.some((s) => s.text === ${JSON.stringify(arabic)})`, {
+      timeout: 10_000,
+    });
+    assert.equal(await inPage(page, `document.getElementById('cue').matches(':dir(rtl)')`), true);
+    // English in the same overlay reads left to right: the direction follows each line's text.
+    // Two full lines (wide letters, up to the 42 a line the CaptionBuilder keeps to by default).
+    const english = 'Mmm, we were making my mum warm woollen mittens when Wimbledon was';
+    const spoken = words(english, 20).map((w) => ({ ...w, speaker: 'SPEAKER_01' }));
+    relay.write({ type: 'utterance', id: 'a', index: 1, text: '', words: spoken });
+    await page.waitForFunction(`__cue.some((s) => s.text.startsWith('SPEAKER_01: Mmm'))`, {
+      timeout: 15_000,
+    });
+    assert.equal(await inPage(page, `document.getElementById('cue').matches(':dir(ltr)')`), true);
+    const text = await inPage<string>(page, `document.getElementById('cue').textContent`);
+    // The speaker's label is written into the first line, and counts there.
+    const lines = text.split('\n');
+    assert.equal(lines.length, 2);
+    assert.ok(lines.every((l) => l.length <= 42) && lines[1]!.length >= 38, JSON.stringify(lines));
+    // As laid out by the browser, at a broadcast's sizes and at a small browser source.
+    for (const [width, height] of [
+      [1920, 1080],
+      [1280, 720],
+      [640, 360],
+    ] as const) {
+      await page.setViewport({ width, height });
+      const box = await inPage<{ lines: number; left: number; right: number }>(
+        page,
+        `(() => {
+          const el = document.getElementById('cue');
+          const box = el.getBoundingClientRect();
+          return { lines: Math.round(box.height / parseFloat(getComputedStyle(el).lineHeight)), left: box.left, right: box.right };
+        })()`,
+      );
+      assert.equal(box.lines, 2, `${width}x${height}: ${box.lines} lines`);
+      assert.ok(box.left >= 0 && box.right <= width, `${width}x${height}: within the screen`);
+    }
+    assert.deepEqual(await problems(), [], 'no console error, no CSP violation');
+  });
+});

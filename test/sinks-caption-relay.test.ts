@@ -317,6 +317,49 @@ test('cors: another origin may read /events, /cues.json and /captions.vtt (a pre
   }
 });
 
+test('the page says the captions language; each line takes its direction from its text; labels count in the line', async () => {
+  await assert.rejects(captionRelay({ lang: 'not a tag' }), { code: 'ERR_INVALID_ARGUMENT' });
+  const relay = await captionRelay({ lang: 'ar' });
+  try {
+    const html = await (await fetch(`${relay.url}/`)).text();
+    assert.match(html, /<html lang="ar">/);
+    assert.match(html, /<p id="cue" class="cue" dir="auto">/);
+    assert.match(html, /<p id="partial" class="partial" dir="auto">/);
+    const script = await (await fetch(`${relay.url}/overlay.js`)).text();
+    assert.match(script, /who\.dir = 'auto'/, "a speaker's label takes its own direction");
+    // Broadcast limits: 42 characters a line, two lines, with the label written into the first.
+    const said = 'Mmm, we were making my mum warm woollen mittens when Wimbledon was women only now';
+    relay.write({
+      type: 'utterance',
+      id: 'a',
+      index: 0,
+      text: '',
+      words: words(said, 0).map((w) => ({ ...w, speaker: 'SPEAKER_01' })),
+    });
+    const cues = (await (await fetch(`${relay.url}/cues.json`)).json()) as {
+      lines: string[];
+      speaker: string;
+    }[];
+    for (const c of cues) {
+      assert.ok(c.lines.length <= 2, JSON.stringify(c.lines));
+      const shown = [`${c.speaker}: ${c.lines[0]}`, ...c.lines.slice(1)];
+      assert.ok(
+        shown.every((l) => l.length <= 42),
+        JSON.stringify(shown),
+      );
+    }
+    assert.equal(cues.flatMap((c) => c.lines).join(' '), said);
+  } finally {
+    await relay.close();
+  }
+  const unsaid = await captionRelay();
+  try {
+    assert.match(await (await fetch(`${unsaid.url}/`)).text(), /<html>/, 'no language said: no lang');
+  } finally {
+    await unsaid.close();
+  }
+});
+
 /** The page's script against stand-ins for the DOM, EventSource and a virtual clock. */
 async function fakeOverlay() {
   const relay = await captionRelay();
@@ -499,7 +542,7 @@ test('partials keep to the cue line limits (the tail) and show apart from cues',
       'the lines are the end of the text, none skipped',
     );
     const html = await (await fetch(`${relay.url}/`)).text();
-    assert.match(html, /<p id="partial" class="partial">/);
+    assert.match(html, /<p id="partial" class="partial"[ >]/);
     const css = await (await fetch(`${relay.url}/overlay.css`)).text();
     assert.match(css, /\.partial \{[^}]*font-style: italic/);
   } finally {

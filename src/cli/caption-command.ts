@@ -160,6 +160,8 @@ export async function run(args: string[]): Promise<number> {
       port: options.port,
       host: options.host,
       ...(options.cors === undefined ? {} : { cors: options.cors }),
+      // The page's lang where one language is captioned (codeswitch mixes two; auto is unknown).
+      ...(options.language === 'ar' || options.language === 'en' ? { lang: options.language } : {}),
     });
     process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);

@@ -34,6 +34,12 @@ export interface CaptionRelayOptions extends Omit<CaptionOptions, 'format'> {
   /** The overlay page's title. */
   title?: string;
   /**
+   * The captions' language, a BCP 47 tag (`ar`, `en`), for the page's `lang` (fonts, screen
+   * readers). Default: none said. Each line's direction follows its text (`dir="auto"`), so
+   * Arabic reads right to left in any case.
+   */
+  lang?: string;
+  /**
    * Host names requests may be addressed to. Default: bound to a loopback address, only
    * loopback names (`localhost`, `127.0.0.1`, `[::1]`, the bound address), so that a page on
    * another site cannot read the captions through a rebound DNS name; bound elsewhere, any.
@@ -92,8 +98,8 @@ interface TranscriptLike {
   words?: unknown;
 }
 
-const PAGE = (title: string) => `<!doctype html>
-<html lang="en">
+const PAGE = (title: string, lang: string | undefined) => `<!doctype html>
+<html${lang ? ` lang="${lang}"` : ''}>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -102,14 +108,14 @@ const PAGE = (title: string) => `<!doctype html>
 <script src="/overlay.js" defer></script>
 </head>
 <body>
-<div id="captions" aria-live="polite"><p id="cue" class="cue"></p><p id="partial" class="partial"></p></div>
+<div id="captions" aria-live="polite"><p id="cue" class="cue" dir="auto"></p><p id="partial" class="partial" dir="auto"></p></div>
 </body>
 </html>
 `;
 
 const CSS = `html, body { margin: 0; background: transparent; }
 #captions { position: fixed; left: 5%; right: 5%; bottom: 6%; text-align: center;
-  font: 600 clamp(18px, 4vw, 44px)/1.3 system-ui, sans-serif; color: #fff; }
+  font: 600 clamp(12px, 2.8vw, 44px)/1.3 system-ui, sans-serif; color: #fff; }
 #captions p { margin: 0.2em auto; display: table; padding: 0.1em 0.4em; border-radius: 0.2em;
   background: rgba(0, 0, 0, 0.72); white-space: pre-line; }
 #captions p:empty { display: none; }
@@ -246,14 +252,19 @@ function count(name: string, value: number | undefined, fallback: number, min = 
  * and `/cues.json` the recent cues.
  */
 export async function captionRelay(options: CaptionRelayOptions = {}): Promise<CaptionRelay> {
-  const builder = new CaptionBuilder({ ...options, format: 'vtt' });
+  // The overlay writes a speaker's label into the first line: it must fit there too.
+  const builder = new CaptionBuilder({ ...options, format: 'vtt' }, { labelsInText: true });
   const labels = builder.layout.labels;
   const history = count('history', options.history, 200);
   const maxViewers = count('maxViewers', options.maxViewers, 100);
   const maxBuffer = count('maxViewerBufferBytes', options.maxViewerBufferBytes, 256 * 1024);
   const heartbeatMs = count('heartbeatSec', options.heartbeatSec, 15) * 1000;
   const port = count('port', options.port, 0, 0);
-  const page = PAGE(options.title ?? 'speechpipe captions');
+  if (options.lang !== undefined && !/^[a-z]{2,3}(-[a-z0-9]{1,8})*$/i.test(options.lang))
+    throw new InvalidArgumentError(
+      `captionRelay: lang must be a language tag (ar, en-GB), got ${JSON.stringify(options.lang)}`,
+    );
+  const page = PAGE(options.title ?? 'speechpipe captions', options.lang);
   const script = SCRIPT(builder.layout);
   if (options.cors !== undefined && !isCorsOrigin(options.cors))
     throw new InvalidArgumentError(

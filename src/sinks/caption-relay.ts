@@ -248,8 +248,9 @@ function count(name: string, value: number | undefined, fallback: number, min = 
  * Start a caption relay. Write transcript events into it (from `assembleTranscript()` or
  * `alignSpeakersStream()`): each `utterance` becomes cues at once (`cue` events), each
  * `partial` is passed on as provisional text (`partial` events), and the end of the writes
- * sends `end` (the relay keeps serving the page and the cues until `close()`). Served: `/` the overlay page, `/events` Server-Sent Events, `/captions.vtt`
- * and `/cues.json` the recent cues.
+ * sends `end` (the relay keeps serving the page and the cues until `close()`). Served: `/` the
+ * overlay page, `/events` Server-Sent Events (cue ids for Last-Event-ID), `/captions.vtt` and
+ * `/cues.json` the recent cues (also to the `cors` origin).
  */
 export async function captionRelay(options: CaptionRelayOptions = {}): Promise<CaptionRelay> {
   // The overlay writes a speaker's label into the first line: it must fit there too.
@@ -305,8 +306,8 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   };
 
   /**
-   * The cues a viewer gets on connecting. New (no last id, or one not ours): the cue on screen now, not a blank
-   * overlay until the next one. Reconnecting (`Last-Event-ID`, or `?lastEventId=` from a page
+   * The cues a viewer gets on connecting. New (no last id, or none that parses): the cue on
+   * screen now, not a blank overlay until the next one. Reconnecting (`Last-Event-ID`, or `?lastEventId=` from a page
    * that had to open a new EventSource): the kept cues after the one it saw last. An id of
    * another relay (this one restarted), or past this relay's last cue: every kept cue.
    */

@@ -17,6 +17,15 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Headless Chromium for the overlay's browser test (puppeteer-core drives Debian's build; no
+# browser is downloaded).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "setup: installing chromium with apt-get"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
 npm ci --no-audit --no-fund
 # TypeDoc (npm run docs) needs TypeScript 6; speechpipe builds with 7: its own folder.
 npm ci --prefix tools/docs --no-audit --no-fund

@@ -82,8 +82,43 @@ test('SIGINT stops an endless input: exit 130, its ffmpeg is gone', async () => 
   assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
 });
 
+test('--cors ORIGIN: pages of that origin may read the cues and the events; --language ar: the page says so', async () => {
+  const origin = 'https://player.example';
+  const run = start([
+    'sine=frequency=300:sample_rate=16000',
+    '--input-format',
+    'lavfi',
+    '--port',
+    '0',
+    '--cors',
+    origin,
+    '--language',
+    'ar',
+  ]);
+  const exited = once(run.child, 'exit');
+  try {
+    const url = await run.url;
+    for (const path of ['/cues.json', '/captions.vtt', '/events']) {
+      const res = await fetch(`${url}${path}`, { headers: { origin } });
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers.get('access-control-allow-origin'), origin, path);
+      await res.body?.cancel();
+    }
+    assert.match(await (await fetch(`${url}/`)).text(), /<html lang="ar">/);
+  } finally {
+    run.child.kill('SIGINT');
+    await exited;
+  }
+});
+
 test('bad usage exits 2 with the usage text', async () => {
-  for (const args of [[], ['a', 'b'], ['x.wav', '--out', 'x.txt'], ['x.wav', '--port', 'nope']]) {
+  for (const args of [
+    [],
+    ['a', 'b'],
+    ['x.wav', '--out', 'x.txt'],
+    ['x.wav', '--port', 'nope'],
+    ['x.wav', '--cors', 'player.example'],
+  ]) {
     const run = start(args);
     const [code] = await once(run.child, 'exit');
     assert.equal(code, 2, args.join(' '));

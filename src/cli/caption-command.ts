@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
-import { type CaptionRelay, captionRelay } from '../sinks/caption-relay.ts';
+import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { liveInput } from '../sources/live-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
@@ -39,9 +39,11 @@ export const USAGE = `usage: speechpipe caption <input> [options]
   --port N              the relay's port (default 8080; 0: any free port)
   --host H              address to bind (default 127.0.0.1)
   --out FILE            also write the captions to FILE as they are made (.vtt or .srt)
+  --cors ORIGIN         let pages of ORIGIN (https://host[:port], or *) read /events,
+                        /cues.json and /captions.vtt
 
 Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
-page. /events is the Server-Sent Events stream, /captions.vtt the recent cues. Prints
+page. /events is the Server-Sent Events stream, /captions.vtt and /cues.json the recent cues. Prints
 {"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
 Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment, 130 when
@@ -63,6 +65,7 @@ interface Options {
   port: number;
   host: string;
   out: string | undefined;
+  cors: string | undefined;
 }
 
 function parse(args: string[]): Options {
@@ -80,6 +83,7 @@ function parse(args: string[]): Options {
       port: { type: 'string', default: '8080' },
       host: { type: 'string', default: '127.0.0.1' },
       out: { type: 'string' },
+      cors: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError('give exactly one input');
@@ -92,6 +96,8 @@ function parse(args: string[]): Options {
     throw new UsageError('--port must be an integer from 0 to 65535');
   if (values.out !== undefined && !/\.(vtt|srt)$/i.test(values.out))
     throw new UsageError('--out must name a .vtt or .srt file');
+  if (values.cors !== undefined && !isCorsOrigin(values.cors))
+    throw new UsageError('--cors must be an origin (https://host[:port]) or *');
   let stdinFormat: RawInputFormat | undefined;
   if (positionals[0] === '-') {
     if (values.realtime) throw new UsageError('--realtime is for what ffmpeg opens, not standard input');
@@ -122,6 +128,7 @@ function parse(args: string[]): Options {
     port,
     host: values.host!,
     out: values.out,
+    cors: values.cors,
   };
 }
 
@@ -149,7 +156,13 @@ export async function run(args: string[]): Promise<number> {
   try {
     service = await openService(process.env, log);
     const client = service.client;
-    relay = await captionRelay({ port: options.port, host: options.host });
+    relay = await captionRelay({
+      port: options.port,
+      host: options.host,
+      ...(options.cors === undefined ? {} : { cors: options.cors }),
+      // The page's lang where one language is captioned (codeswitch mixes two; auto is unknown).
+      ...(options.language === 'ar' || options.language === 'en' ? { lang: options.language } : {}),
+    });
     process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);
 

@@ -51,7 +51,8 @@ interface Layout {
   maxPauseMs: number;
   liveHoldMs: number;
   labels: boolean;
-  srt: boolean;
+  /** A speaker label takes room on the first line (`Speaker: ` in SRT, and on an overlay). */
+  labelsInText: boolean;
 }
 
 const SENTENCE_END = /[.!?…。؟]["'”’»)\]]*$/u;
@@ -77,7 +78,7 @@ function resolveLayout(options: CaptionOptions): Layout {
     maxPauseMs: positive('maxPauseMs', options.maxPauseMs ?? 1500),
     liveHoldMs: positive('liveHoldMs', options.liveHoldMs ?? 1000),
     labels: options.speakerLabels ?? true,
-    srt: options.format === 'srt',
+    labelsInText: options.format === 'srt',
   };
   if (layout.minMs > layout.maxMs)
     throw new InvalidArgumentError('toCaptions: minDurationMs exceeds maxDurationMs');
@@ -103,6 +104,18 @@ function wrap(words: readonly string[], width: number, firstLinePrefix: number):
 }
 
 /**
+ * Provisional text (a partial result) laid out as a cue would be, keeping its tail: the last
+ * `maxLines` lines of the greedy wrap, so that a long utterance rolls up instead of growing.
+ */
+export function tailLines(text: string, maxCharsPerLine: number, maxLines: number): string[] {
+  const words = text
+    .trim()
+    .split(/\s+/)
+    .filter((w) => w !== '');
+  return wrap(words, maxCharsPerLine, 0).slice(-maxLines);
+}
+
+/**
  * Pure core: words in time order to timed cues. A cue never overlaps the one before it; within
  * one `add` call a cue's end is held back to the next cue's start. Live, more words follow in
  * later calls: the last cue of a call stays at most `liveHoldMs` past its last word, or each
@@ -112,8 +125,10 @@ export class CaptionBuilder {
   readonly layout: Layout;
   #prevEndMs = 0;
 
-  constructor(options: CaptionOptions) {
+  /** `labelsInText`: lay out as if speaker labels were written into the first line (an overlay). */
+  constructor(options: CaptionOptions, { labelsInText = false }: { labelsInText?: boolean } = {}) {
     this.layout = resolveLayout(options);
+    if (labelsInText) this.layout.labelsInText = true;
   }
 
   /** Lay out one batch of words: an utterance (`live`: more will follow), or a whole transcript. */
@@ -121,7 +136,8 @@ export class CaptionBuilder {
     const L = this.layout;
     const groups: { words: CaptionWord[]; speaker: string | null }[] = [];
     let current: { words: CaptionWord[]; speaker: string | null } | undefined;
-    const prefixFor = (speaker: string | null) => (L.srt && L.labels && speaker ? speaker.length + 2 : 0);
+    const prefixFor = (speaker: string | null) =>
+      L.labelsInText && L.labels && speaker ? speaker.length + 2 : 0;
     for (const raw of words) {
       // White space inside a word (a newline, a blank line) would end the cue block early.
       const text = raw.word.trim().replace(/\s+/g, ' ');

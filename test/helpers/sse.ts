@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 export interface SseEvent {
   event: string;
   data: unknown;
+  /** The event's `id:` field, when it has one. */
+  id?: string;
 }
 
 /** Read Server-Sent Events from `url` until `until` says enough (or the stream ends). */
@@ -12,8 +14,9 @@ export async function readEvents(
   url: string,
   until: (events: SseEvent[]) => boolean,
   onOpen?: () => void,
+  headers?: Record<string, string>,
 ): Promise<SseEvent[]> {
-  const res = await fetch(url);
+  const res = await fetch(url, { headers });
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type')!, /^text\/event-stream/);
   onOpen?.();
@@ -32,7 +35,9 @@ export async function readEvents(
         text = text.slice(end + 2);
         const event = /^event: (.*)$/m.exec(block)?.[1];
         const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (event && data !== undefined) events.push({ event, data: JSON.parse(data) });
+        const id = /^id: (.*)$/m.exec(block)?.[1];
+        if (event && data !== undefined)
+          events.push({ event, data: JSON.parse(data), ...(id === undefined ? {} : { id }) });
         end = text.indexOf('\n\n');
       }
     }

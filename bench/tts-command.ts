@@ -5,6 +5,7 @@
 //   node bench/tts-command.ts [--chars N]
 
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,9 @@ for (let i = 0; text.length < Number(values.chars); i++)
   text += `${BUILTIN_SENTENCES[i % BUILTIN_SENTENCES.length]} `;
 text = text.trim();
 const dir = await mkdtemp(join(tmpdir(), 'speechpipe-bench-tts-'));
-const CLI = new URL('../src/cli/main.ts', import.meta.url).pathname;
+// The built command, as installed users run it (npm run build); the sources otherwise.
+const built = new URL('../dist/cli/main.js', import.meta.url).pathname;
+const CLI = existsSync(built) ? built : new URL('../src/cli/main.ts', import.meta.url).pathname;
 const env = { ...process.env };
 delete env.API_URL;
 delete env.API_KEY;
@@ -51,6 +54,8 @@ try {
 const o = median(ours);
 const e = median(engine);
 console.log(`${text.length} characters; median of 3 wall times`);
-console.log(`speechpipe tts (built-in emulator, Socket.IO, 24 kHz)  ${o.toFixed(2)} s`);
+console.log(
+  `speechpipe tts (${CLI.endsWith('.js') ? 'dist' : 'sources'}, built-in emulator, Socket.IO, 24 kHz)  ${o.toFixed(2)} s`,
+);
 console.log(`espeak-ng -w (22.05 kHz, no service)                   ${e.toFixed(2)} s`);
 console.log(`ratio (espeak-ng / speechpipe tts): ${(e / o).toFixed(2)}`);

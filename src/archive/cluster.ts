@@ -461,9 +461,11 @@ async function* followRun(run: {
     serial(async () => {
       const t = tracked.get(jobId);
       if (!t || !pending.has(jobId)) return;
+      // The state first, then the job: a job read before its state could be one read while
+      // active (no return value yet) whose state says completed by the time it is asked.
+      const state = await queue.getJobState(jobId);
       const job = await queue.getJob(jobId);
       if (!job) return;
-      const state = await job.getState();
       if (state === 'completed') {
         pending.delete(jobId);
         const result = job.returnvalue as ArchiveJobResult;

@@ -2,7 +2,7 @@
 // with `x-api-key` and `Origin` headers, results routed to operations by id, and every
 // operation failed (typed) when the connection drops: live streams restart, never resume.
 
-import { io, type Socket } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
 import type { ServiceConfig } from '../protocol/config.ts';
 import {
   errorFromErrorBody,
@@ -125,7 +125,11 @@ export class SocketTransport {
     });
   }
 
-  #open(operation: OperationName): Promise<Socket> {
+  async #open(operation: OperationName): Promise<Socket> {
+    // socket.io-client (with ws and engine.io) is loaded on the first Socket.IO operation: it is
+    // about half of what `import 'speechpipe'` would load, and HTTP-only programs never need it.
+    const { io } = await import('socket.io-client');
+    if (this.#closed) throw new TransportError('ERR_CLIENT_CLOSED', 'the client is closed', { operation });
     const socket = io(this.#config.origin, {
       path: this.#config.socketPath,
       transports: ['websocket'],

@@ -4,21 +4,19 @@
 // that survives (what the pipeline really holds; peak RSS also counts garbage not collected yet).
 //   node [--expose-gc] bench/pipeline-run.ts pipeline <file> <url> <key>
 //   node bench/pipeline-run.ts baseline <file> <url> <key>
+// SPEECHPIPE_BENCH_DIST=1 runs the built library (dist/) instead of the sources.
 
 import { createReadStream } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
-import {
-  assembleTranscript,
-  createClient,
-  decode,
-  encodeFrame,
-  randomUuid,
-  sttStream,
-  type TranscriptEvent,
-  toFrames,
-} from '../src/index.ts';
+import type { TranscriptEvent } from '../src/index.ts';
+
+// The library as users run it (dist/, built JavaScript) when SPEECHPIPE_BENCH_DIST=1, else the
+// sources (Node's type stripping, which costs startup time users do not pay).
+const entry = process.env.SPEECHPIPE_BENCH_DIST === '1' ? '../dist/index.js' : '../src/index.ts';
+const { assembleTranscript, createClient, decode, encodeFrame, randomUuid, sttStream, toFrames } =
+  (await import(entry)) as typeof import('../src/index.ts');
 
 const [mode, file, url, key] = process.argv.slice(2) as [string, string, string, string];
 const started = performance.now();

@@ -16,7 +16,7 @@ process.stdin.on('end', async () => { await emulator.close(); process.exit(0); }
 
 export async function startEmulatorProcess(
   options: EmulatorOptions,
-): Promise<{ url: string; apiKey: string; stop(): Promise<void> }> {
+): Promise<{ url: string; apiKey: string; pid: number; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', CHILD, JSON.stringify(options)], {
     stdio: ['pipe', 'pipe', 'inherit'],
     cwd: fileURLToPath(new URL('../..', import.meta.url)),
@@ -30,6 +30,7 @@ export async function startEmulatorProcess(
   return {
     url,
     apiKey,
+    pid: child.pid!,
     async stop() {
       child.stdin.end();
       if (child.exitCode === null) await once(child, 'exit');

@@ -29,7 +29,12 @@ export {
   type WalkOptions,
   walkAudioFiles,
 } from './sources/files.ts';
-export { type LiveInputOptions, liveInput } from './sources/live-input.ts';
+export {
+  type LiveInputEvents,
+  type LiveInputOptions,
+  type LiveInputStream,
+  liveInput,
+} from './sources/live-input.ts';
 export {
   type AlignSpeakersOptions,
   type AlignSpeakersStreamOptions,
@@ -51,8 +56,10 @@ export {
   type UtteranceEvent,
 } from './transforms/assemble-transcript.ts';
 export {
+  type DecodeEvents,
   type DecodeFormatEvent,
   type DecodeOptions,
+  type DecodeStream,
   decode,
   type RawEncoding,
   type RawInputFormat,
@@ -60,7 +67,9 @@ export {
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
 export {
   diarizationStream,
+  type LiveStreamEvents,
   type LiveStreamOptions,
+  type LiveTranscriptionStream,
   type LostAudio,
   type SessionChange,
   sttStream,

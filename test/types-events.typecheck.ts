@@ -2,14 +2,26 @@
 // their event maps, so a wrong event name or a handler of the wrong shape does not compile.
 // Each `@ts-expect-error` line must be an error; if typing is lost, tsc reports it unused.
 
-import type {
-  AsrRecord,
-  DiarizationRecord,
-  LiveSession,
-  LiveSessionEvents,
-  SpeakerTimeline,
-  SpeakerTimelineEvents,
-  SpeechServiceError,
+import { PassThrough, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  type ArchiveEvent,
+  type AsrRecord,
+  type DecodeFormatEvent,
+  type DiarizationRecord,
+  decode,
+  diarizationStream,
+  type LiveSession,
+  type LiveSessionEvents,
+  liveInput,
+  type MediaError,
+  type SessionChange,
+  type SpeakerTimeline,
+  type SpeakerTimelineEvents,
+  type SpeechClient,
+  type SpeechServiceError,
+  sttStream,
+  writeTranscripts,
 } from '../src/index.ts';
 
 declare const stt: LiveSession<'stt'>;
@@ -41,3 +53,48 @@ stt.emit('final');
 timeline.on('updated', () => {});
 // @ts-expect-error: 'update' carries nothing
 timeline.on('update', (segments: string[]) => handled.push(...segments));
+
+// The library's streams (TypedStream): their own events and Node's, each with its arguments,
+// and still streams that pipeline() takes. Never run: the functions are only type-checked.
+export async function streams(client: SpeechClient, store: Parameters<typeof writeTranscripts>[0]['store']) {
+  const decoder = decode();
+  decoder.on('format', (format: DecodeFormatEvent) => handled.push(format.decoder));
+  decoder.on('spawn', (pid: number) => handled.push(String(pid)));
+  decoder.once('warning', (err: MediaError) => handled.push(err.code));
+  decoder.on('data', (chunk: Buffer) => handled.push(String(chunk.length)));
+  decoder.on('end', () => handled.push('end'));
+  await new Promise((resolve) => decoder.on('finish', resolve));
+  // @ts-expect-error: no such event ('formats')
+  decoder.on('formats', () => {});
+  // @ts-expect-error: 'spawn' carries a pid, not a string
+  decoder.on('spawn', (pid: string) => handled.push(pid));
+  // @ts-expect-error: 'end' carries nothing a string parameter could take
+  decoder.on('end', (why: string) => handled.push(why));
+
+  const stt = sttStream({ client });
+  stt.on('session', (change: SessionChange) => handled.push(change.reason));
+  stt.on('audio-lost', (lost) => handled.push(String(lost.end_time - lost.start_time)));
+  stt.on('keepalive', () => handled.push(String(stt.sessionId)));
+  stt.on('session-error', (err) => handled.push(String(err)));
+  // @ts-expect-error: no such event ('audio_lost')
+  stt.on('audio_lost', () => {});
+  // @ts-expect-error: a session change has no 'code'
+  stt.on('session', (change) => handled.push(change.code));
+  const diarization = diarizationStream({ client });
+  // @ts-expect-error: 'keepalive' carries nothing
+  diarization.prependListener('keepalive', (seconds: number) => handled.push(String(seconds)));
+
+  const input = liveInput('-');
+  input.on('warning', (err: MediaError) => handled.push(err.message));
+  // @ts-expect-error: a live input emits no 'format'
+  input.on('format', () => {});
+
+  const sink = writeTranscripts({ store });
+  sink.on('event', (event: ArchiveEvent) => handled.push(event.type));
+  // @ts-expect-error: the events are archive events, not strings
+  sink.on('event', (event: string) => handled.push(event));
+  // @ts-expect-error: a Writable emits no 'data'
+  sink.on('data', () => {});
+
+  await pipeline(input, decoder, new PassThrough(), stt, new Writable({ objectMode: true }));
+}

@@ -30,7 +30,9 @@ export { probeDuration } from './probe.ts';
 export {
   type ArchiveSummary,
   type TranscribeArchiveOptions,
+  type TranscriptsSink,
   transcribeArchive,
+  type WriteTranscriptsEvents,
   type WriteTranscriptsOptions,
   walkArchive,
   writeTranscripts,

@@ -6,6 +6,7 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { SpeechClient } from '../client/index.ts';
 import type { Language } from '../protocol/languages.ts';
+import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, type BreakerOptions, type Reason, transcribeEach } from './each.ts';
 import { probeDuration } from './probe.ts';
@@ -22,13 +23,22 @@ export interface WriteTranscriptsOptions {
   onEvent?: (event: ArchiveEvent) => void;
 }
 
+/** The events of a `writeTranscripts()` sink besides Node's, with their arguments. */
+export interface WriteTranscriptsEvents {
+  /** Each input's event as recorded in the manifest (`done`, `failed`, `skipped`, ...). */
+  event: [event: ArchiveEvent];
+}
+
+/** What `writeTranscripts()` returns: an object-mode Writable typed by `WriteTranscriptsEvents`. */
+export type TranscriptsSink = TypedStream<Writable, WriteTranscriptsEvents>;
+
 /**
  * A Writable of transcribeEach's events: results are written (atomically) and every input's
  * end is recorded in the store's manifest, in the order they come. A `transcribed` input
  * becomes `done` (or `failed` when its results cannot be written). Every event, as recorded,
  * is emitted as `'event'`.
  */
-export function writeTranscripts(options: WriteTranscriptsOptions): Writable {
+export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsSink {
   const { store } = options;
   const sink = new Writable({
     objectMode: true,
@@ -80,7 +90,7 @@ export function writeTranscripts(options: WriteTranscriptsOptions): Writable {
         return event;
     }
   }
-  return sink;
+  return sink as TranscriptsSink;
 }
 
 export interface TranscribeArchiveOptions {

@@ -16,5 +16,12 @@ export * from './socket-events.ts';
 export * from './speaker-rule.ts';
 export * from './tts-frames.ts';
 export * from './tts-request.ts';
+export type {
+  EventArgs,
+  ReadableStreamEvents,
+  StreamEventsOf,
+  TypedStream,
+  WritableStreamEvents,
+} from './typed-stream.ts';
 export * from './uuid.ts';
 export { unwrap, type Validation } from './validate.ts';

@@ -3,7 +3,8 @@
 
 import { pipeline, type Readable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
-import { decode, type RawInputFormat } from '../transforms/decode.ts';
+import type { TypedStream } from '../protocol/typed-stream.ts';
+import { type DecodeEvents, decode, type RawInputFormat } from '../transforms/decode.ts';
 import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 
 export interface LiveInputOptions {
@@ -21,12 +22,21 @@ export interface LiveInputOptions {
   signal?: AbortSignal;
 }
 
+/** The events of a `liveInput()` stream besides Node's, with their arguments. */
+export interface LiveInputEvents {
+  /** ffmpeg skipped input it could not decode. */
+  warning: DecodeEvents['warning'];
+}
+
+/** What `liveInput()` returns: a Readable of PCM16LE mono typed by `LiveInputEvents`. */
+export type LiveInputStream = TypedStream<Readable, LiveInputEvents>;
+
 /**
  * PCM16LE mono from `input`: `'-'` decodes standard input (any format `decode()` reads, packets
  * passed on as they come); anything else is opened by ffmpeg. The stream emits `'warning'` when
  * ffmpeg skipped input it could not decode, and stops ffmpeg when destroyed or aborted.
  */
-export function liveInput(input: string, options: LiveInputOptions = {}): Readable {
+export function liveInput(input: string, options: LiveInputOptions = {}): LiveInputStream {
   const sampleRate = options.sampleRate ?? 16_000;
   if (input === '-') {
     // decode() sniffs what comes (a streaming WAV header, Ogg, MP3, ...); it takes no device
@@ -44,7 +54,7 @@ export function liveInput(input: string, options: LiveInputOptions = {}): Readab
       signal: options.signal,
     });
     pipeline(options.stdin ?? process.stdin, decoder, () => {});
-    return decoder;
+    return decoder as unknown as LiveInputStream;
   }
   const stream: Readable = ffmpegInput({
     input,
@@ -56,5 +66,5 @@ export function liveInput(input: string, options: LiveInputOptions = {}): Readab
     signal: options.signal,
     onDecodeErrors: (err) => stream.emit('warning', err),
   });
-  return stream;
+  return stream as LiveInputStream;
 }

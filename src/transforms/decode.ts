@@ -14,6 +14,7 @@ import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import type { TypedStream } from '../protocol/typed-stream.ts';
 import type { ResamplePool } from '../workers/resample-pool.ts';
 import { destroyOnAbort } from './abort.ts';
 import { coreTransform } from './core-transform.ts';
@@ -67,6 +68,19 @@ export interface DecodeOptions {
 }
 
 /** How an input is being decoded: the `'format'` event of `decode()`. */
+/** The events of a `decode()` stream besides Node's, with their arguments. */
+export interface DecodeEvents {
+  /** Once, when it knows how it decodes the input. */
+  format: [format: DecodeFormatEvent];
+  /** When it has started ffmpeg, with its pid. */
+  spawn: [pid: number];
+  /** ffmpeg skipped input it could not decode (with `decodeErrors: 'warn'`, the default). */
+  warning: [err: MediaError];
+}
+
+/** What `decode()` returns: a Duplex (bytes in, PCM16LE out) typed by `DecodeEvents`. */
+export type DecodeStream = TypedStream<Duplex, DecodeEvents>;
+
 export interface DecodeFormatEvent {
   decoder: 'wav' | 'raw' | 'ogg-opus' | 'webm-opus' | 'ffmpeg';
   /** The source rate and channels, when known (not for ffmpeg). */
@@ -161,7 +175,7 @@ function pcmTransform(core: PcmCore): Transform {
  * or abort stops ffmpeg (SIGTERM, SIGKILL after `killGraceMs`); the stream closes after the
  * child has exited.
  */
-export function decode(options: DecodeOptions = {}): Duplex {
+export function decode(options: DecodeOptions = {}): DecodeStream {
   const target = checkPcmFormat('decode: the output', {
     sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
     channels: options.channels ?? 1,
@@ -321,5 +335,5 @@ export function decode(options: DecodeOptions = {}): Duplex {
     },
   });
   destroyOnAbort(outer, options.signal);
-  return outer;
+  return outer as DecodeStream;
 }

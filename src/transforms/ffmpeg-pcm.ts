@@ -46,7 +46,7 @@ export interface FfmpegPcmOptions extends Omit<RunFfmpegOptions, 'signal'> {
    */
   gaplessEnd?: { bytes: number; paddingBytes: number };
   /** Called with the child's pid once it runs. */
-  onSpawn?: (pid: number | undefined) => void;
+  onSpawn?: (pid: number) => void;
   /**
    * ffmpeg exited 0 but reported decoding errors (it skipped data it could not decode). Without
    * this callback the stream fails with that `MediaError`; with it, the output stands.
@@ -115,7 +115,8 @@ export function ffmpegPcm(options: FfmpegPcmOptions): Duplex {
       ];
       const r = runFfmpeg(args, { ...options, ffmpegPath });
       run = r;
-      options.onSpawn?.(r.child.pid);
+      // No pid: the spawn failed (the error comes from the child); nothing was started.
+      if (r.child.pid !== undefined) options.onSpawn?.(r.child.pid);
       const pass = (chunk: Buffer) => {
         outBytes += chunk.length;
         if (!duplex.push(chunk)) r.stdout.pause();

@@ -21,6 +21,7 @@ import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
+import type { TypedStream } from '../protocol/typed-stream.ts';
 import {
   DEFAULT_REPLAY_LIMITS,
   type Replay,
@@ -107,6 +108,27 @@ export interface SessionChange {
   replaySec?: number;
   error?: unknown;
 }
+
+/** The events of `sttStream()` and `diarizationStream()` besides Node's, with their arguments. */
+export interface LiveStreamEvents {
+  /** A new session replaced one (after a failure: `reason: 'restart'`; at the session limit: `'rotate'`). */
+  session: [change: SessionChange];
+  /** A session failed and a new one will start (after a backoff); the error is the failure. */
+  'session-error': [err: unknown];
+  /** Audio accepted by a failed session that could not be sent again (the replay buffer's bound). */
+  'audio-lost': [lost: LostAudio & { error?: unknown }];
+  /** The source stalled: 100 ms of silence were sent to keep the session open. */
+  keepalive: [];
+}
+
+/**
+ * What `sttStream()` and `diarizationStream()` return: a Duplex (frames in, records out) typed by
+ * `LiveStreamEvents`, with the current session's id.
+ */
+export type LiveTranscriptionStream = TypedStream<Duplex, LiveStreamEvents> & {
+  /** The current service session's UUID (undefined before the first frame is sent). */
+  readonly sessionId: string | undefined;
+};
 
 /** Session failures that a fresh session with a new UUID recovers from. */
 function restartable(err: unknown): boolean {
@@ -711,11 +733,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
 /**
  * Realtime ASR as a Duplex: encoded live frames in (from `toFrames`), ASR records out, with
- * word times relative to the start of the pipeline. Events: `session` (a new session replaced
- * one: `SessionChange`), `session-error`, `keepalive`.
+ * word times relative to the start of the pipeline. Events (`LiveStreamEvents`): `session` (a new
+ * session replaced one: `SessionChange`), `session-error`, `audio-lost`, `keepalive`.
  */
-export function sttStream(options: LiveStreamOptions): Duplex & { readonly sessionId: string | undefined } {
-  return new LiveStream('stt', options);
+export function sttStream(options: LiveStreamOptions): LiveTranscriptionStream {
+  return new LiveStream('stt', options) as LiveTranscriptionStream;
 }
 
 /**
@@ -723,8 +745,6 @@ export function sttStream(options: LiveStreamOptions): Duplex & { readonly sessi
  * times relative to the start of the pipeline. Speaker labels of a later session (after a
  * restart or rotation) get a `#n` suffix: labels are relative to one service session.
  */
-export function diarizationStream(
-  options: LiveStreamOptions,
-): Duplex & { readonly sessionId: string | undefined } {
-  return new LiveStream('diarization', options);
+export function diarizationStream(options: LiveStreamOptions): LiveTranscriptionStream {
+  return new LiveStream('diarization', options) as LiveTranscriptionStream;
 }

@@ -43,7 +43,8 @@ export type StreamEventsOf<Base> = Base extends Duplex
       ? WritableStreamEvents
       : object;
 
-type ListenerMethods =
+/** The listener methods `TypedStream` retypes (Node's versions take any event name). */
+export type ListenerMethods =
   | 'on'
   | 'once'
   | 'off'
@@ -58,7 +59,7 @@ type ListenerMethods =
  * A listener of an event with arguments `A`. More parameters than the event has are allowed when
  * they take `unknown` (`stream.on('end', resolve)`); a parameter of a narrower type is not.
  */
-type Listener<A extends unknown[]> = (...args: [...A, ...unknown[]]) => void;
+export type Listener<A extends unknown[]> = (...args: [...A, ...unknown[]]) => void;
 
 /**
  * A `Base` stream (Duplex, Readable, Writable) whose listener methods know its events: `Events`,
@@ -70,22 +71,31 @@ export type TypedStream<
   Events extends EventArgs<Events>,
   All extends EventArgs<All> = Events & StreamEventsOf<Base>,
 > = Omit<Base, ListenerMethods> & {
+  /** Call `listener` with the arguments of each `event`. */
   on<K extends keyof All & string>(event: K, listener: Listener<All[K]>): TypedStream<Base, Events>;
+  /** Call `listener` with the arguments of the next `event` only. */
   once<K extends keyof All & string>(event: K, listener: Listener<All[K]>): TypedStream<Base, Events>;
+  /** Stop calling `listener` (added with `on`, `once`, ...) for `event`. */
   off<K extends keyof All & string>(event: K, listener: Listener<All[K]>): TypedStream<Base, Events>;
+  /** The same as `on`. */
   addListener<K extends keyof All & string>(event: K, listener: Listener<All[K]>): TypedStream<Base, Events>;
+  /** The same as `off`. */
   removeListener<K extends keyof All & string>(
     event: K,
     listener: Listener<All[K]>,
   ): TypedStream<Base, Events>;
+  /** As `on`, called before the listeners added earlier. */
   prependListener<K extends keyof All & string>(
     event: K,
     listener: Listener<All[K]>,
   ): TypedStream<Base, Events>;
+  /** As `once`, called before the listeners added earlier. */
   prependOnceListener<K extends keyof All & string>(
     event: K,
     listener: Listener<All[K]>,
   ): TypedStream<Base, Events>;
+  /** Call the listeners of `event` with `args`; true when it had listeners. */
   emit<K extends keyof All & string>(event: K, ...args: All[K]): boolean;
+  /** Remove every listener of `event`, or of every event. */
   removeAllListeners(event?: keyof All & string): TypedStream<Base, Events>;
 };

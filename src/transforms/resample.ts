@@ -20,7 +20,7 @@ import { coreTransform } from './core-transform.ts';
 export interface ResampleOptions {
   from: PcmFormat;
   to: PcmFormat;
-  /** Filter design (passband 0.9, 80 dB stopband by default). */
+  /** Filter design (passband 0.9, 100 dB stopband by default). */
   design?: ResamplerDesign;
   /**
    * Where the arithmetic runs. Default `false`: inline. The workers benchmark (two cores) shows

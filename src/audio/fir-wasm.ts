@@ -433,6 +433,9 @@ class FirRunner {
     this.#reserve(outAt + BLOCK_OUTPUTS * 4);
     const heap = this.#heap;
     const rowBytes = rowFloats * 4;
+    const lastPos = pos + stepPos * (count - 1) + Math.floor((frac + stepFrac * (count - 1)) / up);
+    // Outside the caller's promise (every window inside the input), leave it to the JS loop.
+    if (count < 1 || pos - half + 1 < base || lastPos + half > base + input.length - 1) return false;
     for (let done = 0; done < count; ) {
       const n = Math.min(block, count - done);
       // Inputs read by outputs done .. done + n - 1, zeros past the last (its row padding).

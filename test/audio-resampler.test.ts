@@ -230,7 +230,8 @@ test('WebAssembly SIMD and the JS loop give the same outputs, to float rounding'
   }
   // Node 22.19 and 24 both have WebAssembly SIMD: the fast path must be the one running.
   assert.equal(resamplerBackend(), 'wasm-simd');
-  const input = new Float32Array(20000);
+  // Long enough for several blocks of WebAssembly calls on every path (8192 outputs each).
+  const input = new Float32Array(40000);
   let x = 1;
   for (let i = 0; i < input.length; i++) {
     x = (x * 48271) % 2147483647;

@@ -407,7 +407,10 @@ class FirRunner {
     return table;
   }
 
-  /** `resampleChannel` in WebAssembly; false when the kernel does not fit (the caller uses JS). */
+  /**
+   * `resampleChannel` in WebAssembly. False, and nothing done, for a call outside its promise
+   * (every window inside `input`) or a kernel too big for the table space: the JS loop does those.
+   */
   run(
     kernel: ResamplerKernel,
     input: Float32Array,
@@ -421,7 +424,9 @@ class FirRunner {
     const { up, down, half, phases, exact } = kernel;
     const stepPos = Math.floor(down / up);
     const stepFrac = down % up;
-    if (exact && up * (2 * half + TAP_BLOCK) * 4 >= 2 ** 31) return false;
+    const lastPos = pos + stepPos * (count - 1) + Math.floor((frac + stepFrac * (count - 1)) / up);
+    if (count < 1 || pos - half + 1 < base || lastPos + half > base + input.length - 1) return false;
+    // Within TABLE_BYTES, every row offset (frac * rowBytes) fits the i32 arithmetic.
     const table = this.#table(kernel);
     if (!table) return false;
     const { rowFloats } = table;
@@ -433,15 +438,12 @@ class FirRunner {
     this.#reserve(outAt + BLOCK_OUTPUTS * 4);
     const heap = this.#heap;
     const rowBytes = rowFloats * 4;
-    const lastPos = pos + stepPos * (count - 1) + Math.floor((frac + stepFrac * (count - 1)) / up);
-    // Outside the caller's promise (every window inside the input), leave it to the JS loop.
-    if (count < 1 || pos - half + 1 < base || lastPos + half > base + input.length - 1) return false;
     for (let done = 0; done < count; ) {
       const n = Math.min(block, count - done);
       // Inputs read by outputs done .. done + n - 1, zeros past the last (its row padding).
       const first = pos - half + 1 - base;
-      const lastPos = pos + stepPos * (n - 1) + Math.floor((frac + stepFrac * (n - 1)) / up);
-      const end = lastPos - half + 1 - base + rowFloats;
+      const blockLast = pos + stepPos * (n - 1) + Math.floor((frac + stepFrac * (n - 1)) / up);
+      const end = blockLast - half + 1 - base + rowFloats;
       const have = Math.min(end, input.length);
       heap.set(input.subarray(first, have), inAt / 4);
       heap.fill(0, inAt / 4 + have - first, inAt / 4 + end - first);

@@ -141,10 +141,18 @@ test('every shipped source map carries its sources', () => {
   }
 });
 
-/** Imports both entry points by name, lists voices and transcribes a WAV on the emulator. */
+/**
+ * Imports both entry points by name, lists voices and transcribes a WAV on the emulator, and
+ * resamples with the WebAssembly filters the installed dist/ assembles (asked of the module file
+ * itself: the package exports no deep paths).
+ */
 const USE_LIBRARY = `
-import { createClient, encodeWav } from 'speechpipe';
+import { createClient, encodeWav, Resampler } from 'speechpipe';
 import { startEmulator } from 'speechpipe/emulator';
+import { resamplerBackend } from './node_modules/speechpipe/dist/audio/resampler.js';
+const r = new Resampler({ sampleRate: 48000, channels: 2 }, { sampleRate: 16000, channels: 1 });
+const head = r.push(new Int16Array(2 * 4800).fill(1000));
+const resampler = { backend: resamplerBackend(), frames: head.length + r.end().length, middle: head[800] };
 const emulator = await startEmulator();
 const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey });
 try {
@@ -152,7 +160,7 @@ try {
   const pcm = Buffer.alloc(16000 * 2);
   for (let i = 0; i < 16000; i++) pcm.writeInt16LE(Math.round(8000 * Math.sin(i * 0.2)), i * 2);
   const record = await client.fast.transcribeFinal(encodeWav(pcm, 16000, 1), { language: 'en' });
-  console.log(JSON.stringify({ voices: voices.length, final: record.is_final }));
+  console.log(JSON.stringify({ voices: voices.length, final: record.is_final, resampler }));
 } finally {
   await client.close();
   await emulator.close();
@@ -168,9 +176,11 @@ for (const [name, dir] of [
     const result = JSON.parse(await ok(process.execPath, ['use.mjs'], dir())) as {
       voices: number;
       final: boolean;
+      resampler: { backend: string; frames: number; middle: number };
     };
     assert.ok(result.voices > 0);
     assert.equal(result.final, true);
+    assert.deepEqual(result.resampler, { backend: 'wasm-simd', frames: 1600, middle: 1000 });
   });
 
   test(`${name}: the speechpipe binary runs`, async () => {

@@ -20,12 +20,13 @@ import { coreTransform } from './core-transform.ts';
 export interface ResampleOptions {
   from: PcmFormat;
   to: PcmFormat;
-  /** Filter design (passband 0.9, 80 dB stopband by default). */
+  /** Filter design (passband 0.9, 100 dB stopband by default). */
   design?: ResamplerDesign;
   /**
    * Where the arithmetic runs. Default `false`: inline. The workers benchmark (two cores) shows
-   * the pool losing with 20 ms tasks (live frames) or one thread, and winning 1.6-1.8x with 1 s
-   * tasks on two threads when the cores are otherwise idle: for bulk work, pass a `ResamplePool`,
+   * the pool losing with 20 ms tasks (live frames) or one thread, and with the SIMD filters about
+   * even (0.8-1.2x) with 1 s tasks on two threads, winning where 1 s tasks batch small reads
+   * (1.4-1.6x): for bulk work from small reads, pass a `ResamplePool`,
    * or `'shared'` for the process-wide one; tasks then hold `taskSeconds` of output (latency).
    */
   pool?: ResamplePool | 'shared' | false;

@@ -108,7 +108,7 @@ async function* espeakSpeech(path: string, request: SynthesisRequest): AsyncGene
       const info = reader.info!;
       // espeak-ng speaks at 22.05 kHz; the service answers at 16 kHz (HTTP) or 24 kHz (Socket.IO).
       // espeak-ng's formant speech has little above 5 kHz: a short filter (50 dB, passband to
-      // 80 % of Nyquist) is transparent for it and costs a fraction of the 80 dB default.
+      // 80 % of Nyquist) is transparent for it and costs a fraction of the 100 dB default.
       resampler ??= new Resampler(
         { sampleRate: info.sampleRate, channels: info.channels },
         { sampleRate: request.sampleRate, channels: 1 },

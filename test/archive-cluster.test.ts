@@ -282,7 +282,11 @@ test(
     const { roots } = await archive(6);
     const service = await emulator({ jobTiming: { queuedMs: 0, processingMs: 2500 } });
     const name = queueName();
-    const victim = await startWorker(service, name);
+    // One job at a time: killed after its job's submission was recorded, the victim holds no
+    // other job in the middle of a submission. (A worker killed between the service accepting
+    // a job and recording its id would leave a job the service runs twice: the interface has no
+    // idempotent submission. With two jobs at once, a loaded machine made that window real.)
+    const victim = await startWorker(service, name, ['--concurrency', '1']);
     const survivor = await startWorker(service, name);
     const out = join(root, 'out-kill');
     const following = runCli([

@@ -34,36 +34,55 @@ export interface DiarizationSegment {
   speaker: string;
 }
 
+/** The V2 fields present for every status. */
 interface JobV2Base {
+  /** Job UUID. */
   id: string;
+  /** An integer; the interface does not say what it counts. */
   version: number;
+  /** ISO 8601 timestamp with milliseconds. */
   created_at: string;
+  /** ISO 8601 timestamp with milliseconds. */
   updated_at: string;
+  /** The submitted language. */
   language: string;
+  /** Audio duration, seconds. */
   audio_duration: number;
+  /** Sample rate of the audio, Hz. */
   sample_rate_hz: number;
 }
 
 /** V2 `data` of a job that is not `done`: no result fields. */
 export interface JobV2Pending extends JobV2Base {
+  /** Any status but `done`; a failed job carries no failure reason. */
   status: 'queued' | 'processing' | 'failed' | 'cleared';
 }
 
 /** V2 `data` of a `done` job, with every result field. */
 export interface JobV2Done extends JobV2Base {
+  /** Always `done`. */
   status: 'done';
+  /** Transcript as recognized. */
   asr_result: string;
+  /** Words of `asr_result`, without speakers. */
   asr_word_segments: WordSegment[];
+  /** Speaker segments; labels are turns within this result, not identities. */
   diarization_segments: DiarizationSegment[];
+  /** Transcript after inverse text normalization, or null. */
   itn_result: string | null;
+  /** Words of `itn_result`, or null. */
   itn_word_segments: WordSegment[] | null;
   /** Inner shape not shown by the interface. */
   itn_output_formats: unknown;
+  /** Transcript after redaction, or null. */
   redaction_result: string | null;
+  /** Words of `redaction_result`, or null. */
   redaction_word_segments: WordSegment[] | null;
   /** Empty string when nothing was redacted. */
   redaction_labels: string;
+  /** The final transcript. */
   final_result: string;
+  /** Words of `final_result`. */
   final_word_segments: WordSegment[];
 }
 

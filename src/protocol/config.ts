@@ -22,19 +22,23 @@ export class ApiKey {
     return this.#value;
   }
 
+  /** Always `[redacted]`, so the key never appears in string conversions. */
   toString(): string {
     return '[redacted]';
   }
 
+  /** Always `[redacted]`, so the key never appears in `JSON.stringify` output. */
   toJSON(): string {
     return '[redacted]';
   }
 
+  /** `ApiKey([redacted])` for `util.inspect` and `console.log`. */
   [INSPECT](): string {
     return 'ApiKey([redacted])';
   }
 }
 
+/** Options of `resolveConfig`; each falls back to the environment or a default. */
 export interface ConfigOptions {
   /** Service address; else `API_URL`. */
   apiUrl?: string | URL | undefined;
@@ -54,17 +58,21 @@ export interface ConfigOptions {
   env?: Record<string, string | undefined> | undefined;
 }
 
+/** Resolved, validated and frozen service configuration, as `resolveConfig` returns it. */
 export interface ServiceConfig {
   /** Service address without a trailing slash. */
   readonly apiUrl: string;
+  /** Credential, sent only as the `x-api-key` header. */
   readonly apiKey: ApiKey;
   /** Socket.IO path. */
   readonly socketPath: string;
   /** Scheme and host of the service address, sent as `Origin` on the Socket.IO handshake. */
   readonly origin: string;
+  /** Prefix of the Realtime HTTP operations without a trailing slash; empty when configured as `/`. */
   readonly realtimeHttpPrefix: string;
 }
 
+/** Default `ConfigOptions.realtimeHttpPrefix`: the full path the guides spell, `{base_url}/realtime/http/<name>`. */
 export const DEFAULT_REALTIME_HTTP_PREFIX = '/realtime/http';
 
 /** Resolve options, else environment. Throws `ConfigError` (never containing the key). */

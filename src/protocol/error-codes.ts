@@ -1,12 +1,15 @@
 // The service's error catalog (interface, "Errors"): status and retryability per code.
 // Used to fill in what a body leaves out and to build the same errors locally.
 
+/** Catalog entry of one service error code. */
 export interface ErrorCodeInfo {
   /** HTTP status the service uses; `undefined` where the interface does not show it. */
   readonly status: number | undefined;
+  /** Whether the service marks the error retryable. */
   readonly retryable: boolean;
 }
 
+/** Status and retryability of every error code in the interface's Errors table. */
 export const ERROR_CODES = {
   AUTH_UNAUTHORIZED: { status: 401, retryable: false },
   AUTH_FORBIDDEN: { status: 403, retryable: false },
@@ -43,8 +46,10 @@ export const ERROR_CODES = {
   TTS_DEADLINE_EXCEEDED: { status: undefined, retryable: true },
 } as const satisfies Record<string, ErrorCodeInfo>;
 
+/** An error code of the interface's catalog (a key of `ERROR_CODES`). */
 export type ServiceErrorCode = keyof typeof ERROR_CODES;
 
+/** Whether `code` is a string naming an entry of `ERROR_CODES`. */
 export function isServiceErrorCode(code: unknown): code is ServiceErrorCode {
   return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code);
 }
@@ -78,8 +83,10 @@ export const LIMIT_BOUNDS = {
  */
 export const STREAM_REQUESTS_IN_FLIGHT_BOUND = 'stream_requests_in_flight';
 
+/** A `data.bound` name of a limit rejection: one of `LIMIT_BOUNDS`, or `account_concurrency_<workload>`. */
 export type LimitBound = keyof typeof LIMIT_BOUNDS | `account_concurrency_${string}`;
 
+/** The unit of a `data.bound` name (`bytes`, `seconds`, ...); `operations` for `account_concurrency_*`; `undefined` for an unknown bound. */
 export function unitOfBound(bound: string): string | undefined {
   if (bound.startsWith('account_concurrency_')) return 'operations';
   return (LIMIT_BOUNDS as Record<string, string>)[bound];

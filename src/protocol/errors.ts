@@ -3,7 +3,9 @@
 
 import { ERROR_CODES, isServiceErrorCode } from './error-codes.ts';
 
+/** Options common to every `SpeechpipeError`. */
 export interface SpeechpipeErrorOptions {
+  /** The underlying error, passed on as the standard `Error.cause`. */
   cause?: unknown;
 }
 
@@ -18,14 +20,21 @@ export class SpeechpipeError extends Error {
   }
 }
 
+/** `data` of a limit rejection (interface, Error body): the limit, the value that broke it, its unit and which bound. */
 export interface LimitData {
+  /** The limit, in `unit`. */
   limit: number;
+  /** The value seen, in `unit`; greater than `limit` (durations rounded up). */
   observed: number;
+  /** Unit of `limit` and `observed`, such as `bytes` or `seconds` (see `LIMIT_BOUNDS`). */
   unit: string;
+  /** Which limit was broken (see `LimitBound`). */
   bound: string;
 }
 
+/** `data` of the batch 429 `RATE_LIMIT_EXCEEDED` body. */
 export interface CapacityData {
+  /** The capacity figure the service reports; the interface gives no unit. */
   capacity: number;
 }
 
@@ -38,21 +47,35 @@ export type ErrorOrigin =
   /** raised by speechpipe before sending, with the status and code the service would give */
   | 'local';
 
+/** Fields of a new `SpeechServiceError`; `secrets` are redacted from every string field and the message. */
 export interface SpeechServiceErrorInit {
+  /** HTTP status (or the one the service would give). */
   status: number;
+  /** The service's error code, or `HTTP_<status>` for a body without one. */
   code: string;
+  /** Whether the same request may be retried. */
   retryable: boolean;
+  /** Wait before retrying, in ms; clamped to 0..`MAX_RETRY_AFTER_MS`, NaN dropped. */
   retryAfterMs?: number | undefined;
+  /** Human-readable detail of the body; never branched on. */
   detail?: string | undefined;
+  /** Trace id: the body's `request_id` or the `x-request-id` header. */
   requestId?: string | undefined;
+  /** The body's `job_id`. */
   jobId?: string | undefined;
+  /** The body's `data`: limit or capacity data, or any other object. */
   data?: LimitData | CapacityData | Record<string, unknown> | undefined;
+  /** The body's `timestamp`. */
   timestamp?: string | undefined;
+  /** Where the error came from; default `service`. */
   origin?: ErrorOrigin;
+  /** The operation that failed (an `OperationName`), prefixed to the message. */
   operation?: string | undefined;
   /** The request may have taken effect (batch submission after a 5xx, timeout or lost connection). */
   ambiguous?: boolean;
+  /** Strings that must never appear in the error (the API key). */
   secrets?: readonly string[];
+  /** The underlying error, passed on as `Error.cause`. */
   cause?: unknown;
 }
 
@@ -110,6 +133,7 @@ export class SpeechServiceError extends SpeechpipeError {
     return d && typeof d.bound === 'string' && typeof d.limit === 'number' ? (d as LimitData) : undefined;
   }
 
+  /** The error's fields as a plain object for logs and `JSON.stringify` (no `cause`, no `timestamp`). */
   toJSON(): Record<string, unknown> {
     return {
       name: this.name,
@@ -152,6 +176,7 @@ export class IncompleteStreamError extends SpeechpipeError {
   }
 }
 
+/** Codes of `ProtocolError`: malformed NDJSON, TTS frames, records or WAV headers. */
 export type ProtocolErrorCode =
   | 'ERR_NDJSON_LINE_TOO_LONG'
   | 'ERR_NDJSON_INVALID_JSON'
@@ -161,9 +186,11 @@ export type ProtocolErrorCode =
   | 'ERR_INVALID_RECORD'
   | 'ERR_WAV_FORMAT';
 
+/** One problem found by a record validator. */
 export interface ValidationIssue {
   /** JSONPath-like location, `$` is the whole value. */
   path: string;
+  /** What is wrong, such as `is required` or `expected a string, got null`. */
   message: string;
 }
 
@@ -189,6 +216,7 @@ export class ProtocolError extends SpeechpipeError {
   }
 }
 
+/** Codes of `TransportError`; `ERR_CLIENT_CLOSED` (the caller closed the client) is the only one not retryable by default. */
 export type TransportErrorCode =
   | 'ERR_CONNECT'
   | 'ERR_TIMEOUT'
@@ -283,8 +311,12 @@ function redactDeep(value: unknown, secrets: readonly string[], seen = new WeakS
   return out;
 }
 
+/** Response headers as `getHeader` reads them: a WHATWG `Headers`-like object, a Node header record, or none. */
 export type HeaderSource =
-  | { get(name: string): string | null }
+  | {
+      /** The header's value, or `null` when absent (as WHATWG `Headers.get`). */
+      get(name: string): string | null;
+    }
   | Record<string, string | string[] | number | undefined>
   | undefined;
 
@@ -365,14 +397,19 @@ export function parseRetryAfter(
   return Math.min(MAX_RETRY_AFTER_MS, Math.max(0, when - now));
 }
 
+/** A non-2xx HTTP response, as `errorFromResponse` takes it. */
 export interface ResponseErrorInput {
+  /** HTTP status of the response. */
   status: number;
+  /** Response headers; `retry-after` and `x-request-id` are read. */
   headers?: HeaderSource;
   /** The response body as received; it may be JSON, HTML or empty. */
   body?: string | Uint8Array | null;
+  /** The operation that failed (an `OperationName`). */
   operation?: string;
   /** Strings that must never appear in the error (the API key). */
   secrets?: readonly string[];
+  /** Current time in epoch ms, for an HTTP-date `Retry-After`; default `Date.now()`. */
   now?: number;
 }
 
@@ -423,6 +460,7 @@ export function errorFromResponse(input: ResponseErrorInput): SpeechServiceError
   });
 }
 
+/** What `errorFromErrorBody` knows about an error body beyond the body itself. */
 export interface ErrorBodyContext {
   /**
    * The answer's HTTP status. Without one (Socket.IO), the body's `status`, else the code's:
@@ -435,6 +473,7 @@ export interface ErrorBodyContext {
   retryAfterMs?: number | undefined;
   /** When the body has no `request_id` (the `x-request-id` header). */
   requestId?: string | undefined;
+  /** The operation that failed (an `OperationName`). */
   operation?: string | undefined;
   /** Strings that must never appear in the error (the API key). */
   secrets?: readonly string[];

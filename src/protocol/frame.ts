@@ -5,27 +5,39 @@ import { localServiceError } from './errors.ts';
 import { isLanguage, LANGUAGES, type Language, languageFromByte } from './languages.ts';
 import { bytesToUuid, idToBytes, isZeroUuid } from './uuid.ts';
 
+/** Bytes before the PCM of a live input frame: 16 stream UUID, 1 flags, 1 language (interface, Live input frame). */
 export const FRAME_HEADER_BYTES = 18;
+/** Flag bit 0: the first frame of a stream. */
 export const FRAME_FLAG_IS_START = 0b01;
+/** Flag bit 1: the last frame of a stream carrying audio. */
 export const FRAME_FLAG_IS_FINAL = 0b10;
 const FRAME_RESERVED_FLAGS = 0xff & ~(FRAME_FLAG_IS_START | FRAME_FLAG_IS_FINAL);
 
+/** One live input frame to encode with `encodeFrame`. */
 export interface EncodeFrameInput {
   /** UUID string or 16 raw bytes; nonzero and the same for every frame of a stream. */
   streamId: string | Uint8Array;
+  /** Set only on the first frame of a stream (also on a one-frame stream); default false. */
   isStart?: boolean;
+  /** Set only on the last frame carrying audio (also on a one-frame stream); default false. */
   isFinal?: boolean;
+  /** Language of the stream; its byte is written to byte 17. */
   language: Language;
   /** Nonempty PCM16LE, 16 kHz mono, even byte count. */
   pcm: Uint8Array;
 }
 
+/** A decoded, validated live input frame, as `decodeFrame` returns it. */
 export interface LiveFrame {
+  /** The stream UUID as a lower-case string. */
   streamId: string;
   /** The 16 UUID bytes (a view into the decoded buffer). */
   streamIdBytes: Buffer;
+  /** Flag bit 0: the first frame of the stream. */
   isStart: boolean;
+  /** Flag bit 1: the last frame carrying audio. */
   isFinal: boolean;
+  /** The language the frame's language byte names. */
   language: Language;
   /** The PCM16LE payload (a view into the decoded buffer). */
   pcm: Buffer;

@@ -18,6 +18,8 @@ export * from './tts-frames.ts';
 export * from './tts-request.ts';
 export type {
   EventArgs,
+  Listener,
+  ListenerMethods,
   ReadableStreamEvents,
   StreamEventsOf,
   TypedStream,

@@ -4,61 +4,96 @@
 import { checkWordSegment, type WordSegment } from './records.ts';
 import { Checker, type Obj, unwrap, type Validation } from './validate.ts';
 
+/** The five batch job statuses (interface, States and transitions). */
 export const JOB_STATUSES = ['queued', 'processing', 'done', 'failed', 'cleared'] as const;
+/** A batch job status. */
 export type JobStatus = (typeof JOB_STATUSES)[number];
+/** The statuses after which a job no longer changes except to `cleared`: `done`, `failed`, `cleared`. */
 export type TerminalJobStatus = 'done' | 'failed' | 'cleared';
 
+/** Whether `status` is terminal (`done`, `failed` or `cleared`); `queued` and `processing` are not. */
 export function isTerminalStatus(status: JobStatus): status is TerminalJobStatus {
   return status === 'done' || status === 'failed' || status === 'cleared';
 }
 
+/** The acknowledgement of an accepted batch submission (`POST /v1/transcribe/{lang}`). */
 export interface BatchSubmitAck {
+  /** The new job's UUID, for the lookups. */
   jobId: string;
+  /** Always `queued`. */
   status: 'queued';
 }
 
+/** A speaker segment of a batch job, times in seconds. */
 export interface DiarizationSegment {
+  /** Start, seconds. */
   start_time: number;
+  /** End, seconds. */
   end_time: number;
+  /** Speaker label. */
   speaker: string;
 }
 
+/** The V2 fields present for every status. */
 interface JobV2Base {
+  /** Job UUID. */
   id: string;
+  /** An integer; the interface does not say what it counts. */
   version: number;
+  /** ISO 8601 timestamp with milliseconds. */
   created_at: string;
+  /** ISO 8601 timestamp with milliseconds. */
   updated_at: string;
+  /** The submitted language. */
   language: string;
+  /** Audio duration, seconds. */
   audio_duration: number;
+  /** Sample rate of the audio, Hz. */
   sample_rate_hz: number;
 }
 
+/** V2 `data` of a job that is not `done`: no result fields. */
 export interface JobV2Pending extends JobV2Base {
+  /** Any status but `done`; a failed job carries no failure reason. */
   status: 'queued' | 'processing' | 'failed' | 'cleared';
 }
 
+/** V2 `data` of a `done` job, with every result field. */
 export interface JobV2Done extends JobV2Base {
+  /** Always `done`. */
   status: 'done';
+  /** Transcript as recognized. */
   asr_result: string;
+  /** Words of `asr_result`, without speakers. */
   asr_word_segments: WordSegment[];
+  /** Speaker segments; labels are turns within this result, not identities. */
   diarization_segments: DiarizationSegment[];
+  /** Transcript after inverse text normalization, or null. */
   itn_result: string | null;
+  /** Words of `itn_result`, or null. */
   itn_word_segments: WordSegment[] | null;
   /** Inner shape not shown by the interface. */
   itn_output_formats: unknown;
+  /** Transcript after redaction, or null. */
   redaction_result: string | null;
+  /** Words of `redaction_result`, or null. */
   redaction_word_segments: WordSegment[] | null;
   /** Empty string when nothing was redacted. */
   redaction_labels: string;
+  /** The final transcript. */
   final_result: string;
+  /** Words of `final_result`. */
   final_word_segments: WordSegment[];
 }
 
 /** `data` of the V2 envelope: result fields exist only for `done`. */
 export type JobV2 = JobV2Pending | JobV2Done;
 
+/** The V2 lookup answer (`GET /v1/transcribe/{job_id}`). */
 export interface JobV2Envelope {
+  /** Always `success` on a 200. */
   message: 'success';
+  /** The job; result fields only when `done`. */
   data: JobV2;
 }
 
@@ -77,10 +112,15 @@ export const V2_RESULT_FIELDS = [
   'final_word_segments',
 ] as const;
 
+/** A word of a V1 `done` result (`results.offsets`), times in seconds. */
 export interface LegacyWordOffset {
+  /** Text of the word. */
   word: string;
+  /** Start, seconds. */
   startTime: number;
+  /** End, seconds. */
   endTime: number;
+  /** Speaker by the V1 speaker rule (see `v1Speaker`); null when the job has no real segment. */
   speaker: string | null;
 }
 
@@ -111,6 +151,7 @@ function timestamp(c: Checker, obj: Obj, key: string, path: string): void {
   }
 }
 
+/** Check a submission acknowledgement: a UUID `jobId` and status `queued`. Never throws. */
 export function validateSubmitAck(value: unknown): Validation<BatchSubmitAck> {
   const c = new Checker();
   if (c.object(value, '$')) {
@@ -120,6 +161,7 @@ export function validateSubmitAck(value: unknown): Validation<BatchSubmitAck> {
   return c.result(value);
 }
 
+/** Check a V2 envelope against the interface, including that result fields appear exactly when `done`. Never throws. */
 export function validateJobV2(value: unknown): Validation<JobV2Envelope> {
   const c = new Checker();
   if (!c.object(value, '$')) return c.result(value);
@@ -154,6 +196,7 @@ export function validateJobV2(value: unknown): Validation<JobV2Envelope> {
   return c.result(value);
 }
 
+/** Check a V1 legacy job, including the per-status rules for `transcript`, `offsets` and `diarization_segments`. Never throws. */
 export function validateJobV1(value: unknown): Validation<JobV1> {
   const c = new Checker();
   if (!c.object(value, '$')) return c.result(value);
@@ -198,7 +241,10 @@ export function validateJobV1(value: unknown): Validation<JobV1> {
   return c.result(value);
 }
 
+/** `validateSubmitAck`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseSubmitAck = (value: unknown): BatchSubmitAck =>
   unwrap('submission acknowledgement', validateSubmitAck(value));
+/** `validateJobV2`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseJobV2 = (value: unknown): JobV2Envelope => unwrap('V2 job envelope', validateJobV2(value));
+/** `validateJobV1`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseJobV1 = (value: unknown): JobV1 => unwrap('V1 job', validateJobV1(value));

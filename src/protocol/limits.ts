@@ -3,13 +3,17 @@
 
 import { ConfigError, InvalidArgumentError } from './errors.ts';
 
+/** Account tiers; they differ in the TTS text limit. */
 export type Tier = 'free' | 'standard' | 'enterprise';
+/** Every `Tier`. */
 export const TIERS: readonly Tier[] = ['free', 'standard', 'enterprise'];
 
 /** Workloads counted separately for per-account concurrency. */
 export type Workload = 'batch' | 'fast' | 'realtime_asr' | 'diarization' | 'tts';
+/** Every `Workload`. */
 export const WORKLOADS: readonly Workload[] = ['batch', 'fast', 'realtime_asr', 'diarization', 'tts'];
 
+/** Every limit of the interface's Limits table, under a name with its unit (`Bytes`, `Sec`, `Ms`, or a count). */
 export interface Limits {
   /** Batch request bytes (bound `request_bytes`). */
   batchRequestBytes: number;
@@ -59,6 +63,7 @@ export interface Limits {
   accountConcurrency: Record<Workload, number>;
 }
 
+/** The interface's limit values (frozen); `accountConcurrency` is ours except its examples, 4 for TTS and 8 for realtime ASR. */
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   batchRequestBytes: 536_870_912,
   batchAudioDurationSec: 14_400,
@@ -86,6 +91,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   accountConcurrency: Object.freeze({ batch: 8, fast: 8, realtime_asr: 8, diarization: 8, tts: 4 }),
 });
 
+/** Limits to replace in `resolveLimits`; the per-tier and per-workload tables may be given in part. */
 export type LimitOverrides = Partial<Omit<Limits, 'ttsInputCharacters' | 'accountConcurrency'>> & {
   ttsInputCharacters?: Partial<Record<Tier, number>>;
   accountConcurrency?: Partial<Record<Workload, number>>;

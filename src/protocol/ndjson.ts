@@ -3,6 +3,7 @@
 
 import { ProtocolError } from './errors.ts';
 
+/** Options of `NdjsonDecoder`. */
 export interface NdjsonDecoderOptions {
   /** Longest accepted line in bytes, not counting its LF (a CR before it counts). Default 8 MiB. */
   maxLineBytes?: number;
@@ -16,6 +17,7 @@ export interface NdjsonDecoderOptions {
   rejectNull?: boolean;
 }
 
+/** Default `NdjsonDecoderOptions.maxLineBytes`: 8 MiB, our bound (the interface names none). */
 export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
 
 const LF = 0x0a;
@@ -23,7 +25,15 @@ const CR = 0x0d;
 /** A line buffer up to this size is kept for the next unfinished line. */
 const CARRY_KEEP_BYTES = 64 * 1024;
 
+/**
+ * Incremental NDJSON decoder: feed chunks with `push`, finish with `end`; blank lines are skipped.
+ * Errors are `ProtocolError`s with the line number and byte offset: `ERR_NDJSON_LINE_TOO_LONG`,
+ * `ERR_NDJSON_INVALID_JSON`, `ERR_NDJSON_TRUNCATED` (bytes after the last line break, by default)
+ * and `ERR_NDJSON_NULL` (with `rejectNull`). The constructor throws `RangeError` for a
+ * `maxLineBytes` that is not a positive integer.
+ */
 export class NdjsonDecoder {
+  /** Longest accepted line in bytes (see `NdjsonDecoderOptions.maxLineBytes`). */
   readonly maxLineBytes: number;
   readonly #trailing: 'error' | 'parse' | 'ignore';
   readonly #rejectNull: boolean;

@@ -1,6 +1,7 @@
 // Names of the service's operations, one vocabulary for error messages, client metrics, and
 // the emulator's fault rules and statistics.
 
+/** Every operation name, as `<workload>.<transport>` (batch: `submit`, `get`, `getLegacy`; `voices.socket` is the voice listing). */
 export const OPERATIONS = [
   'batch.submit',
   'batch.get',
@@ -16,6 +17,7 @@ export const OPERATIONS = [
   'voices.socket',
 ] as const;
 
+/** An operation name (an element of `OPERATIONS`). */
 export type OperationName = (typeof OPERATIONS)[number];
 
 /** The workload an operation counts against for per-account concurrency. */

@@ -52,6 +52,11 @@ export interface DiarizationRecord {
   is_final: boolean;
 }
 
+/**
+ * Check one word segment into `c` (times at least 0, `end_time` not before `start_time`). Shared with the job validators, not public API.
+ *
+ * @internal
+ */
 export function checkWordSegment(c: Checker, value: unknown, path: string): void {
   if (!c.object(value, path)) return;
   const okStart = c.number(value, 'start_time', path, { min: 0 });
@@ -70,6 +75,7 @@ function checkTranscriptFields(c: Checker, v: Obj, path: string): void {
   c.boolean(v, 'is_final', path);
 }
 
+/** Check a realtime ASR record against the interface. Never throws. */
 export function validateAsrRecord(value: unknown): Validation<AsrRecord> {
   const c = new Checker();
   if (c.object(value, '$')) {
@@ -79,6 +85,7 @@ export function validateAsrRecord(value: unknown): Validation<AsrRecord> {
   return c.result(value);
 }
 
+/** Check a fast transcription record against the interface. Never throws. */
 export function validateFastRecord(value: unknown): Validation<FastRecord> {
   const c = new Checker();
   if (c.object(value, '$')) checkTranscriptFields(c, value, '$');
@@ -96,6 +103,7 @@ function checkLiveSegment(c: Checker, value: unknown, path: string): void {
   }
 }
 
+/** Check a realtime diarization record against the interface. Never throws. */
 export function validateDiarizationRecord(value: unknown): Validation<DiarizationRecord> {
   const c = new Checker();
   if (c.object(value, '$')) {
@@ -107,8 +115,11 @@ export function validateDiarizationRecord(value: unknown): Validation<Diarizatio
   return c.result(value);
 }
 
+/** `validateAsrRecord`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseAsrRecord = (value: unknown): AsrRecord => unwrap('ASR record', validateAsrRecord(value));
+/** `validateFastRecord`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseFastRecord = (value: unknown): FastRecord =>
   unwrap('fast record', validateFastRecord(value));
+/** `validateDiarizationRecord`, or throw `ProtocolError` (`ERR_INVALID_RECORD`) naming every issue. */
 export const parseDiarizationRecord = (value: unknown): DiarizationRecord =>
   unwrap('diarization record', validateDiarizationRecord(value));

@@ -3,15 +3,22 @@
 
 import { ProtocolError } from './errors.ts';
 
+/** Sample encodings of the WAV files we read: integer PCM, IEEE float, A-law, mu-law. */
 export type WavSampleFormat = 'pcm' | 'float' | 'alaw' | 'mulaw';
 
+/** What `parseWavHeader` reads from a RIFF/WAVE header. */
 export interface WavInfo {
+  /** Sample encoding (from the format tag, or the subformat of an extensible header). */
   format: WavSampleFormat;
   /** The format tag as stored (1 PCM, 3 float, 6 A-law, 7 mu-law, 0xFFFE extensible). */
   formatTag: number;
+  /** Interleaved channels. */
   channels: number;
+  /** Samples per second per channel, Hz. */
   sampleRate: number;
+  /** Bits of one sample of one channel. */
   bitsPerSample: number;
+  /** Bytes of one sample frame across all channels (`channels * bitsPerSample / 8`). */
   blockAlign: number;
   /** Offset of the first sample byte. */
   dataOffset: number;
@@ -114,10 +121,15 @@ function parseFmt(chunk: Buffer): Omit<WavInfo, 'dataOffset' | 'dataBytes'> {
   return { format, formatTag, channels, sampleRate, bitsPerSample, blockAlign };
 }
 
+/** The format of a header written by `writeWavHeader`. */
 export interface WavHeaderInput {
+  /** Samples per second per channel, Hz. */
   sampleRate: number;
+  /** Interleaved channels; default 1. */
   channels?: number;
+  /** Bits per sample; default 16. */
   bitsPerSample?: 16 | 32;
+  /** Integer PCM (default) or IEEE float. */
   format?: 'pcm' | 'float';
   /** Sample bytes; omit for a streaming header (sizes set to 0xFFFFFFFF). */
   dataBytes?: number;

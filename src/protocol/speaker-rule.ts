@@ -4,14 +4,20 @@
 // segment), without it `UNKNOWN_SPEAKER`; with no real segment the speaker stays null.
 // Shared by the emulator (which answers V1 lookups) and alignSpeakers() (which offers it live).
 
+/** Speaker of a V1 word outside every real segment without force-align (interface, V1 lookup). */
 export const UNKNOWN_SPEAKER = 'UNKNOWN_SPEAKER';
 
-interface Timed {
+/** Anything with start and end times, in seconds (a word). */
+export interface Timed {
+  /** Start, seconds. */
   start_time: number;
+  /** End, seconds. */
   end_time: number;
 }
 
-interface Segment extends Timed {
+/** A speaker segment, times in seconds. */
+export interface Segment extends Timed {
+  /** Speaker label. */
   speaker: string;
 }
 

@@ -6,8 +6,10 @@ import { IncompleteStreamError, InvalidArgumentError, ProtocolError } from './er
 import type { OperationName } from './operations.ts';
 import { bytesToUuid, idToBytes } from './uuid.ts';
 
+/** Bytes before the PCM of a TTS service frame: 16 request UUID, 1 final flag (interface, TTS service frame). */
 export const TTS_FRAME_HEADER_BYTES = 17;
 
+/** One chunk of PCM out of `TtsDemuxer`. */
 export interface TtsChunk {
   /** True only on the last chunk of a complete body: the final frame was seen and input ended. */
   final: boolean;
@@ -25,6 +27,7 @@ export function encodeTtsFrame(requestId: string | Uint8Array, final: boolean, p
   return out;
 }
 
+/** Options of `TtsDemuxer`. */
 export interface TtsDemuxerOptions {
   /**
    * Reads smaller than this are staged and parsed together, and PCM that continues across

@@ -7,6 +7,7 @@ import { parseWavHeader } from './riff.ts';
 import { isUuid } from './uuid.ts';
 import { isObject } from './validate.ts';
 
+/** A reference recording for voice cloning (`voice_references[0]`). */
 export interface TtsVoiceReference {
   /** Standard base64 of a RIFF/WAVE file holding nonempty mono PCM16. */
   audio: string;
@@ -14,26 +15,39 @@ export interface TtsVoiceReference {
   text: string;
 }
 
+/** The TTS request body (interface, TTS request body); JSON over HTTP, the payload of `tts_request` over Socket.IO. */
 export interface TtsRequestBody {
   /** Fresh UUID per request. */
   id: string;
+  /**
+   * Text to speak: at least one Unicode letter or number after trimming; whitespace around it is
+   * kept and counted; length in code points (limit `Limits.ttsInputCharacters` of the tier).
+   */
   text: string;
   /** Clients should send `nebula` explicitly. */
   model?: string;
+  /** UUID of a listed voice; exclusive with `voice_references`. */
   voice_id?: string;
+  /** Exactly one reference when present (an empty array is invalid); exclusive with `voice_id`. */
   voice_references?: TtsVoiceReference[];
 }
 
+/** Model the client sends when none is given: `nebula`, the interface's fallback, which it tells clients to send explicitly. */
 export const DEFAULT_TTS_MODEL = 'nebula';
 
+/** Why the service would reject a TTS request: status, code and detail as it would answer. */
 export interface TtsRejection {
+  /** HTTP status the service would answer (400, 413 or 422). */
   status: number;
+  /** Error code the service would answer (see `ERROR_CODES`). */
   code: string;
+  /** Human-readable reason. */
   detail: string;
   /** Present on limit rejections that carry `data`. */
   data?: LimitData;
 }
 
+/** The limits TTS validation reads. */
 export type TtsLimits = Pick<
   Limits,
   | 'ttsRequestBytes'
@@ -44,14 +58,17 @@ export type TtsLimits = Pick<
   | 'ttsVoiceReferenceDurationSec'
 >;
 
+/** Options of `checkTtsRequest`. */
 export interface CheckTtsOptions {
   /** Account tier; missing or unknown uses the free limit. */
   tier?: string | undefined;
+  /** Limits to apply; default `DEFAULT_LIMITS`. */
   limits?: TtsLimits;
   /** Size of the serialized body, when known (413 above `ttsRequestBytes`). */
   bodyBytes?: number;
 }
 
+/** Result of `checkTtsRequest`: the typed body, or the service's rejection. */
 export type TtsCheck = { ok: true; body: TtsRequestBody } | { ok: false; rejection: TtsRejection };
 
 /** Length in Unicode code points (what the text limits count). */

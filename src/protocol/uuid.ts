@@ -6,6 +6,7 @@ import { InvalidArgumentError } from './errors.ts';
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+/** Whether `value` is a 36-character UUID string (any version, either case). */
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && value.length === 36 && UUID_PATTERN.test(value);
 }
@@ -67,6 +68,7 @@ export function idToString(id: string | Uint8Array): string {
   return bytesToUuid(id);
 }
 
+/** Whether the 16 bytes at `offset` are all zero (the nil UUID, which frames must not carry). */
 export function isZeroUuid(bytes: Uint8Array, offset = 0): boolean {
   for (let i = offset; i < offset + 16; i++) if (bytes[i] !== 0) return false;
   return true;

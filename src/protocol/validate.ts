@@ -3,6 +3,7 @@
 import { ProtocolError, type ValidationIssue } from './errors.ts';
 import { isUuid } from './uuid.ts';
 
+/** Result of a validator: the value, typed, or every issue found. */
 export type Validation<T> = { ok: true; value: T } | { ok: false; issues: ValidationIssue[] };
 
 export type Obj = Record<string, unknown>;

@@ -1,0 +1,62 @@
+// Archive runs under faults: a manifest that cannot be written, a consumer that leaves early,
+// inputs given twice.
+
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { type ArchiveEvent, type ArchiveSummary, transcribeArchive } from '../src/archive/index.ts';
+import { startService } from './helpers/service.ts';
+import { speechWav } from './helpers/speech.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-archive-faults-'));
+after(() => rm(root, { recursive: true, force: true }));
+const archive = join(root, 'archive');
+await mkdir(archive, { recursive: true });
+const wav = await speechWav('A short recording for the faults.', { pauseMs: 200 });
+for (let i = 0; i < 6; i++) await writeFile(join(archive, `clip${i}.wav`), wav);
+
+const { client } = await startService({ latency: { perRequestMs: 200 } });
+
+/** Rejects when `promise` takes longer than `ms`. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms);
+    }),
+  ]);
+}
+
+test('a manifest that cannot be written mid-run: the run fails with the error, it does not hang', async () => {
+  const out = join(root, 'out-manifest');
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  const run = (async () => {
+    for await (const event of transcribeArchive([archive], {
+      client,
+      out,
+      mode: 'fast',
+      language: 'en',
+      formats: ['txt'],
+      concurrency: 3,
+      probe: false,
+    })) {
+      events.push(event);
+      if (event.type === 'started' && events.filter((e) => e.type === 'started').length === 1) {
+        // The manifest's place taken by a directory: every append fails (EISDIR), as on a
+        // full disk or a revoked permission.
+        await rm(join(out, 'manifest.ndjson'), { force: true });
+        await mkdir(join(out, 'manifest.ndjson'));
+      }
+    }
+  })();
+  await assert.rejects(within(run, 10_000, 'the run'), (err: NodeJS.ErrnoException) => {
+    assert.equal(err.code, 'EISDIR', String(err));
+    return true;
+  });
+  // The inputs in flight were cancelled before the run ended, not left running behind it.
+  const fast = client.admissionStats().find((w) => w.workload === 'fast')!;
+  assert.equal(fast.running + fast.queued, 0, `still in flight: ${JSON.stringify(fast)}`);
+});

@@ -10,6 +10,7 @@ import { type ArchiveEvent, type ArchiveSummary, transcribeArchive } from '../sr
 import { readManifest } from './helpers/cli.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
+import { within } from './helpers/timers.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-archive-faults-'));
 after(() => rm(root, { recursive: true, force: true }));
@@ -19,17 +20,6 @@ const wav = await speechWav('A short recording for the faults.', { pauseMs: 200 
 for (let i = 0; i < 6; i++) await writeFile(join(archive, `clip${i}.wav`), wav);
 
 const { client, emulator } = await startService({ latency: { perRequestMs: 200 } });
-
-/** Rejects when `promise` takes longer than `ms`. */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms);
-    }),
-  ]);
-}
 
 test('a manifest that cannot be written mid-run: the run fails with the error, it does not hang', async () => {
   const out = join(root, 'out-manifest');

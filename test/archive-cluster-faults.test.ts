@@ -76,3 +76,48 @@ test('Redis goes away under an idle worker: close() ends it, connections closed'
   await new Promise((r) => setTimeout(r, 500));
   await within(worker.close({ handBackAfterMs: 0 }), 8000, 'the worker close');
 });
+
+test(
+  'Redis goes away while a worker records a batch job it submitted: close() hands it back within a bound',
+  skip,
+  async () => {
+    const redis = await startRedis();
+    servers.push(redis);
+    // The service answers the upload a second after it: Redis is gone by then.
+    const { client, emulator } = await startService({
+      latency: { perRequestMs: 1000 },
+      jobTiming: { queuedMs: 0, processingMs: 30_000 },
+    });
+    const name = `faults-${process.pid}-3`;
+    const dir = await archive(1);
+    const enqueued = await enqueueArchive([dir], {
+      queue: redis.url,
+      queueName: name,
+      out: join(root, 'out-submitting'),
+      mode: 'batch',
+      formats: ['txt'],
+      probe: false,
+    });
+    await enqueued.close();
+    let started!: () => void;
+    const isStarted = new Promise<void>((r) => {
+      started = r;
+    });
+    const worker = await startArchiveWorker({
+      queue: redis.url,
+      queueName: name,
+      client,
+      stallTimeoutMs: 1000,
+      onEvent: (e) => {
+        if (e.type === 'started') started();
+      },
+    });
+    await within(isStarted, 10_000, 'the job to start');
+    // Redis dies while the job is being uploaded: the service accepts it, and storing its id in
+    // the queue job waits for a Redis that does not come back.
+    await redis.stop();
+    while (emulator.stats().jobsCreated === 0) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 300));
+    await within(worker.close({ handBackAfterMs: 0 }), 10_000, 'the worker close');
+  },
+);

@@ -887,8 +887,16 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
     throw err;
   }
   const w = worker;
+  // A job handed back ends at once unless it waits on Redis (storing a batch job's id, moving
+  // itself back): with Redis gone that is for good, so close() waits for it only a moment.
+  let gaveUp: (() => void) | undefined;
+  const givenUp = new Promise<void>((resolve) => {
+    gaveUp = resolve;
+  });
+  let giveUpTimer: NodeJS.Timeout | undefined;
   const handBack = () => {
     for (const controller of inFlight.values()) controller.abort(new HandedBack('handed back'));
+    giveUpTimer ??= setTimeout(() => gaveUp?.(), WORKER_CLOSE_WAIT_MS);
   };
   let closing: Promise<void> | undefined;
   const onAbort = () => {
@@ -909,12 +917,18 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
           // No job is taken from now on; the ones in flight finish (or are handed back).
           const stopping = w.close();
           stopping.catch(() => {});
-          while (processing.size > 0) await Promise.allSettled([...processing]);
+          let abandoned = false;
+          givenUp.then(() => {
+            abandoned = true;
+          });
+          while (processing.size > 0 && !abandoned)
+            await Promise.race([Promise.allSettled([...processing]), givenUp]);
           // What is left is BullMQ's own (a job's completion written to Redis): bounded, since
           // Redis may be gone and then it would wait for good.
           await settledWithin(stopping, WORKER_CLOSE_WAIT_MS);
         } finally {
           clearTimeout(timer);
+          clearTimeout(giveUpTimer);
           await closeAll();
         }
       })();

@@ -17,7 +17,7 @@ import type { SpeechClient } from '../client/index.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
-import { Manifest } from '../sinks/manifest.ts';
+import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
 import { probeDuration } from './probe.ts';
@@ -517,7 +517,21 @@ async function* followRun(run: {
       // active (no return value yet) whose state says completed by the time it is asked.
       const state = await queue.getJobState(jobId);
       const job = await queue.getJob(jobId);
-      if (!job) return;
+      if (!job) {
+        // Gone from the queue (jobs are never removed: Redis lost them, restarted empty or
+        // flushed): no worker will run it and no event will come, so it ends here, recorded.
+        if (state !== 'unknown' || (await queue.getJob(jobId)) !== undefined) return;
+        pending.delete(jobId);
+        const error = {
+          code: 'ERR_JOB_LOST',
+          message: 'its queue job is gone (Redis lost it): run the command again to add it',
+        };
+        // A batch job a worker submitted for it stays recorded: a resumed run waits for it.
+        const serviceJobId = store.manifest.pendingJob(t.file, store.settings as ManifestSettings);
+        await store.failed(t.file, error, serviceJobId);
+        push({ type: 'failed', file: t.file, error, ...(serviceJobId ? { jobId: serviceJobId } : {}) });
+        return;
+      }
       if (state === 'completed') {
         pending.delete(jobId);
         const result = job.returnvalue as ArchiveJobResult;

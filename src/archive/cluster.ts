@@ -17,7 +17,7 @@ import type { SpeechClient } from '../client/index.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
-import { Manifest } from '../sinks/manifest.ts';
+import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
 import { probeDuration } from './probe.ts';
@@ -91,9 +91,31 @@ function redisAddress(url: string): string {
   }
 }
 
+/** How long closing waits for Redis (a command under way, QUIT, BullMQ's own close). */
+const CLOSE_WAIT_MS = 1000;
+/** How long a closing worker waits for BullMQ once its jobs ended (their completion written). */
+const WORKER_CLOSE_WAIT_MS = 3000;
+
+/**
+ * Resolves when `work` settles or after `ms`, whichever comes first. A Redis command waits for
+ * a lost connection to come back (maxRetriesPerRequest null): a close must not wait for that.
+ */
+function settledWithin(work: Promise<unknown> | undefined, ms: number): Promise<void> {
+  if (work === undefined) return Promise.resolve();
+  return new Promise((done) => {
+    const timer = setTimeout(done, ms);
+    const end = () => {
+      clearTimeout(timer);
+      done();
+    };
+    work.then(end, end);
+  });
+}
+
 /**
  * Connect to Redis within `timeoutMs` or fail with `ERR_QUEUE_UNREACHABLE` (never hang); later
- * losses of the connection are retried (BullMQ waits for it to come back).
+ * losses of the connection are retried (BullMQ waits for it to come back). close() ends every
+ * connection within a bound, Redis there or not.
  */
 async function connect(url: string, timeoutMs = 5000): Promise<Connection> {
   const address = redisAddress(url);
@@ -108,9 +130,17 @@ async function connect(url: string, timeoutMs = 5000): Promise<Connection> {
       // Before the first connection: fail at once (reported below); after it: reconnect.
       retryStrategy: (times) => (connected ? Math.min(times * 250, 3000) : null),
     });
+    return track(client);
+  };
+  // BullMQ duplicates a connection it is given for its blocking commands (a Worker's, a
+  // QueueEvents'): the copies are ours to close too, or one reconnecting to a Redis that is gone
+  // would never be stopped.
+  const track = (client: Redis): Redis => {
     // Errors surface where they matter (a command, BullMQ's own 'error' events).
     client.on('error', () => {});
     clients.push(client);
+    const duplicate = client.duplicate.bind(client);
+    client.duplicate = (override) => track(duplicate(override));
     return client;
   };
   const first = make();
@@ -142,7 +172,29 @@ async function connect(url: string, timeoutMs = 5000): Promise<Connection> {
     },
     async close() {
       await Promise.all(
-        clients.map((c) => (c.status === 'end' ? undefined : c.quit().then(undefined, () => c.disconnect()))),
+        clients.map(async (c) => {
+          if (c.status === 'end') return;
+          if (c.status === 'ready') {
+            // QUIT answered, or dropped when it is not (Redis went away under it).
+            await settledWithin(c.quit(), CLOSE_WAIT_MS);
+            c.disconnect();
+            return;
+          }
+          const reconnecting = c.status === 'reconnecting';
+          c.disconnect();
+          // A connection that is down: disconnect() stops its reconnecting, but ioredis then
+          // neither fails the commands waiting for it nor ends it ('end' never comes). Ended
+          // here as ioredis's own close handler ends one, so that what awaits either ends
+          // (BullMQ's fetch loop, its close, and the lock-renewal timer it keeps until then).
+          if (reconnecting) {
+            const internals = c as unknown as {
+              flushQueue?: (error: Error) => void;
+              setStatus?: (status: string) => void;
+            };
+            internals.flushQueue?.(new Error('Connection is closed.'));
+            internals.setStatus?.('end');
+          }
+        }),
       );
     },
   };
@@ -265,8 +317,8 @@ export async function enqueueArchive(
   const close = async () => {
     if (closed) return;
     closed = true;
-    await events?.close().catch(() => {});
-    await queue?.close().catch(() => {});
+    // BullMQ's closes wait for Redis (a QueueEvents' for its connection to end): bounded.
+    await settledWithin(Promise.all([events?.close(), queue?.close()]), CLOSE_WAIT_MS);
     await connection.close();
   };
   try {
@@ -465,7 +517,21 @@ async function* followRun(run: {
       // active (no return value yet) whose state says completed by the time it is asked.
       const state = await queue.getJobState(jobId);
       const job = await queue.getJob(jobId);
-      if (!job) return;
+      if (!job) {
+        // Gone from the queue (jobs are never removed: Redis lost them, restarted empty or
+        // flushed): no worker will run it and no event will come, so it ends here, recorded.
+        if (state !== 'unknown' || (await queue.getJob(jobId)) !== undefined) return;
+        pending.delete(jobId);
+        const error = {
+          code: 'ERR_JOB_LOST',
+          message: 'its queue job is gone (Redis lost it): run the command again to add it',
+        };
+        // A batch job a worker submitted for it stays recorded: a resumed run waits for it.
+        const serviceJobId = store.manifest.pendingJob(t.file, store.settings as ManifestSettings);
+        await store.failed(t.file, error, serviceJobId);
+        push({ type: 'failed', file: t.file, error, ...(serviceJobId ? { jobId: serviceJobId } : {}) });
+        return;
+      }
       if (state === 'completed') {
         pending.delete(jobId);
         const result = job.returnvalue as ArchiveJobResult;
@@ -546,6 +612,25 @@ async function* followRun(run: {
     w?.();
   };
   run.signal?.addEventListener('abort', onAbort, { once: true });
+  /**
+   * `work` settled, or the follow was aborted a moment ago: a Redis that went away holds its
+   * commands until it comes back, and an abort must end the follow all the same.
+   */
+  const drained = (work: Promise<unknown>) =>
+    new Promise<void>((done) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onLeave = () => {
+        timer = setTimeout(end, CLOSE_WAIT_MS);
+      };
+      const end = () => {
+        clearTimeout(timer);
+        run.signal?.removeEventListener('abort', onLeave);
+        done();
+      };
+      work.then(end, end);
+      if (run.signal?.aborted) onLeave();
+      else run.signal?.addEventListener('abort', onLeave, { once: true });
+    });
   const probing = run.probe
     ? (async () => {
         for (const file of run.files) {
@@ -567,8 +652,7 @@ async function* followRun(run: {
       });
     }
     clearInterval(timer);
-    await reconciling;
-    await chain;
+    await drained(Promise.all([reconciling, chain]));
     await probing.catch(() => {});
     while (out.length > 0) yield out.shift()!;
     if (pending.size > 0) {
@@ -591,8 +675,9 @@ async function* followRun(run: {
     events.off('completed', onEnd);
     events.off('failed', onEnd);
     events.off('paused', onPaused);
-    await reconciling;
-    await chain;
+    // Left early (aborted, broken out of, failed): what is under way may wait for a Redis
+    // that is gone; it gets a moment, then the connections are closed all the same.
+    await settledWithin(Promise.all([reconciling, chain]), CLOSE_WAIT_MS);
     await probing.catch(() => {});
     await store.flush().catch(() => {});
     await run.close();
@@ -659,14 +744,16 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
   const emit = (event: WorkerEvent) => options.onEvent?.(event);
   const stallMs = options.stallTimeoutMs ?? 30_000;
   const inFlight = new Map<string, AbortController>();
+  /** The processors running: close() waits for them, not for Redis. */
+  const processing = new Set<Promise<unknown>>();
   let metrics: Metrics | undefined;
   let queue: Queue | undefined;
   let worker: Worker | undefined;
   let removeListener: (() => void) | undefined;
   const closeAll = async () => {
     removeListener?.();
-    await worker?.close().catch(() => {});
-    await queue?.close().catch(() => {});
+    // BullMQ's closes wait for Redis, which may be gone: bounded.
+    await settledWithin(Promise.all([worker?.close(), queue?.close()]), CLOSE_WAIT_MS);
     await metrics?.close();
     await connection.close();
   };
@@ -701,8 +788,17 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
       const began = performance.now();
       const ref: { id?: string } = {};
       const handBack = async () => {
-        await job.moveToWait(token);
-        emit({ type: 'handedBack', input: data.input });
+        // With Redis gone the move waits for it to come back: bounded, and the job (its lock
+        // no longer renewed) is taken over as a dead worker's would be.
+        let moved = false;
+        await settledWithin(
+          job.moveToWait(token).then(() => {
+            moved = true;
+          }),
+          CLOSE_WAIT_MS,
+        );
+        if (moved) emit({ type: 'handedBack', input: data.input });
+        else emit({ type: 'error', message: `cannot hand back ${data.input}: Redis does not answer` });
         throw new bull.WaitingError();
       };
       emit({
@@ -777,7 +873,16 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
         m?.inFlight.dec();
       }
     };
-    worker = new bull.Worker(name, processor, {
+    const tracked = (job: Job, token?: string): Promise<ArchiveJobResult> => {
+      const run = processor(job, token);
+      processing.add(run);
+      run.then(
+        () => processing.delete(run),
+        () => processing.delete(run),
+      );
+      return run;
+    };
+    worker = new bull.Worker(name, tracked, {
       connection: connection.open(),
       concurrency,
       lockDuration: stallMs,
@@ -796,8 +901,16 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
     throw err;
   }
   const w = worker;
+  // A job handed back ends at once unless it waits on Redis (storing a batch job's id, moving
+  // itself back): with Redis gone that is for good, so close() waits for it only a moment.
+  let gaveUp: (() => void) | undefined;
+  const givenUp = new Promise<void>((resolve) => {
+    gaveUp = resolve;
+  });
+  let giveUpTimer: NodeJS.Timeout | undefined;
   const handBack = () => {
     for (const controller of inFlight.values()) controller.abort(new HandedBack('handed back'));
+    giveUpTimer ??= setTimeout(() => gaveUp?.(), WORKER_CLOSE_WAIT_MS);
   };
   let closing: Promise<void> | undefined;
   const onAbort = () => {
@@ -815,9 +928,21 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
             ? undefined
             : setTimeout(handBack, closeOptions.handBackAfterMs);
         try {
-          await w.close();
+          // No job is taken from now on; the ones in flight finish (or are handed back).
+          const stopping = w.close();
+          stopping.catch(() => {});
+          let abandoned = false;
+          givenUp.then(() => {
+            abandoned = true;
+          });
+          while (processing.size > 0 && !abandoned)
+            await Promise.race([Promise.allSettled([...processing]), givenUp]);
+          // What is left is BullMQ's own (a job's completion written to Redis): bounded, since
+          // Redis may be gone and then it would wait for good.
+          await settledWithin(stopping, WORKER_CLOSE_WAIT_MS);
         } finally {
           clearTimeout(timer);
+          clearTimeout(giveUpTimer);
           await closeAll();
         }
       })();

@@ -210,6 +210,8 @@ export async function* transcribeArchive(
   const files: AudioFile[] = [];
   let finished = false;
   const work = (async () => {
+    let probing: Promise<void> = Promise.resolve();
+    let failed: { error: unknown } | undefined;
     try {
       for await (const file of walkAudioFiles(roots, {
         signal: controller.signal,
@@ -222,34 +224,46 @@ export async function* transcribeArchive(
         summary.total++;
         count({ type: 'queued', file });
       }
-      const probing = options.probe === false ? Promise.resolve() : probeAll(files, controller.signal, count);
+      if (options.probe !== false) probing = probeAll(files, controller.signal, count);
       const ordered = options.order === 'walk' ? files : [...files].sort((a, b) => b.size - a.size);
-      await Promise.all([
-        pipeline(
-          Readable.from(ordered, { objectMode: true }),
-          transcribeEach({
-            client: options.client,
-            store,
-            ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-            ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
-            ...(options.breaker ? { breaker: options.breaker } : {}),
-            signal: controller.signal,
-          }),
-          writeTranscripts({ store, onEvent: count }),
-        ),
-        probing,
-      ]);
+      await pipeline(
+        Readable.from(ordered, { objectMode: true }),
+        transcribeEach({
+          client: options.client,
+          store,
+          ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+          ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+          ...(options.breaker ? { breaker: options.breaker } : {}),
+          signal: controller.signal,
+        }),
+        writeTranscripts({ store, onEvent: count }),
+      );
     } catch (err) {
-      if (!controller.signal.aborted) throw err;
-      // Aborted during the walk: nothing started.
-      summary.stopped ??= { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
+      if (controller.signal.aborted) {
+        // Aborted during the walk: nothing started.
+        summary.stopped ??= { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
+      } else {
+        // The run failed (a manifest or sink that cannot be written): the headers still
+        // being read stop too, and nothing of the run outlives its error.
+        failed = { error: err };
+        controller.abort(err);
+      }
     } finally {
-      await store.flush();
-      finished = true;
-      const w = wake;
-      wake = undefined;
-      w?.();
+      try {
+        await probing;
+        // The manifest's last entries; a failure to write them is the run's error unless it
+        // failed already (a manifest that cannot be appended to rejects every later write).
+        await store.flush().catch((err: unknown) => {
+          failed ??= { error: err };
+        });
+      } finally {
+        finished = true;
+        const w = wake;
+        wake = undefined;
+        w?.();
+      }
     }
+    if (failed !== undefined) throw failed.error;
   })();
   let failure: unknown;
   work.catch((err: unknown) => {

@@ -152,12 +152,23 @@ function unreadable(path: string, relative: string, err: unknown, what: string):
  * Audio files under `inputs` (files or directories), in a stable order: each directory's
  * entries sorted by name, hidden entries skipped, directory symlinks not followed (no loops).
  * A path the walk cannot read is yielded with `unreadable` set rather than thrown, and the walk
- * goes on. Abort stops it with the signal's reason.
+ * goes on. A path reached twice (a file given and inside a directory given, `d/./a.wav` and
+ * `d/a.wav`) is yielded once, the first time. Abort stops it with the signal's reason.
  */
 export async function* walkAudioFiles(
   inputs: readonly string[],
   options: WalkOptions = {},
 ): AsyncGenerator<AudioFile> {
+  const seen = new Set<string>();
+  for await (const file of walk(inputs, options)) {
+    const key = resolve(file.path);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    yield file;
+  }
+}
+
+async function* walk(inputs: readonly string[], options: WalkOptions): AsyncGenerator<AudioFile> {
   const extensions = options.extensions ?? AUDIO_EXTENSIONS;
   const hasAudioExtension = (name: string) => extensions.has(extname(name).slice(1).toLowerCase());
   const noExtension = (name: string) => extname(name) === '';

@@ -20,3 +20,14 @@ export function watchTimers(t: TestContext, delayMs: number): { started(): numbe
     },
   };
 }
+
+/** `promise`, or a rejection naming `what` when it takes longer than `ms` (a hang fails the test). */
+export function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms);
+    }),
+  ]);
+}

@@ -1,0 +1,157 @@
+// Cluster mode under faults, on a real Redis (redis-server on a free port, no mock): a follow
+// whose Redis goes away.
+
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { enqueueArchive, startArchiveWorker } from '../src/archive/cluster.ts';
+import type { ArchiveEvent, ArchiveSummary } from '../src/archive/index.ts';
+import { readManifest } from './helpers/cli.ts';
+import { type RedisServer, redisMissing, startRedis } from './helpers/redis.ts';
+import { startService } from './helpers/service.ts';
+import { speechWav } from './helpers/speech.ts';
+import { within } from './helpers/timers.ts';
+
+const missing = redisMissing();
+/** A redis-server of the test's own (it stops it), stopped at the end in any case. */
+async function ownRedis(): Promise<RedisServer> {
+  const redis = await startRedis();
+  servers.push(redis);
+  return redis;
+}
+
+/** `dir`'s inputs as jobs on `queueName`, results as txt in `out`. */
+const enqueue = (redis: RedisServer, dir: string, queueName: string, out: string, mode: 'fast' | 'batch') =>
+  enqueueArchive([dir], { queue: redis.url, queueName, out, mode, formats: ['txt'], probe: false });
+
+const skip = missing ? { skip: missing } : {};
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-cluster-faults-'));
+after(() => rm(root, { recursive: true, force: true }));
+const servers: RedisServer[] = [];
+after(async () => {
+  await Promise.all(servers.map((s) => s.stop()));
+});
+
+const wav = await speechWav('A short recording for the cluster.', { pauseMs: 200 });
+
+async function archive(n: number): Promise<string> {
+  const dir = await mkdtemp(join(root, 'in-'));
+  await mkdir(dir, { recursive: true });
+  for (let i = 0; i < n; i++) await writeFile(join(dir, `clip${i}.wav`), wav);
+  return dir;
+}
+
+test(
+  'Redis goes away while following (no worker): aborting the follow ends it, connections closed',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const dir = await archive(2);
+    const enqueued = await enqueue(redis, dir, `faults-${process.pid}-1`, join(root, 'out-gone'), 'fast');
+    assert.equal(enqueued.added, 2);
+    const controller = new AbortController();
+    const types: string[] = [];
+    const following = (async () => {
+      for await (const event of enqueued.follow({ signal: controller.signal })) types.push(event.type);
+    })();
+    // Reconciling runs every 2 s: let one start against the dead server.
+    await new Promise((r) => setTimeout(r, 300));
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 2500));
+    controller.abort();
+    await within(following, 5000, 'the follow after abort');
+    assert.equal(types.at(-1), 'summary');
+  },
+);
+
+test('Redis goes away under an idle worker: close() ends it, connections closed', skip, async () => {
+  const redis = await ownRedis();
+  const { client } = await startService();
+  const worker = await startArchiveWorker({
+    queue: redis.url,
+    queueName: `faults-${process.pid}-2`,
+    client,
+    stallTimeoutMs: 1000,
+  });
+  await redis.stop();
+  await new Promise((r) => setTimeout(r, 500));
+  await within(worker.close({ handBackAfterMs: 0 }), 8000, 'the worker close');
+});
+
+test(
+  'Redis goes away while a worker records a batch job it submitted: close() hands it back within a bound',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    // The service answers the upload a second after it: Redis is gone by then.
+    const { client, emulator } = await startService({
+      latency: { perRequestMs: 1000 },
+      jobTiming: { queuedMs: 0, processingMs: 30_000 },
+    });
+    const name = `faults-${process.pid}-3`;
+    const dir = await archive(1);
+    const enqueued = await enqueue(redis, dir, name, join(root, 'out-submitting'), 'batch');
+    await enqueued.close();
+    let started!: () => void;
+    const isStarted = new Promise<void>((r) => {
+      started = r;
+    });
+    const worker = await startArchiveWorker({
+      queue: redis.url,
+      queueName: name,
+      client,
+      stallTimeoutMs: 1000,
+      onEvent: (e) => {
+        if (e.type === 'started') started();
+      },
+    });
+    await within(isStarted, 10_000, 'the job to start');
+    // Redis dies while the job is being uploaded: the service accepts it, and storing its id in
+    // the queue job waits for a Redis that does not come back.
+    await redis.stop();
+    while (emulator.stats().jobsCreated === 0) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 300));
+    await within(worker.close({ handBackAfterMs: 0 }), 10_000, 'the worker close');
+  },
+);
+
+test(
+  'the queue loses its jobs (Redis restarted empty): the follow records them failed instead of waiting for good',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const dir = await archive(2);
+    const out = join(root, 'out-lost');
+    const enqueued = await enqueue(redis, dir, `faults-${process.pid}-4`, out, 'fast');
+    const { Redis } = await import('ioredis');
+    const admin = new Redis(redis.url);
+    await admin.flushall();
+    await admin.quit();
+    const events: Array<ArchiveEvent | ArchiveSummary> = [];
+    const controller = new AbortController();
+    const following = (async () => {
+      for await (const event of enqueued.follow({ signal: controller.signal })) events.push(event);
+    })();
+    try {
+      await within(following, 10_000, 'the follow of lost jobs');
+    } finally {
+      controller.abort();
+      await following;
+    }
+    const summary = events.at(-1) as ArchiveSummary;
+    assert.equal(summary.failed, 2, JSON.stringify(summary));
+    const failed = events.filter((e) => e.type === 'failed');
+    assert.deepEqual(
+      failed.map((e) => e.error.code),
+      ['ERR_JOB_LOST', 'ERR_JOB_LOST'],
+    );
+    const manifest = await readManifest(out);
+    assert.deepEqual(
+      manifest.map((e) => e.status),
+      ['failed', 'failed'],
+    );
+  },
+);

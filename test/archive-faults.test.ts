@@ -1,0 +1,71 @@
+// Archive runs under faults: a manifest that cannot be written, a consumer that leaves early,
+// inputs given twice.
+
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, test } from 'node:test';
+import { type ArchiveEvent, type ArchiveSummary, transcribeArchive } from '../src/archive/index.ts';
+import { readManifest } from './helpers/cli.ts';
+import { startService } from './helpers/service.ts';
+import { speechWav } from './helpers/speech.ts';
+import { within } from './helpers/timers.ts';
+
+const root = await mkdtemp(join(tmpdir(), 'speechpipe-archive-faults-'));
+after(() => rm(root, { recursive: true, force: true }));
+const archive = join(root, 'archive');
+await mkdir(archive, { recursive: true });
+const wav = await speechWav('A short recording for the faults.', { pauseMs: 200 });
+for (let i = 0; i < 6; i++) await writeFile(join(archive, `clip${i}.wav`), wav);
+
+const { client, emulator } = await startService({ latency: { perRequestMs: 200 } });
+
+test('a manifest that cannot be written mid-run: the run fails with the error, it does not hang', async () => {
+  const out = join(root, 'out-manifest');
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  const run = (async () => {
+    for await (const event of transcribeArchive([archive], {
+      client,
+      out,
+      mode: 'fast',
+      language: 'en',
+      formats: ['txt'],
+      concurrency: 3,
+      probe: false,
+    })) {
+      events.push(event);
+      if (event.type === 'started' && events.filter((e) => e.type === 'started').length === 1) {
+        // The manifest's place taken by a directory: every append fails (EISDIR), as on a
+        // full disk or a revoked permission.
+        await rm(join(out, 'manifest.ndjson'), { force: true });
+        await mkdir(join(out, 'manifest.ndjson'));
+      }
+    }
+  })();
+  await assert.rejects(within(run, 10_000, 'the run'), (err: NodeJS.ErrnoException) => {
+    assert.equal(err.code, 'EISDIR', String(err));
+    return true;
+  });
+  // The inputs in flight were cancelled before the run ended, not left running behind it.
+  const fast = client.admissionStats().find((w) => w.workload === 'fast')!;
+  assert.equal(fast.running + fast.queued, 0, `still in flight: ${JSON.stringify(fast)}`);
+});
+
+test('an input named twice (overlapping roots, a file inside a directory given): transcribed once', async () => {
+  const out = join(root, 'out-twice');
+  const before = emulator.stats().requests['fast.http'] ?? 0;
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  for await (const event of transcribeArchive(
+    [join(archive, 'clip0.wav'), archive, `${archive}/./clip1.wav`, archive],
+    { client, out, mode: 'fast', language: 'en', formats: ['txt'], probe: false },
+  ))
+    events.push(event);
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.total, 6, 'each input counted once');
+  assert.equal(summary.done, 6);
+  assert.equal((emulator.stats().requests['fast.http'] ?? 0) - before, 6, 'each input transcribed once');
+  const manifest = await readManifest(out);
+  assert.equal(manifest.length, 6, manifest.map((e) => e.input).join('\n'));
+  assert.equal(new Set(manifest.map((e) => resolve(e.input))).size, 6);
+});

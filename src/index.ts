@@ -20,6 +20,7 @@ export {
   captionRelay,
   type RelayCue,
 } from './sinks/caption-relay.ts';
+export { Manifest, type ManifestEntry, type ManifestSettings } from './sinks/manifest.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
 export {
   AUDIO_EXTENSIONS,

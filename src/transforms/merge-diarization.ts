@@ -94,8 +94,9 @@ export class DiarizationMerger {
   }
 
   /**
-   * The events one diarization record makes: a `segment` for each turn it shows cannot grow, then
-   * `active` (the new provisional tail) or, for the final record, `timeline`.
+   * The events one diarization record makes: a `segment` for each turn it shows cannot grow
+   * (the final record: the open turn too), then `active` (the new provisional tail) or, for the
+   * final record, `timeline`.
    * @throws ProtocolError when a record comes after the final record.
    */
   push(record: DiarizationRecord): DiarizationEvent[] {

@@ -67,7 +67,7 @@ export class ResamplePool {
   #closing: Promise<void> | undefined;
 
   /**
-   * Start no worker yet: they start with the first tasks.
+   * A pool with no worker running yet: workers start with the first tasks.
    * @throws InvalidArgumentError when `threads`, `maxQueue` or `idleTimeoutMs` is invalid.
    */
   constructor(options: ResamplePoolOptions = {}) {

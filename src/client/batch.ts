@@ -64,7 +64,7 @@ export interface BatchSubmitOptions {
    * `resubmit` submits again (a duplicate job is possible) and reports each through `onAmbiguous`.
    */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
-  /** Called with each ambiguous failure that `resubmit` submitted again after. */
+  /** Called with every ambiguous failure, before the policy applies. */
   onAmbiguous?: (err: SpeechServiceError | TransportError | UnreadableSubmitAnswerError) => void;
 }
 
@@ -180,7 +180,10 @@ function flag(value: boolean | undefined): string | undefined {
 export class BatchApi {
   readonly #deps: BatchDeps;
 
-  /** @internal Made by the client; use `client.batch`. */
+  /**
+   * Made by the client; use `client.batch`.
+   * @internal
+   */
   constructor(deps: BatchDeps) {
     this.#deps = deps;
   }

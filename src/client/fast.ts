@@ -58,7 +58,10 @@ export interface FastDeps {
 export class FastApi {
   readonly #deps: FastDeps;
 
-  /** @internal Made by the client; use `client.fast`. */
+  /**
+   * Made by the client; use `client.fast`.
+   * @internal
+   */
   constructor(deps: FastDeps) {
     this.#deps = deps;
   }

@@ -13,7 +13,7 @@ export type StreamFactory = () => Readable;
 
 /**
  * A recording to upload: a file path or `file:` URL (size read from the file), bytes, a Readable
- * (sent once: a retry after it started is refused), a {@link StreamFactory} (opened anew for each
+ * (sent once, never again for a retry), a {@link StreamFactory} (opened anew for each
  * attempt), or one of these streams with its filename, size in bytes and content type.
  */
 export type UploadInput =

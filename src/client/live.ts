@@ -121,8 +121,8 @@ export interface LiveDeps {
 }
 
 /**
- * Where a live session is: `idle` (nothing sent), `live`, `finishing` (the final frame sent),
- * `finished` (the final record received) or `failed` (failed or aborted).
+ * Where a live session is: `idle` (no `send()` yet), `live` (after the first), `finishing` (after
+ * the one with `final`), `finished` (the final record received) or `failed` (failed or aborted).
  */
 export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
 
@@ -130,7 +130,10 @@ export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
 export interface SendOptions {
   /** This frame is the last one carrying audio (sets is_final). */
   final?: boolean;
-  /** Aborts this send (the wait for the chunk's acceptance). */
+  /**
+   * Aborts this send: its wait for a slot and for the chunk's acceptance. Once the send has
+   * settled, the signal no longer matters to the session.
+   */
   signal?: AbortSignal;
 }
 
@@ -203,7 +206,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   /** The consumer asked for no more records for now (see pause()). */
   #paused = false;
 
-  /** @internal Made by the client; use `client.live.stt()`, `diarization()` or `open()`. */
+  /**
+   * Made by the client; use `client.live.stt()`, `diarization()` or `open()`.
+   * @internal
+   */
   constructor(kind: K, deps: LiveDeps, options: LiveSessionOptions = {}) {
     super();
     this.kind = kind;

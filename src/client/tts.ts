@@ -107,7 +107,10 @@ export interface TtsDeps {
 export class TtsApi {
   readonly #deps: TtsDeps;
 
-  /** @internal Made by the client; use `client.tts`. */
+  /**
+   * Made by the client; use `client.tts`.
+   * @internal
+   */
   constructor(deps: TtsDeps) {
     this.#deps = deps;
   }

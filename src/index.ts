@@ -5,8 +5,10 @@ export { MediaError, type MediaErrorCode } from './audio/media-error.ts';
 export {
   type PcmFormat,
   ResamplePlanner,
+  type ResamplePlannerOptions,
   Resampler,
   type ResamplerDesign,
+  type ResamplerPosition,
   type ResampleTask,
   runResampleTask,
 } from './audio/resampler.ts';
@@ -20,6 +22,7 @@ export {
   captionRelay,
   type RelayCue,
 } from './sinks/caption-relay.ts';
+export { Manifest, type ManifestEntry, type ManifestSettings } from './sinks/manifest.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
 export {
   AUDIO_EXTENSIONS,
@@ -92,6 +95,7 @@ export { renderSpeakerSvg, type SpeakerSvgOptions } from './transforms/speaker-s
 export {
   CaptionBuilder,
   type CaptionOptions,
+  type CaptionWord,
   type Cue,
   renderCaptions,
   toCaptions,

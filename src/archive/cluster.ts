@@ -59,6 +59,7 @@ export interface ArchiveJobResult {
   elapsedMs: number;
 }
 
+/** Where the archive queue is: a Redis server and a queue name. */
 export interface ClusterConnectionOptions {
   /** `redis://HOST:PORT[/DB]`. */
   queue: string;
@@ -239,21 +240,30 @@ const fileOf = (data: ArchiveJobData): AudioFile => ({
 // ---------------------------------------------------------------------------------------------
 // Enqueue and follow
 
+/** Options of {@link enqueueArchive}: the run's settings, as a local run's, and the queue's. */
 export interface EnqueueArchiveOptions extends ClusterConnectionOptions {
   /** Where results and `manifest.ndjson` go: storage every worker sees. */
   out: string;
+  /** Default `live`. */
   mode?: ArchiveMode;
+  /** Default `auto`. */
   language?: Language;
+  /** Label speakers (live and batch). Default false. */
   speakers?: boolean;
+  /** Default `['vtt', 'json']`. */
   formats?: readonly ArchiveFormat[];
   /**
    * Skip inputs the manifest says are done; retry this run's failed jobs; resume a queue a
    * refused key stopped. Jobs already queued are followed in any case.
    */
   resume?: boolean;
+  /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
+  /** Globs of files taken (see `WalkOptions.include`). */
   include?: readonly string[];
+  /** Globs of files and directories left out (see `WalkOptions.exclude`). */
   exclude?: readonly string[];
+  /** Follow symlinks wherever they lead (see `WalkOptions.followSymlinks`). Default false. */
   followSymlinks?: boolean;
   /**
    * Operations in flight across all workers (the account's concurrency for the mode's
@@ -267,6 +277,7 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions {
   attempts?: number;
 }
 
+/** A run added to the queue: what was added, and how to follow it. */
 export interface EnqueuedArchive {
   /** Inputs the walk found. */
   total: number;
@@ -687,7 +698,9 @@ async function* followRun(run: {
 // ---------------------------------------------------------------------------------------------
 // Workers
 
+/** Options of {@link startArchiveWorker}. */
 export interface ArchiveWorkerOptions extends ClusterConnectionOptions {
+  /** The client that transcribes; its admission rejections rate-limit the whole queue. */
   client: SpeechClient;
   /** Jobs this worker runs at once. Default 2. */
   concurrency?: number;
@@ -706,6 +719,11 @@ export interface ArchiveWorkerOptions extends ClusterConnectionOptions {
   onEvent?: (event: WorkerEvent) => void;
 }
 
+/**
+ * What an archive worker does, for a log (`ArchiveWorkerOptions.onEvent`): a job started (or
+ * taken over from a dead worker), a batch job submitted, a job done or failed, a job handed back,
+ * the queue rate-limited after a 429, the worker stopped, or an error of its own.
+ */
 export type WorkerEvent =
   | { type: 'started'; input: string; takenOver: boolean; serviceJobId?: string }
   | { type: 'submitted'; input: string; serviceJobId: string }
@@ -716,6 +734,7 @@ export type WorkerEvent =
   | { type: 'stopped'; reason: Reason }
   | { type: 'error'; message: string };
 
+/** A running archive worker. */
 export interface ArchiveWorker {
   /** `http://HOST:PORT/metrics`, with `metricsPort`. */
   readonly metricsUrl: string | undefined;

@@ -51,6 +51,10 @@ export type ArchiveEvent =
    */
   | { type: 'stopped'; reason: Reason; notAttempted: number };
 
+/**
+ * The circuit breaker of a run: after `failures` connection failures in a row no input starts
+ * while the service is probed, and the run stops if it stays unreachable for `maxOutageMs`.
+ */
 export interface BreakerOptions {
   /** Connection failures in a row that open the breaker. Default 3. */
   failures?: number;
@@ -65,8 +69,13 @@ export interface BreakerOptions {
   probe?: (signal: AbortSignal) => Promise<boolean>;
 }
 
+/** Options of {@link transcribeEach}. */
 export interface TranscribeEachOptions {
+  /** The client that transcribes. */
   client: SpeechClient;
+  /**
+   * The results directory: resume decisions, and batch job ids as soon as the service accepts them.
+   */
   store: ArchiveStore;
   /**
    * Files at once. Default: what the account's plan allows for the mode's workload (the
@@ -81,7 +90,9 @@ export interface TranscribeEachOptions {
   jobTimeoutMs?: number;
   /** Attempts for an input that fails on the connection. Default 3. */
   connectionAttempts?: number;
+  /** Stop starting inputs while the service is unreachable (see {@link BreakerOptions}). */
   breaker?: BreakerOptions;
+  /** Stops the run: inputs not started are left for a resumed run. */
   signal?: AbortSignal;
 }
 

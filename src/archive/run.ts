@@ -17,7 +17,9 @@ export function walkArchive(roots: readonly string[], options: WalkOptions = {})
   return Readable.from(walkAudioFiles(roots, options), { objectMode: true, highWaterMark: 16 });
 }
 
+/** Options of {@link writeTranscripts}. */
 export interface WriteTranscriptsOptions {
+  /** Where results and manifest entries go. */
   store: ArchiveStore;
   /** Each event as it is recorded (the same as the stream's `'event'` events). */
   onEvent?: (event: ArchiveEvent) => void;
@@ -93,7 +95,9 @@ export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsS
   return sink as TranscriptsSink;
 }
 
+/** Options of {@link transcribeArchive}. */
 export interface TranscribeArchiveOptions {
+  /** The client that transcribes. */
   client: SpeechClient;
   /** Where results and `manifest.ndjson` go. */
   out: string;
@@ -112,26 +116,39 @@ export interface TranscribeArchiveOptions {
    * longest work does not start last and leave the run waiting on it alone; `walk`: the walk's.
    */
   order?: 'largest-first' | 'walk';
+  /**
+   * Skip inputs done in an earlier run and wait for its batch jobs (see `ArchiveStoreOptions.resume`).
+   */
   resume?: boolean;
+  /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
+  /** Globs of files taken (see `WalkOptions.include`). */
   include?: readonly string[];
+  /** Globs of files and directories left out (see `WalkOptions.exclude`). */
   exclude?: readonly string[];
+  /** Follow symlinks wherever they lead (see `WalkOptions.followSymlinks`). Default false. */
   followSymlinks?: boolean;
+  /** Stop starting inputs while the service is unreachable (see {@link BreakerOptions}). */
   breaker?: BreakerOptions;
   /**
    * Read each input's duration from its header while the run starts (for `probed` events and
    * the summary's totals). Default true.
    */
   probe?: boolean;
+  /** Stops the run: inputs not started are left for a resumed run. */
   signal?: AbortSignal;
 }
 
+/** The last event of a run: counts, audio seconds and why it stopped early, if it did. */
 export interface ArchiveSummary {
   type: 'summary';
   /** Inputs found by the walk (skipped ones included). */
   total: number;
+  /** Inputs transcribed. */
   done: number;
+  /** Inputs that failed. */
   failed: number;
+  /** Inputs not taken by the walk, or done in an earlier run (resume). */
   skipped: number;
   /** Inputs left for a resumed run (the run stopped or was aborted). */
   notAttempted: number;
@@ -139,9 +156,11 @@ export interface ArchiveSummary {
   audioSeconds: number;
   /** Audio seconds of all inputs, as far as their headers said. */
   totalAudioSeconds: number;
+  /** Milliseconds the run took. */
   elapsedMs: number;
   /** Why the run ended early, if it did. */
   stopped?: Reason;
+  /** The manifest's path. */
   manifest: string;
   /** Temporary files of a killed run removed first (resume). */
   removedTemporary: number;

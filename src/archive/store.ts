@@ -16,15 +16,28 @@ import type { FileResult } from './transcribe-file.ts';
 
 /** Result formats: captions, plain text, JSON with every word, the speaker timeline as SVG. */
 export const ARCHIVE_FORMATS = ['vtt', 'srt', 'txt', 'json', 'svg'] as const;
+/** One result format: `vtt`, `srt`, `txt`, `json` or `svg` (see {@link ARCHIVE_FORMATS}). */
 export type ArchiveFormat = (typeof ARCHIVE_FORMATS)[number];
+/**
+ * How an archive's inputs are transcribed: `live` (realtime sessions fed from the decoded file),
+ * `batch` (one job per input, waited for) or `fast` (fast transcription of the whole file).
+ */
 export type ArchiveMode = 'live' | 'batch' | 'fast';
 
+/**
+ * What an archive's results depend on besides the inputs (a resumed run with other settings
+ * transcribes again).
+ */
 export interface ArchiveSettings {
+  /** How inputs are transcribed. */
   mode: ArchiveMode;
+  /** The language asked of the service. */
   language: Language;
+  /** Whether words are labelled with speakers. */
   speakers: boolean;
 }
 
+/** Options of {@link openArchiveStore}. */
 export interface ArchiveStoreOptions extends ArchiveSettings {
   /** Where results go (`out/<relative path>.<format>`) and `out/manifest.ndjson`. */
   out: string;
@@ -53,16 +66,26 @@ export async function openArchiveStore(options: ArchiveStoreOptions): Promise<Ar
   return new ArchiveStore(options, manifest, removed);
 }
 
+/**
+ * An archive's results directory: the manifest, collision-safe result names, the result files,
+ * and what a resumed run skips or waits for. One per run; open it with {@link openArchiveStore}.
+ */
 export class ArchiveStore {
+  /** The results directory. */
   readonly out: string;
+  /** The formats written for each input. */
   readonly formats: readonly ArchiveFormat[];
+  /** The run's settings, recorded with each manifest entry. */
   readonly settings: ArchiveSettings;
+  /** Whether inputs done in an earlier run are skipped. */
   readonly resume: boolean;
+  /** The run's manifest, `out/manifest.ndjson`. */
   readonly manifest: Manifest;
   /** Temporary files of a killed run removed on open (`resume` only). */
   readonly removedTemporary: number;
   readonly #names: OutputNames;
 
+  /** A store over a manifest already open; {@link openArchiveStore} opens both. */
   constructor(options: ArchiveStoreOptions, manifest: Manifest, removedTemporary = 0) {
     this.out = options.out;
     this.formats = options.formats ?? ['vtt', 'json'];
@@ -166,6 +189,7 @@ export class ArchiveStore {
     });
   }
 
+  /** Resolves once every manifest entry recorded so far is written. */
   flush(): Promise<void> {
     return this.manifest.flush();
   }

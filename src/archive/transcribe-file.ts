@@ -38,8 +38,13 @@ export interface FileResult {
   warnings?: Array<{ code: string; message: string }>;
 }
 
+/**
+ * Options of {@link transcribeFile}: the settings, the client, and what batch and live modes report.
+ */
 export interface TranscribeFileOptions extends ArchiveSettings {
+  /** The client that transcribes. */
   client: SpeechClient;
+  /** Aborts the transcription. */
   signal?: AbortSignal;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
@@ -58,6 +63,11 @@ export interface TranscribeFileOptions extends ArchiveSettings {
   onProgress?: (audioSeconds: number) => void;
 }
 
+/**
+ * Transcribe one input in `options.mode`: live (decode, 16 kHz frames to realtime ASR, with
+ * diarization alongside when `speakers`), batch (a job submitted, or `pendingJob`, waited for) or
+ * fast. Rejects with what failed it (a speechpipe error, or the signal's reason).
+ */
 export function transcribeFile(file: AudioFile, options: TranscribeFileOptions): Promise<FileResult> {
   if (options.mode === 'batch') return transcribeBatch(file, options);
   if (options.mode === 'fast') return transcribeFast(file, options);

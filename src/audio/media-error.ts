@@ -3,6 +3,7 @@
 
 import { SpeechpipeError } from '../protocol/errors.ts';
 
+/** The code of a {@link MediaError}. */
 export type MediaErrorCode =
   /** Bytes that break the container or codec (Ogg page, EBML element, Opus packet). */
   | 'ERR_MEDIA_FORMAT'

@@ -14,8 +14,11 @@
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { wasmFirRunner } from './fir-wasm.ts';
 
+/** The format of interleaved PCM: sample rate and channel count. */
 export interface PcmFormat {
+  /** Frames per second (Hz). */
   sampleRate: number;
+  /** Interleaved channels per frame. */
   channels: number;
 }
 
@@ -41,6 +44,7 @@ export function checkPcmFormat(what: string, format: unknown): PcmFormat {
   return { sampleRate: f.sampleRate, channels: f.channels };
 }
 
+/** The resampling filter's design: all optional, with defaults meant for speech. */
 export interface ResamplerDesign {
   /** Passband edge as a fraction of the lower Nyquist frequency, in (0, 1). Default 0.9. */
   passband?: number;
@@ -240,7 +244,9 @@ function lastReadyPos(chain: ResamplerChain, lastIndex: number): number {
 
 /** Where the next output sample lies: input index `pos` plus `frac / up` of a sample. */
 export interface ResamplerPosition {
+  /** Input index (in samples of the main stage's input rate). */
   pos: number;
+  /** Offset past `pos`, in `1 / up` of a sample (the main stage's upsampling factor). */
   frac: number;
 }
 
@@ -407,12 +413,19 @@ export function interleaveToPcm16(
  * first; frames outside the input are zeros). Self-contained, so a worker thread can run it.
  */
 export interface ResampleTask {
+  /** The input format (of `window`). */
   from: PcmFormat;
+  /** The output format. */
   to: PcmFormat;
+  /** The filter design. */
   design: ResamplerDesign;
+  /** Every input frame the outputs read, interleaved PCM16, frame `base` first. */
   window: Int16Array;
+  /** The absolute input frame index of `window`'s first frame. */
   base: number;
+  /** Where the first output frame lies. */
   start: ResamplerPosition;
+  /** Output frames to compute. */
   count: number;
 }
 
@@ -451,7 +464,9 @@ export function runResampleTask(task: ResampleTask): Int16Array {
   return interleaveToPcm16(channels, count);
 }
 
+/** Options of a {@link ResamplePlanner}. */
 export interface ResamplePlannerOptions {
+  /** The filter design (defaults as {@link ResamplerDesign} says). */
   design?: ResamplerDesign;
   /** Output frames per task, at least (except the last), a whole number. Default 1: everything ready. */
   minTaskFrames?: number;
@@ -466,9 +481,16 @@ export interface ResamplePlannerOptions {
  * result is the same however the input is split and however the tasks are sized.
  */
 export class ResamplePlanner {
+  /** The input format. */
   readonly from: PcmFormat;
+  /** The output format. */
   readonly to: PcmFormat;
+  /** The filter design, checked. */
   readonly design: ResamplerDesign;
+  /**
+   * The filter stages of the conversion.
+   * @internal
+   */
   readonly chain: ResamplerChain;
   /** Reduced overall ratio: `#up` output frames per `#down` input frames. */
   readonly #up: number;
@@ -484,6 +506,10 @@ export class ResamplePlanner {
   #plannedFrames = 0;
   #ended = false;
 
+  /**
+   * Plan the conversion of `from` to `to`.
+   * @throws InvalidArgumentError when a format, the design or a task size is invalid.
+   */
   constructor(from: PcmFormat, to: PcmFormat, options: ResamplePlannerOptions = {}) {
     this.from = checkPcmFormat('the resampler input', from);
     this.to = checkPcmFormat('the resampler output', to);

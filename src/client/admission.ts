@@ -50,6 +50,7 @@ export interface Slot {
   readonly freed: Promise<void>;
 }
 
+/** Options of an {@link Admission} controller. */
 export interface AdmissionOptions {
   /** Concurrent operations per workload (the plan's limits). */
   concurrency?: Partial<Record<Workload, number>>;
@@ -60,19 +61,27 @@ export interface AdmissionOptions {
    * plan limit. Default 10 s: probing sooner keeps hitting the account's real limit.
    */
   probeAfterMs?: number;
+  /**
+   * Pause after an admission rejection that carries no Retry-After. Default 500 ms first, 30 s ceiling.
+   */
   backoff?: BackoffOptions;
   /** Clock of the cool-down (tests inject one). Default `Date.now`. */
   now?: () => number;
 }
 
+/** One workload's admission queue, as {@link Admission.stats} reads it. */
 export interface WorkloadStats {
+  /** The workload this row describes. */
   workload: Workload;
   /** The plan limit. */
   limit: number;
   /** Current concurrency (lowered after concurrency rejections, raised back on successes). */
   concurrency: number;
+  /** Operations running (a held live slot counts). */
   running: number;
+  /** Operations waiting for a slot. */
   queued: number;
+  /** Whether the workload is paused now (after a rejection). */
   paused: boolean;
   /** Times the workload was paused for a rejection. */
   pauses: number;
@@ -88,7 +97,9 @@ export interface WorkloadStats {
 
 /** An admission rejection the service answered (what a cluster passes on to its other workers). */
 export interface AdmissionRejection {
+  /** The workload that paused. */
   workload: Workload;
+  /** The rejection's error code, e.g. `CONCURRENCY_LIMIT_EXCEEDED`. */
   code: string;
   /** How long the workload pauses (Retry-After when the service sent one). */
   pauseMs: number;
@@ -112,6 +123,12 @@ interface Lane {
   probeAt: number;
 }
 
+/**
+ * Admission control: one queue per workload, sized to the plan's concurrency. An admission 429
+ * pauses the whole workload (for Retry-After, else a backoff) and queues the operation again
+ * ahead of new work; a `CONCURRENCY_LIMIT_EXCEEDED` also lowers the workload's concurrency, raised
+ * back one at a time on successes after `probeAfterMs`.
+ */
 export class Admission {
   readonly #lanes = new Map<Workload, Lane>();
   readonly #maxRetries: number;
@@ -121,6 +138,7 @@ export class Admission {
   readonly #now: () => number;
   readonly #listeners = new Set<(rejection: AdmissionRejection) => void>();
 
+  /** @throws RangeError when a workload's concurrency is not a positive integer. */
   constructor(options: AdmissionOptions = {}) {
     this.#maxRetries = options.maxRetries ?? 100;
     this.#now = options.now ?? Date.now;
@@ -252,6 +270,9 @@ export class Admission {
     this.#pause(this.#lane(workload), ms);
   }
 
+  /**
+   * Queue depth, running operations, concurrency and pauses of each workload, in `WORKLOADS` order.
+   */
   stats(): WorkloadStats[] {
     return WORKLOADS.map((workload) => {
       const lane = this.#lane(workload);

@@ -38,8 +38,13 @@ import {
   sleep,
 } from './retry.ts';
 
+/**
+ * What a batch submission does when its outcome is ambiguous (the job may exist): `fail`
+ * reports it, `resubmit` submits again, at the risk of a duplicate job.
+ */
 export type AmbiguousSubmitPolicy = 'fail' | 'resubmit';
 
+/** Options of {@link BatchApi.submit}. */
 export interface BatchSubmitOptions {
   /** Path language; default `auto`. */
   language?: Language;
@@ -47,8 +52,11 @@ export interface BatchSubmitOptions {
   asr?: string;
   /** `true` = default diarization model, `'d1'`/`'d2'` a specific one. */
   diarization?: boolean | 'd1' | 'd2';
+  /** Inverse text normalization (number words as digits); omitted uses the service's default. */
   itn?: boolean;
+  /** Redaction (e-mail addresses and numbers masked); omitted uses the service's default. */
   redact?: boolean;
+  /** Aborts the submission, including its wait for admission. */
   signal?: AbortSignal;
   /**
    * After a 5xx, a timeout or a lost connection once the upload was complete, the job may
@@ -56,9 +64,11 @@ export interface BatchSubmitOptions {
    * `resubmit` submits again (a duplicate job is possible) and reports each through `onAmbiguous`.
    */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
+  /** Called with every ambiguous failure, before the policy applies. */
   onAmbiguous?: (err: SpeechServiceError | TransportError | UnreadableSubmitAnswerError) => void;
 }
 
+/** The service's acknowledgement of a batch submission (the job id), with how it was reached. */
 export interface BatchSubmitResult extends BatchSubmitAck {
   /** Requests sent for this submission (admission retries excluded). */
   attempts: number;
@@ -66,12 +76,15 @@ export interface BatchSubmitResult extends BatchSubmitAck {
   ambiguousAttempts: number;
 }
 
+/** Options of {@link BatchApi.get}. */
 export interface GetOptions {
   /** Keep the result readable after this read (default false: a done or failed job reads `cleared` later). */
   saveResult?: boolean;
+  /** Aborts the read. */
   signal?: AbortSignal;
 }
 
+/** Options of {@link BatchApi.getLegacy}, the V1 job lookup. */
 export interface GetLegacyOptions extends GetOptions {
   /** The V1 compatibility path segment; not used by the service. Default `en`. */
   lang?: string;
@@ -79,7 +92,9 @@ export interface GetLegacyOptions extends GetOptions {
   diarizationForceAlign?: boolean;
 }
 
+/** Options of {@link BatchApi.wait}: polling with a growing pause until the job is terminal. */
 export interface WaitOptions {
+  /** Stops waiting (the job is untouched). */
   signal?: AbortSignal;
   /** Give up after this long (throws `BatchWaitTimeoutError`; the job is untouched). */
   timeoutMs?: number;
@@ -142,6 +157,10 @@ export class BatchWaitTimeoutError extends SpeechpipeError {
   }
 }
 
+/**
+ * What a {@link BatchApi} shares with its client.
+ * @internal
+ */
 export interface BatchDeps {
   http: HttpTransport;
   admission: Admission;
@@ -154,9 +173,17 @@ function flag(value: boolean | undefined): string | undefined {
   return value === undefined ? undefined : value ? 'true' : 'false';
 }
 
+/**
+ * Batch transcription (`client.batch`): submit a complete recording, read its job (V2 or V1),
+ * wait for it to finish. Made by {@link SpeechClient}.
+ */
 export class BatchApi {
   readonly #deps: BatchDeps;
 
+  /**
+   * Made by the client; use `client.batch`.
+   * @internal
+   */
   constructor(deps: BatchDeps) {
     this.#deps = deps;
   }

@@ -22,6 +22,10 @@ import { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
 import { DEFAULT_SOCKET_ACK_MS, SocketTransport } from './socket.ts';
 import { TtsApi } from './tts.ts';
 
+/**
+ * Options of {@link createClient}: the service's address and key (from the environment where
+ * omitted), limits, concurrency, timeouts and retries.
+ */
 export interface ClientOptions extends ConfigOptions {
   /** Limits for pre-flight checks (a deployment's may be lower than the interface defaults). */
   limits?: LimitOverrides;
@@ -41,6 +45,7 @@ export interface ClientOptions extends ConfigOptions {
     /** Longest wait for a live session's final record after its final frame (default 60 s). */
     liveFinalMs?: number;
   };
+  /** Retries of retryable failures (default {@link DEFAULT_RETRY}). */
   retry?: RetryOptions;
   /** Batch submissions whose outcome is ambiguous: `fail` (default) or `resubmit`. */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
@@ -48,23 +53,37 @@ export interface ClientOptions extends ConfigOptions {
   socketEvents?: Partial<SocketEventNames>;
   /** Use your own undici dispatcher (not closed by `close()`). */
   dispatcher?: Dispatcher;
+  /** The `User-Agent` header. Default `speechpipe`. */
   userAgent?: string;
 }
 
+/** Opens live sessions (`client.live`); a session starts at its first `send()`. */
 export interface LiveApi {
   /** A realtime ASR session (records: ASR records). */
   stt(options?: LiveSessionOptions): LiveSession<'stt'>;
   /** A realtime diarization session (records: diarization records). */
   diarization(options?: LiveSessionOptions): LiveSession<'diarization'>;
+  /** A realtime session of either kind. */
   open<K extends LiveKind>(kind: K, options?: LiveSessionOptions): LiveSession<K>;
 }
 
+/**
+ * A client of the speech service: every operation over HTTP and Socket.IO, sharing one
+ * keep-alive dispatcher, one Socket.IO connection and one admission controller. Release them
+ * with `close()`.
+ */
 export class SpeechClient {
+  /** The resolved service configuration (address, key, paths). */
   readonly config: ServiceConfig;
+  /** The limits used for pre-flight checks. */
   readonly limits: Limits;
+  /** Batch transcription. */
   readonly batch: BatchApi;
+  /** Fast transcription. */
   readonly fast: FastApi;
+  /** Realtime ASR and diarization sessions. */
   readonly live: LiveApi;
+  /** Speech synthesis and voices. */
   readonly tts: TtsApi;
   readonly #http: HttpTransport;
   readonly #socket: SocketTransport;
@@ -77,6 +96,10 @@ export class SpeechClient {
   readonly #ending = new Set<Promise<void>>();
   #closed = false;
 
+  /**
+   * A client from `options`, else the environment (`API_KEY`, `API_URL`, `API_PATH`); as
+   * {@link createClient}.
+   */
   constructor(options: ClientOptions = {}) {
     this.config = resolveConfig(options);
     // The same environment as the configuration: TTS_MAX_INPUT_CHARACTERS_* overrides apply.
@@ -158,6 +181,7 @@ export class SpeechClient {
     return this.#admission.onRejection(listener);
   }
 
+  /** Whether `close()` was called. */
   get closed(): boolean {
     return this.#closed;
   }
@@ -180,6 +204,7 @@ export class SpeechClient {
     return `SpeechClient { apiUrl: ${this.config.apiUrl}, apiKey: [redacted]${this.#closed ? ', closed' : ''} }`;
   }
 
+  /** The service address, with the key redacted (so that logging the client never shows it). */
   toJSON(): Record<string, unknown> {
     return { apiUrl: this.config.apiUrl, apiKey: '[redacted]' };
   }

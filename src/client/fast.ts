@@ -22,19 +22,26 @@ import { checkUploadBytes, multipartBody } from './multipart.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
+/** Options of {@link FastApi.transcribe} and {@link FastApi.transcribeFinal}. */
 export interface FastOptions {
   /** Default `auto` (the service's environment default). */
   language?: Language;
   /** Model key (sent as `asr`); omitted uses the environment default. */
   model?: string;
+  /** Default `http`. */
   transport?: 'http' | 'socketio';
   /** The request id; fresh by default (and fresh again on every retry). */
   id?: string;
+  /** Aborts the transcription, including its wait for admission. */
   signal?: AbortSignal;
   /** Socket.IO: longest wait for the next record. Default 120 s. */
   recordTimeoutMs?: number;
 }
 
+/**
+ * What a {@link FastApi} shares with its client.
+ * @internal
+ */
 export interface FastDeps {
   http: HttpTransport;
   socket: SocketTransport;
@@ -44,9 +51,17 @@ export interface FastDeps {
   realtimePrefix: string;
 }
 
+/**
+ * Fast transcription (`client.fast`): a complete recording uploaded over HTTP or Socket.IO,
+ * its records streamed back. Made by {@link SpeechClient}.
+ */
 export class FastApi {
   readonly #deps: FastDeps;
 
+  /**
+   * Made by the client; use `client.fast`.
+   * @internal
+   */
   constructor(deps: FastDeps) {
     this.#deps = deps;
   }

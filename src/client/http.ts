@@ -8,6 +8,7 @@ import type { ServiceConfig } from '../protocol/config.ts';
 import { errorFromResponse, type SpeechServiceError, TransportError } from '../protocol/errors.ts';
 import type { OperationName } from '../protocol/operations.ts';
 
+/** The HTTP transport's timeouts, in milliseconds (`ClientOptions.timeouts`). */
 export interface HttpTimeouts {
   /** TCP/TLS connect. Default 10 s. */
   connectMs: number;
@@ -22,6 +23,10 @@ export interface HttpTimeouts {
   bodyIdleMs: number;
 }
 
+/**
+ * The HTTP timeouts used where `ClientOptions.timeouts` gives none: connect 10 s, headers 60 s,
+ * upload headers 300 s, body idle 120 s.
+ */
 export const DEFAULT_TIMEOUTS: Readonly<HttpTimeouts> = Object.freeze({
   connectMs: 10_000,
   headersMs: 60_000,

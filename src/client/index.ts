@@ -33,5 +33,5 @@ export {
   type LiveTransport,
   type SendOptions,
 } from './live.ts';
-export { backoffDelay, DEFAULT_RETRY, type RetryOptions } from './retry.ts';
+export { type BackoffOptions, backoffDelay, DEFAULT_RETRY, type RetryOptions } from './retry.ts';
 export { type SynthesizeOptions, TtsApi, type TtsSynthesis, type VoiceReferenceInput } from './tts.ts';

@@ -11,6 +11,11 @@ import { InvalidArgumentError, SpeechServiceError } from '../protocol/errors.ts'
 /** Opens the recording anew on every call, so the client can send it again for a retry. */
 export type StreamFactory = () => Readable;
 
+/**
+ * A recording to upload: a file path or `file:` URL (size read from the file), bytes, a Readable
+ * (sent once, never again for a retry), a {@link StreamFactory} (opened anew for each
+ * attempt), or one of these streams with its filename, size in bytes and content type.
+ */
 export type UploadInput =
   | string
   | URL

@@ -4,6 +4,7 @@
 import type { SpeechServiceError } from '../protocol/errors.ts';
 import type { LiveKind, LiveRecord } from './live.ts';
 
+/** The events of a {@link LiveSession}, by name, with their arguments. */
 export interface LiveSessionEvents<K extends LiveKind = LiveKind> {
   /** Each record of this session, in arrival order (the `is_final` one too). */
   record: [record: LiveRecord<K>];

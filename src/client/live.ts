@@ -46,15 +46,24 @@ export const DEFAULT_LIVE_END_MS = 5_000;
  */
 const STREAM_GONE_STATUSES = new Set([401, 403, 422]);
 
+/** A live session's service: `stt` (realtime ASR) or `diarization`. */
 export type LiveKind = 'stt' | 'diarization';
+/** How a live session talks to the service: HTTP requests, one per frame, or Socket.IO. */
 export type LiveTransport = 'http' | 'socketio';
+/**
+ * The record type of a live session of kind `K`: ASR records for `stt`, diarization records otherwise.
+ */
 export type LiveRecord<K extends LiveKind> = K extends 'stt' ? AsrRecord : DiarizationRecord;
 
+/** Options of a live session (`client.live.stt()`, `diarization()`, `open()`). */
 export interface LiveSessionOptions {
+  /** Default `http`. */
   transport?: LiveTransport;
+  /** Default `auto`. */
   language?: Language;
   /** The stream UUID; a fresh one by default. */
   streamId?: string;
+  /** Aborts the session (as {@link LiveSession.abort} with the signal's reason). */
   signal?: AbortSignal;
   /**
    * Times a frame is sent again after a 429 (a frame refused with 429 was not accepted; the
@@ -85,6 +94,10 @@ export interface LiveSessionOptions {
   endTimeoutMs?: number;
 }
 
+/**
+ * What a {@link LiveSession} shares with its client.
+ * @internal
+ */
 export interface LiveDeps {
   http: HttpTransport;
   socket: SocketTransport;
@@ -107,11 +120,20 @@ export interface LiveDeps {
   sessions?: Set<LiveSession>;
 }
 
+/**
+ * Where a live session is: `idle` (no `send()` yet), `live` (after the first), `finishing` (after
+ * the one with `final`), `finished` (the final record received) or `failed` (failed or aborted).
+ */
 export type LiveState = 'idle' | 'live' | 'finishing' | 'finished' | 'failed';
 
+/** Options of {@link LiveSession.send}. */
 export interface SendOptions {
   /** This frame is the last one carrying audio (sets is_final). */
   final?: boolean;
+  /**
+   * Aborts this send: its wait for a slot and for the chunk's acceptance. Once the send has
+   * settled, the signal no longer matters to the session.
+   */
   signal?: AbortSignal;
 }
 
@@ -120,9 +142,13 @@ export interface SendOptions {
  * `error` (the session failed; also the rejection of `done`).
  */
 export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<LiveSessionEvents<K>> {
+  /** `stt` or `diarization`. */
   readonly kind: K;
+  /** HTTP or Socket.IO (`LiveSessionOptions.transport`). */
   readonly transport: LiveTransport;
+  /** The stream UUID, lowercase. */
   readonly id: string;
+  /** The session's language (`LiveSessionOptions.language`, default `auto`). */
   readonly language: Language;
   /** Resolves with the `is_final` record; rejects when the session fails or is aborted. */
   readonly done: Promise<LiveRecord<K>>;
@@ -180,6 +206,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   /** The consumer asked for no more records for now (see pause()). */
   #paused = false;
 
+  /**
+   * Made by the client; use `client.live.stt()`, `diarization()` or `open()`.
+   * @internal
+   */
   constructor(kind: K, deps: LiveDeps, options: LiveSessionOptions = {}) {
     super();
     this.kind = kind;
@@ -222,6 +252,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     else sessions?.add(this);
   }
 
+  /** Where the session is now. */
   get state(): LiveState {
     return this.#state;
   }
@@ -326,6 +357,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     return iterator;
   }
 
+  /** The records from now on, as {@link LiveSession.records}: `for await (const r of session)`. */
   [Symbol.asyncIterator](): AsyncIterableIterator<LiveRecord<K>> {
     return this.records();
   }
@@ -583,6 +615,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     this.#paused = true;
   }
 
+  /**
+   * Read records again after {@link LiveSession.pause}, and wake sends waiting for the consumer.
+   */
   resume(): void {
     this.#paused = false;
     this.#drained();

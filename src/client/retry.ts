@@ -2,6 +2,10 @@
 
 import { SpeechServiceError, TransportError } from '../protocol/errors.ts';
 
+/**
+ * Exponential backoff with full jitter: the delay before retry `n` is random in
+ * `[0, min(maxMs, baseMs * factor ** n))`.
+ */
 export interface BackoffOptions {
   /** First delay. Default 250 ms. */
   baseMs?: number;
@@ -11,11 +15,13 @@ export interface BackoffOptions {
   factor?: number;
 }
 
+/** How many times, and how far apart, a retryable failure is tried again. */
 export interface RetryOptions extends BackoffOptions {
   /** Attempts in all, the first included. Default 5. */
   maxAttempts?: number;
 }
 
+/** The retry defaults: 5 attempts in all, 250 ms first delay, 30 s ceiling, factor 2. */
 export const DEFAULT_RETRY: Required<RetryOptions> = Object.freeze({
   maxAttempts: 5,
   baseMs: 250,

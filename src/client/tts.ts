@@ -26,6 +26,7 @@ import { decoded, type HttpTransport, transportError } from './http.ts';
 import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
+/** A reference recording of the voice to synthesize with, and its transcript. */
 export interface VoiceReferenceInput {
   /** A RIFF/WAVE file of mono PCM16 (bytes, or standard base64 of them). */
   audio: Uint8Array | string;
@@ -33,14 +34,19 @@ export interface VoiceReferenceInput {
   text: string;
 }
 
+/** Options of {@link TtsApi.synthesize}. */
 export interface SynthesizeOptions {
+  /** The text to speak; checked before sending against the tier's length limit. */
   text: string;
+  /** A voice from {@link TtsApi.listVoices}. */
   voiceId?: string;
+  /** Reference recordings of a voice to clone, instead of `voiceId`. */
   voiceReferences?: VoiceReferenceInput[];
   /** Default `nebula` (sent explicitly, as the interface advises). */
   model?: string;
   /** `http` (16 kHz, protocol capture) or `socketio` (24 kHz, playable). Default `http`. */
   transport?: 'http' | 'socketio';
+  /** Aborts the synthesis, including its audio stream. */
   signal?: AbortSignal;
   /**
    * Socket.IO: wait for the service to accept the request. Default: the client's (30 s), above
@@ -64,16 +70,24 @@ export interface SynthesizeOptions {
 /** See `SynthesizeOptions.maxBufferedBytes`: 16 MiB is about 5.8 min of 24 kHz PCM16. */
 export const DEFAULT_TTS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
+/** A synthesis under way: its audio as a stream, and its format. */
 export interface TtsSynthesis {
   /** The request UUID of the attempt that produced the audio. */
   id: string;
+  /** The transport that produced the audio. */
   transport: 'http' | 'socketio';
+  /** Hz: 16,000 over HTTP, 24,000 over Socket.IO. */
   sampleRate: number;
+  /** Always mono. */
   channels: 1;
   /** PCM16LE mono at `sampleRate`. Ends after the final frame; errors if the body is cut. */
   audio: Readable;
 }
 
+/**
+ * What a {@link TtsApi} shares with its client.
+ * @internal
+ */
 export interface TtsDeps {
   http: HttpTransport;
   socket: SocketTransport;
@@ -86,9 +100,17 @@ export interface TtsDeps {
   socketAckTimeoutMs?: number;
 }
 
+/**
+ * Speech synthesis (`client.tts`) over HTTP or Socket.IO, and the voice listing. Made by
+ * {@link SpeechClient}.
+ */
 export class TtsApi {
   readonly #deps: TtsDeps;
 
+  /**
+   * Made by the client; use `client.tts`.
+   * @internal
+   */
   constructor(deps: TtsDeps) {
     this.#deps = deps;
   }

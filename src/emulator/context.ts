@@ -20,6 +20,7 @@ export const DEFAULT_ASR_MODELS: Readonly<Record<Language, readonly string[]>> =
   auto: ['nova-auto', 'nova-en', 'nova-en-fast', 'nova-ar', 'nova-codeswitch'],
 });
 
+/** The emulator's TTS model keys where `EmulatorOptions.ttsModels` gives none: `nebula` alone. */
 export const DEFAULT_TTS_MODELS: readonly string[] = ['nebula'];
 
 /**
@@ -34,6 +35,10 @@ export const DEFAULT_BLOCKLIST: readonly string[] = [
   'how to make meth',
 ];
 
+/**
+ * The emulator's default content policy: `false` (refused with 400 `TTS_INPUT_NOT_ALLOWED`) when
+ * the text contains a phrase of {@link DEFAULT_BLOCKLIST}, case-insensitively.
+ */
 export const defaultContentPolicy = (text: string): boolean => {
   const lower = text.toLowerCase();
   return !DEFAULT_BLOCKLIST.some((phrase) => lower.includes(phrase));

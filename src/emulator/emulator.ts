@@ -42,6 +42,12 @@ interface Route {
  */
 const SOCKET_SLACK_BYTES = 1024 * 1024;
 
+/**
+ * Start the service emulator: the whole interface over HTTP and Socket.IO on `host:port`, with
+ * fault injection and statistics. Resolves once it listens; `close()` it when done.
+ * @throws RangeError or TypeError when an option is invalid (a limit, a fault rule, a language of
+ * `asrModels`).
+ */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
   const ctx = new EmulatorContext(options);
   const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });

@@ -4,6 +4,9 @@
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 
+/**
+ * The emulator's HTTP server limits, as a production server has them (`EmulatorOptions.server`).
+ */
 export interface ServerLimits {
   /** Complete request headers must arrive within this (slowloris). Default 20 s. */
   headersTimeoutMs: number;
@@ -22,6 +25,10 @@ export interface ServerLimits {
   uploadRateWindowMs: number;
 }
 
+/**
+ * The server limits where `EmulatorOptions.server` gives none: headers 20 s, request 15 min,
+ * keep-alive 5 s, 1000 connections, uploads at least 16 KiB/s over 10 s.
+ */
 export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   headersTimeoutMs: 20_000,
   requestTimeoutMs: 15 * 60_000,

@@ -11,15 +11,21 @@ export type Capability = 'batch' | 'realtime_asr' | 'diarization' | 'tts';
 
 export const CAPABILITIES: readonly Capability[] = ['batch', 'realtime_asr', 'diarization', 'tts'];
 
+/** An API key the emulator accepts, and what it may do. */
 export interface EmulatorKey {
+  /** The key, as sent in `x-api-key`. */
   key: string;
   /** Billable account: concurrency is shared by every key of an account. */
   account: string;
+  /** The account tier (the TTS text limit). */
   tier: Tier;
+  /** The operations the key may use; others are refused with 403. */
   capabilities: Capability[];
 }
 
+/** What a fault rule does to a request it matches. */
 export type FaultAction =
+  /** Answer `status` with an error body of `code` and `detail` (or with `rawBody`), at `stage`. */
   | {
       type: 'status';
       status: number;
@@ -39,7 +45,12 @@ export type FaultAction =
        */
       stage?: 'before' | 'afterValidation' | 'afterEffect';
     }
+  /** Hold the request `ms` milliseconds, then handle it as usual. */
   | { type: 'delay'; ms: number }
+  /**
+   * Destroy the connection: before handling (default), after the operation's effect, after
+   * `afterBytes` response body bytes or after `afterRecords` NDJSON records.
+   */
   | { type: 'reset'; stage?: 'before' | 'afterEffect'; afterBytes?: number; afterRecords?: number }
   /** A 200 NDJSON stream ends without its `is_final: true` record. */
   | { type: 'endWithoutFinal' }
@@ -47,11 +58,17 @@ export type FaultAction =
   | { type: 'truncateTts'; afterBytes?: number }
   /** Never respond (until the client gives up or the emulator closes). */
   | { type: 'stall' }
+  /** Send the response body at most `bytesPerSecond`. */
   | { type: 'slowBody'; bytesPerSecond: number }
   /** The operation's own failure (batch job ends `failed`, live 500, TTS 500 ...). */
   | { type: 'fail' };
 
+/**
+ * A fault to inject: which requests it matches, how many times, and what it does
+ * (`Emulator.faults.add`, `EmulatorOptions.faults`).
+ */
 export interface FaultRule {
+  /** The operation it matches, or `*` for every one. */
   operation: OperationName | '*';
   /** Only requests made with this API key. */
   key?: string;
@@ -59,11 +76,17 @@ export interface FaultRule {
   nth?: number;
   /** At most this many applications (default 1 when `nth` is set, else unlimited). */
   times?: number;
+  /** What it does to a matching request. */
   action: FaultAction;
 }
 
+/**
+ * Simulated processing time: `instant`, or `perRequestMs` per request plus `perAudioSecondMs` per
+ * second of audio (both default 0).
+ */
 export type LatencyModel = 'instant' | { perRequestMs?: number; perAudioSecondMs?: number };
 
+/** Options of {@link startEmulator}. */
 export interface EmulatorOptions {
   /** Default 0 (any free port). */
   port?: number;
@@ -79,6 +102,7 @@ export interface EmulatorOptions {
    * depend on the environment; the `speechpipe emulator` command passes `process.env`.
    */
   env?: Record<string, string | undefined>;
+  /** Simulated processing time. Default `instant`. */
   latency?: LatencyModel;
   /** Batch job schedule: time spent `queued`, then `processing`. */
   jobTiming?: { queuedMs?: number; processingMs?: number };
@@ -95,6 +119,7 @@ export interface EmulatorOptions {
   contentPolicy?: (text: string) => boolean;
   /** Registered transcripts: SHA-256 hex of an uploaded file, or a live stream UUID, to text. */
   transcripts?: Record<string, string>;
+  /** Fault rules in force from the start (more can be added with `Emulator.faults.add`). */
   faults?: FaultRule[];
   /**
    * The admin endpoint under `/_emulator/` on the same port (statistics, fault rules over HTTP,
@@ -110,6 +135,11 @@ export interface EmulatorOptions {
    * upload rate (16 KiB/s over 10 s; a slower body is cut and what it held released).
    */
   server?: Partial<ServerLimits>;
+  /**
+   * TTS audio: `espeak` (espeak-ng on the PATH, else the synthesis fails), `synthetic` (a
+   * deterministic synthetic voice), or `auto` (espeak-ng when on the PATH, else synthetic). Default
+   * `auto`.
+   */
   tts?: { engine?: 'auto' | 'espeak' | 'synthetic' };
   /**
    * ASR model keys per language; the first is the language's default. An empty list means no
@@ -120,22 +150,33 @@ export interface EmulatorOptions {
   ttsModels?: string[];
 }
 
+/** Live sessions (realtime streams) the emulator opened, by how they ended. */
 export interface SessionStats {
+  /** Sessions opened. */
   opened: number;
+  /** Ended by their final frame. */
   finished: number;
+  /** Ended by the service's session expiry (no activity). */
   expired: number;
+  /** Ended for idleness (no audio): their next frame gets 408. */
   retired: number;
+  /** Cancelled: the client aborted, its Socket.IO connection closed, or the emulator closed. */
   cancelled: number;
   /** Ended by the operation's own failure (a `fail` fault). */
   failed: number;
+  /** Live now. */
   active: number;
 }
 
+/** The emulator's counters since it started (`Emulator.stats()`). */
 export interface EmulatorStats {
+  /** Requests (HTTP and Socket.IO) per operation. */
   requests: Record<OperationName, number>;
   /** Error answers by code (including those produced by faults). */
   rejections: Record<string, number>;
+  /** Batch jobs created. */
   jobsCreated: number;
+  /** Live sessions, by how they ended. */
   sessions: SessionStats;
   /** Live frames accepted into a stream (HTTP and Socket.IO), including with an afterEffect fault. */
   framesAccepted: number;
@@ -143,6 +184,7 @@ export interface EmulatorStats {
   bytesIn: number;
   /** Response body and Socket.IO payload bytes sent. */
   bytesOut: number;
+  /** TTS syntheses started. */
   ttsSyntheses: number;
   /** Highest number of concurrent operations seen per workload (all accounts). */
   maxConcurrent: Record<Workload, number>;
@@ -155,15 +197,21 @@ export interface EmulatorStats {
   busyMs: Record<Workload, number>;
   /** Fault applications by action type. */
   faultsApplied: Record<string, number>;
+  /** Socket.IO connections opened, rejected, and open now. */
   socketConnections: { opened: number; rejected: number; active: number };
 }
 
+/** A TTS voice the emulator offers. */
 export interface VoiceInfo {
+  /** The voice id (`voiceId` of a synthesis). */
   id: string;
+  /** Its display name. */
   name: string;
+  /** The languages it speaks. */
   languages: string[];
 }
 
+/** A running emulator (what {@link startEmulator} resolves to). */
 export interface Emulator {
   /** `http://HOST:PORT` */
   readonly url: string;
@@ -171,8 +219,26 @@ export interface Emulator {
   readonly apiKey: string;
   /** A snapshot of the counters. */
   stats(): EmulatorStats;
-  readonly faults: { add(rule: FaultRule): { remove(): void }; clear(): void };
+  /** Fault rules in force. */
+  readonly faults: {
+    /**
+     * Put `rule` in force. Returns its removal.
+     * @throws TypeError or RangeError when the rule is invalid.
+     */
+    add(rule: FaultRule): {
+      /** Take the rule out of force (nothing if it is already out). */
+      remove(): void;
+    };
+    /** Take every rule out of force. */
+    clear(): void;
+  };
+  /**
+   * Make the emulator answer `text` for an uploaded file (`key`: its SHA-256 hex) or a live stream
+   * (`key`: its UUID); keys are case-insensitive.
+   * @throws TypeError when `key` is empty or `text` is not a string.
+   */
   registerTranscript(key: string, text: string): void;
+  /** The TTS voices the emulator lists and synthesizes with. */
   readonly voices: readonly VoiceInfo[];
   /** Close HTTP and Socket.IO servers, connections, timers, child processes and temp files. */
   close(): Promise<void>;

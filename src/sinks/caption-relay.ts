@@ -18,6 +18,9 @@ import {
   VTT_HEADER,
 } from '../transforms/to-captions.ts';
 
+/**
+ * Options of {@link captionRelay}: where it serves, how much it keeps, and the captions' layout.
+ */
 export interface CaptionRelayOptions extends Omit<CaptionOptions, 'format'> {
   /** Default 0 (any free port). */
   port?: number;
@@ -72,8 +75,11 @@ export interface RelayCue {
   speaker: string | null;
 }
 
+/** What a caption relay has served so far. */
 export interface CaptionRelayStats {
+  /** Viewers connected now (`/events`). */
   viewers: number;
+  /** Cues relayed. */
   cues: number;
   /** Viewers dropped for falling behind. */
   dropped: number;
@@ -81,9 +87,11 @@ export interface CaptionRelayStats {
   refused: number;
 }
 
+/** A running caption relay: a Writable of transcript events that serves them to overlay pages. */
 export interface CaptionRelay extends Writable {
   /** `http://host:port` (the overlay page is at `/`). */
   readonly url: string;
+  /** Viewers and cues so far. */
   stats(): CaptionRelayStats;
   /**
    * Stop serving. Viewers are told the captions ended (`end`) only if the writes had ended;

@@ -18,10 +18,16 @@ export interface ManifestSettings {
   speakers: boolean;
 }
 
+/**
+ * One line of a manifest: an event of one input (a batch job submitted, the input done, failed or
+ * skipped).
+ */
 export interface ManifestEntry {
   /** The input's path as given to the run. */
   input: string;
+  /** The input's size in bytes when the entry was written. */
   size: number;
+  /** The input's modification time (ms since the epoch) when the entry was written. */
   mtimeMs: number;
   /**
    * `submitted`: a batch job holds this input's work (`jobId`), not finished yet. `skipped`:
@@ -29,6 +35,7 @@ export interface ManifestEntry {
    * a symlink not followed).
    */
   status: 'done' | 'failed' | 'submitted' | 'skipped';
+  /** The settings the input was transcribed with. */
   settings?: ManifestSettings;
   /** The batch job that has (or had) this input's work. */
   jobId?: string;
@@ -36,6 +43,7 @@ export interface ManifestEntry {
   outputs?: string[];
   /** Why it failed or was skipped: a stable code and a message. */
   error?: { code: string; message: string };
+  /** The input's audio duration in seconds (done). */
   audioSeconds?: number;
   /** Done, but the decoder skipped input it could not decode (a damaged or cut packet). */
   warnings?: Array<{ code: string; message: string }>;
@@ -50,7 +58,12 @@ function sameSettings(a: ManifestSettings | undefined, b: ManifestSettings): boo
   return a !== undefined && a.mode === b.mode && a.language === b.language && a.speakers === b.speakers;
 }
 
+/**
+ * A resumable run's manifest: an NDJSON file with one entry per event of an input, appended as it
+ * happens, and read back to resume a run. Open it with {@link Manifest.open}.
+ */
 export class Manifest {
+  /** The manifest file's path. */
   readonly path: string;
   readonly #latest = new Map<string, ManifestEntry>();
   #writing: Promise<void> = Promise.resolve();
@@ -156,6 +169,7 @@ export class Manifest {
     return this.#writing;
   }
 
+  /** The latest entry of each input, in the order inputs were first recorded. */
   entries(): ManifestEntry[] {
     return [...this.#latest.values()];
   }

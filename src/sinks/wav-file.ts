@@ -6,6 +6,7 @@ import { type FileHandle, open } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import { WavEncoder, type WavFormatOptions } from '../transforms/to-wav.ts';
 
+/** Options of {@link wavFile}: the PCM's format and how the file is opened. */
 export interface WavFileOptions extends WavFormatOptions {
   /** File open flags. Default `'w'` (create or truncate). */
   flags?: string;

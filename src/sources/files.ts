@@ -82,11 +82,15 @@ async function readHead(path: string, bytes = 4096): Promise<Buffer> {
   }
 }
 
+/** One input found by {@link walkAudioFiles}. */
 export interface AudioFile {
+  /** Its path: the input given, or joined under the directory given. */
   path: string;
   /** Path relative to the directory given (a file given directly: its base name). */
   relative: string;
+  /** Bytes. */
   size: number;
+  /** Modification time, milliseconds since the epoch. */
   mtimeMs: number;
   /**
    * Set when the walk could not read this path (a directory it may not list, a broken symlink,
@@ -103,8 +107,11 @@ export interface AudioFile {
   skipped?: { code: string; message: string };
 }
 
+/** Options of {@link walkAudioFiles}: which files are taken. */
 export interface WalkOptions {
+  /** Extensions taken (lowercase, without the dot). Default {@link AUDIO_EXTENSIONS}. */
   extensions?: ReadonlySet<string>;
+  /** Stops the walk: it throws the signal's reason. */
   signal?: AbortSignal;
   /**
    * Globs (picomatch syntax, matched against the path relative to the directory given, with

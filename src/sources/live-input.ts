@@ -7,6 +7,7 @@ import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type DecodeEvents, decode, type RawInputFormat } from '../transforms/decode.ts';
 import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 
+/** Options of {@link liveInput}. */
 export interface LiveInputOptions {
   /** Read the input at its own rate (a file played as if it were a broadcast). Default false. */
   realtime?: boolean;
@@ -18,7 +19,9 @@ export interface LiveInputOptions {
   stdin?: Readable;
   /** Standard input (`'-'`) is headerless PCM of this format, not sniffed. */
   stdinFormat?: RawInputFormat;
+  /** An ffmpeg binary; otherwise `FFMPEG_PATH`, ffmpeg-static, then the PATH. */
   ffmpegPath?: string;
+  /** Stops ffmpeg and destroys the stream. */
   signal?: AbortSignal;
 }
 

@@ -19,6 +19,7 @@ export interface SpeakerWord extends WordSegment {
   speaker: string | null;
 }
 
+/** How {@link alignSpeakers} and {@link alignSpeakersStream} pick each word's speaker. */
 export interface AlignSpeakersOptions {
   /**
    * `'overlap'` (default): the speaker whose segments overlap the word longest (ties: the
@@ -107,6 +108,10 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
     return [...this.#closed, ...this.#tail];
   }
 
+  /**
+   * Apply one event of `mergeDiarization()`: a closed segment, the new provisional tail, or the
+   * final timeline (after which the timeline is complete). Emits `update`.
+   */
   update(event: DiarizationEvent): void {
     if (event.type === 'segment') {
       this.#closed.push(event.segment);
@@ -155,7 +160,9 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
   }
 }
 
+/** Options of {@link alignSpeakersStream}. */
 export interface AlignSpeakersStreamOptions extends AlignSpeakersOptions {
+  /** The speaker timeline the words are labelled from (fed by diarization events). */
   timeline: SpeakerTimeline;
   /**
    * Seconds of transcript after an utterance before it stops waiting for the closed timeline

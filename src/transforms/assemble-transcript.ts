@@ -46,8 +46,13 @@ export interface FinalEvent {
   lost?: LostAudio[];
 }
 
+/**
+ * What {@link assembleTranscript} emits: provisional text, a committed utterance, or the final
+ * transcript.
+ */
 export type TranscriptEvent = PartialEvent | UtteranceEvent | FinalEvent;
 
+/** Options of {@link assembleTranscript}. */
 export interface AssembleTranscriptOptions {
   /** Check each record's shape (default true); an invalid record fails with `ProtocolError`. */
   validate?: boolean;
@@ -82,6 +87,12 @@ export class TranscriptAssembler {
     return this.#lastEnd;
   }
 
+  /**
+   * The events one ASR record makes: a `partial`, or an `utterance` when it is speech-final (or
+   * final), and for the final record the `final` event after it. Words already committed are
+   * dropped.
+   * @throws ProtocolError when a record comes after the final record.
+   */
   push(record: AsrRecord): TranscriptEvent[] {
     if (this.#final) throw new ProtocolError('ERR_INVALID_RECORD', 'ASR record after the final record');
     const events: TranscriptEvent[] = [];

@@ -24,15 +24,23 @@ import { resample } from './resample.ts';
 // `stream.compose` (Node 16.9+, stable use here) is missing from @types/node.
 const compose = (streams as unknown as { compose(...parts: Duplex[]): Duplex }).compose;
 
+/**
+ * A headerless input's sample encoding: signed 16-bit or 32-bit float little-endian PCM, or
+ * 8-bit G.711 A-law or μ-law.
+ */
 export type RawEncoding = 's16le' | 'f32le' | 'alaw' | 'mulaw';
 
 /** A headerless PCM input's format, declared by the caller. */
 export interface RawInputFormat {
+  /** The sample encoding. */
   encoding: RawEncoding;
+  /** Hz. */
   sampleRate: number;
+  /** Interleaved channels. */
   channels: number;
 }
 
+/** Options of {@link decode}. */
 export interface DecodeOptions {
   /** Output rate. Default 16000 (live input). */
   sampleRate?: number;
@@ -63,11 +71,12 @@ export interface DecodeOptions {
   decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
   pool?: ResamplePool | 'shared' | false;
+  /** The resampling filter of the in-process paths. */
   design?: ResamplerDesign;
+  /** Destroys the stream (and stops ffmpeg). */
   signal?: AbortSignal;
 }
 
-/** How an input is being decoded: the `'format'` event of `decode()`. */
 /** The events of a `decode()` stream besides Node's, with their arguments. */
 export interface DecodeEvents {
   /** Once, when it knows how it decodes the input. */
@@ -81,7 +90,11 @@ export interface DecodeEvents {
 /** What `decode()` returns: a Duplex (bytes in, PCM16LE out) typed by `DecodeEvents`. */
 export type DecodeStream = TypedStream<Duplex, DecodeEvents>;
 
+/** How an input is being decoded: the `'format'` event of `decode()`. */
 export interface DecodeFormatEvent {
+  /**
+   * Which decoder reads the input: in-process (`wav`, `raw`, `ogg-opus`, `webm-opus`) or ffmpeg.
+   */
   decoder: 'wav' | 'raw' | 'ogg-opus' | 'webm-opus' | 'ffmpeg';
   /** The source rate and channels, when known (not for ffmpeg). */
   source?: PcmFormat;

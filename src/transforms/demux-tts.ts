@@ -4,6 +4,7 @@ import type { Transform } from 'node:stream';
 import { type TtsChunk, TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
 import { coreTransform } from './core-transform.ts';
 
+/** Options of {@link demuxTts}. */
 export interface DemuxTtsOptions extends TtsDemuxerOptions {
   /** The UUID sent as `id` in the TTS request. */
   requestId: string | Uint8Array;

@@ -30,8 +30,11 @@ import {
   type ReplayLimits,
 } from './replay-buffer.ts';
 
+/** Options of {@link sttStream} and {@link diarizationStream}. */
 export interface LiveStreamOptions {
+  /** The client that opens the sessions. */
   client: SpeechClient;
+  /** Default `http`. */
   transport?: LiveTransport;
   /** Language of the sessions (default: each frame's language byte). */
   language?: Language;
@@ -73,9 +76,13 @@ export interface LiveStreamOptions {
    */
   coalesceMs?: number;
   /** Told to slow down when the service answers 429 SESSION_BYTE_RATE_EXCEEDED (see `pace`). */
-  pacer?: { penalize(retryAfterMs: number): void };
+  pacer?: {
+    /** Send nothing for `retryAfterMs` milliseconds, then go on at the sustained rate. */
+    penalize(retryAfterMs: number): void;
+  };
   /** Passed to each session (acks, timeouts, validation). */
   session?: Omit<LiveSessionOptions, 'transport' | 'language' | 'streamId' | 'signal'>;
+  /** Destroys the stream with the signal's reason. */
   signal?: AbortSignal;
   /** Records buffered on the readable side before writes wait. Default 64. */
   highWaterMark?: number;

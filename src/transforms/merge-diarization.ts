@@ -42,8 +42,13 @@ export interface TimelineEvent {
   provisional: SpeakerSegment[];
 }
 
+/**
+ * What {@link mergeDiarization} emits: a closed speaker turn, the new provisional tail, or the
+ * final timeline.
+ */
 export type DiarizationEvent = SegmentEvent | ActiveEvent | TimelineEvent;
 
+/** Options of {@link mergeDiarization}. */
 export interface MergeDiarizationOptions {
   /** Merge same-speaker neighbours only when the gap between them is at most this. Default: any gap. */
   maxGapSec?: number;
@@ -88,6 +93,12 @@ export class DiarizationMerger {
     return this.#final;
   }
 
+  /**
+   * The events one diarization record makes: a `segment` for each turn it shows cannot grow
+   * (the final record: the open turn too), then `active` (the new provisional tail) or, for the
+   * final record, `timeline`.
+   * @throws ProtocolError when a record comes after the final record.
+   */
   push(record: DiarizationRecord): DiarizationEvent[] {
     if (this.#final)
       throw new ProtocolError('ERR_INVALID_RECORD', 'diarization record after the final record');
@@ -125,6 +136,10 @@ export class DiarizationMerger {
     ];
   }
 
+  /**
+   * End of input: no events.
+   * @throws IncompleteStreamError unless the final record arrived.
+   */
   end(): DiarizationEvent[] {
     if (!this.#final) {
       throw new IncompleteStreamError('diarization records ended without a final record (is_final: true)');

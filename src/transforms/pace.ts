@@ -8,6 +8,7 @@ import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 
+/** Options of a {@link Pacer}: its sustained rate and bucket size. */
 export interface PacerOptions {
   /** Sustained rate as a multiple of real time. Default: the session limit (4). */
   speed?: number;
@@ -104,6 +105,7 @@ export class Pacer {
   }
 }
 
+/** Options of {@link pace}. */
 export interface PaceOptions extends PacerOptions {
   /** `'frames'` (default): encoded live input frames (object mode), PCM bytes = length - 18. `'pcm'`: bytes. */
   input?: 'frames' | 'pcm';

@@ -4,6 +4,7 @@ import type { Transform } from 'node:stream';
 import { NdjsonDecoder, type NdjsonDecoderOptions } from '../protocol/ndjson.ts';
 import { coreTransform } from './core-transform.ts';
 
+/** Options of {@link parseNdjson}: the NDJSON decoder's (a `null` line is always refused). */
 export type ParseNdjsonOptions = Omit<NdjsonDecoderOptions, 'rejectNull'>;
 
 /**

@@ -4,6 +4,7 @@
 
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 
+/** Bounds on the audio a live stream keeps to send again after a failure (both hold). */
 export interface ReplayLimits {
   /** Most seconds of audio kept. */
   maxSec: number;

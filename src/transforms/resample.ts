@@ -17,8 +17,11 @@ import { type ResamplePool, sharedResamplePool } from '../workers/resample-pool.
 import { destroyOnAbort } from './abort.ts';
 import { coreTransform } from './core-transform.ts';
 
+/** Options of {@link resample}. */
 export interface ResampleOptions {
+  /** The input format. */
   from: PcmFormat;
+  /** The output format. */
   to: PcmFormat;
   /** Filter design (passband 0.9, 100 dB stopband by default). */
   design?: ResamplerDesign;
@@ -34,6 +37,7 @@ export interface ResampleOptions {
   taskSeconds?: number;
   /** Worker tasks in flight per stream before writes wait (whole, at least 1). Default: the pool's thread count + 1. */
   maxInFlight?: number;
+  /** Destroys the stream with the signal's reason. */
   signal?: AbortSignal;
 }
 

@@ -4,6 +4,7 @@
 
 import type { SpeakerWord } from './align-speakers.ts';
 
+/** Options of {@link renderSpeakerSvg}. */
 export interface SpeakerSvgOptions {
   /** Title drawn at the top (the input's name). */
   title?: string;

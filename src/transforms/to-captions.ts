@@ -8,17 +8,19 @@ import type { JobV2Done } from '../protocol/jobs.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { alignSpeakers, type SpeakerWord } from './align-speakers.ts';
 
+/** How words are laid out as captions: format, line length, cue timing. */
 export interface CaptionOptions {
+  /** SubRip or WebVTT. */
   format: 'srt' | 'vtt';
-  /** Default 42. */
+  /** Characters per line at most. Default 42. */
   maxCharsPerLine?: number;
-  /** Default 2. */
+  /** Lines per cue at most. Default 2. */
   maxLines?: number;
   /** Reading speed: a cue stays up at least chars / this seconds (when the next cue allows). Default 17. */
   maxCharsPerSecond?: number;
-  /** Default 1000. */
+  /** Shortest time a cue stays up (when the next cue allows), in milliseconds. Default 1000. */
   minDurationMs?: number;
-  /** Default 7000. */
+  /** Longest a cue lasts, in milliseconds, unless its words take longer. Default 7000. */
   maxDurationMs?: number;
   /** A pause longer than this between words starts a new cue. Default 1500. */
   maxPauseMs?: number;
@@ -32,15 +34,20 @@ export interface CaptionOptions {
   liveHoldMs?: number;
 }
 
+/** One caption cue. */
 export interface Cue {
   /** Milliseconds from the start of the audio. */
   startMs: number;
+  /** Milliseconds from the start of the audio. */
   endMs: number;
+  /** The cue's text, one string per line. */
   lines: string[];
+  /** The speaker of its words, when known. */
   speaker: string | null;
 }
 
-type CaptionWord = WordSegment & { speaker?: string | null };
+/** A word to lay out as captions: its times in seconds, and its speaker when known. */
+export type CaptionWord = WordSegment & { speaker?: string | null };
 
 interface Layout {
   maxCharsPerLine: number;
@@ -122,6 +129,7 @@ export function tailLines(text: string, maxCharsPerLine: number, maxLines: numbe
  * cue would push the next one later without bound when speech outpaces the reading speed.
  */
 export class CaptionBuilder {
+  /** @internal */
   readonly layout: Layout;
   #prevEndMs = 0;
 

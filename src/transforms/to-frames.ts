@@ -14,6 +14,7 @@ import { coreTransform } from './core-transform.ts';
 /** Default frame length per transport: each HTTP frame is a POST, a Socket.IO frame is an event. */
 export const DEFAULT_FRAME_MS = { http: 1000, socketio: 100 } as const;
 
+/** Options of {@link toFrames}. */
 export interface ToFramesOptions {
   /** Language byte of every frame. Default `'auto'`. */
   language?: Language;

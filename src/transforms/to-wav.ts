@@ -8,10 +8,11 @@ import { writeWavHeader } from '../protocol/riff.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import { coreTransform } from './core-transform.ts';
 
+/** The format of the PCM16LE written as WAV. */
 export interface WavFormatOptions {
-  /** Default 16000. */
+  /** Hz. Default 16000. */
   sampleRate?: number;
-  /** Default 1. */
+  /** Interleaved channels. Default 1. */
   channels?: number;
 }
 

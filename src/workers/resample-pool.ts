@@ -9,6 +9,7 @@ import { Piscina } from 'piscina';
 import type { ResampleTask } from '../audio/resampler.ts';
 import { InvalidArgumentError, SpeechpipeError } from '../protocol/errors.ts';
 
+/** Options of a {@link ResamplePool}. */
 export interface ResamplePoolOptions {
   /**
    * Worker threads, at least 1. Default: the available parallelism (the main thread mostly waits
@@ -49,8 +50,14 @@ const TASK_FILE = fileURLToPath(
   new URL(`./resample-task${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
 );
 
+/**
+ * Worker threads (Piscina) that run {@link ResampleTask}s, for `resample()` and `decode()` on bulk
+ * audio. Admits at most `capacity` tasks; more wait. Idle workers end after `idleTimeoutMs`.
+ */
 export class ResamplePool {
+  /** Worker threads at most. */
   readonly threads: number;
+  /** Tasks admitted at once (queued or running): `threads + maxQueue`. */
   readonly capacity: number;
   readonly #piscina: Piscina<ResampleTask, Int16Array>;
   #active = 0;
@@ -59,6 +66,10 @@ export class ResamplePool {
   #closed = false;
   #closing: Promise<void> | undefined;
 
+  /**
+   * A pool with no worker running yet: workers start with the first tasks.
+   * @throws InvalidArgumentError when `threads`, `maxQueue` or `idleTimeoutMs` is invalid.
+   */
   constructor(options: ResamplePoolOptions = {}) {
     const { threads = availableParallelism(), idleTimeoutMs = 2000 } = options;
     const maxQueue = options.maxQueue ?? 2 * threads;
@@ -186,6 +197,10 @@ export function sharedResamplePool(): ResamplePool {
   return shared;
 }
 
+/**
+ * Close the process-wide pool of {@link sharedResamplePool}, if it was created; the next
+ * `sharedResamplePool()` creates a new one.
+ */
 export async function closeSharedResamplePool(): Promise<void> {
   const pool = shared;
   shared = undefined;

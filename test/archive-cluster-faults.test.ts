@@ -155,3 +155,37 @@ test(
     );
   },
 );
+
+test(
+  'a queue no worker serves: the follow says so (NO_WORKER), and that a worker serves it when one comes',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const { client } = await startService();
+    const dir = await archive(2);
+    const queueName = `faults-${process.pid}-noworker`;
+    const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-noworker'), 'fast');
+    const events: Array<ArchiveEvent | ArchiveSummary> = [];
+    let worker: Awaited<ReturnType<typeof startArchiveWorker>> | undefined;
+    try {
+      const following = (async () => {
+        for await (const event of enqueued.follow({ noWorkerMs: 100 })) {
+          events.push(event);
+          if (event.type === 'paused' && !worker)
+            worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
+        }
+      })();
+      await within(following, 20_000, 'the follow');
+    } finally {
+      await worker?.close();
+    }
+    const types = events.map((e) => e.type);
+    const paused = events.find((e) => e.type === 'paused');
+    assert.ok(paused?.type === 'paused' && paused.reason.code === 'NO_WORKER', types.join(' '));
+    assert.match(paused.reason.message, /2 job\(s\) waiting and no worker/);
+    assert.ok(types.indexOf('resumed') > types.indexOf('paused'), types.join(' '));
+    assert.equal(types.filter((t) => t === 'done').length, 2, types.join(' '));
+    assert.equal(types.filter((t) => t === 'paused').length, 1, 'said once');
+    assert.equal(types.at(-1), 'summary');
+  },
+);

@@ -292,7 +292,15 @@ export interface EnqueuedArchive {
    * The manifest is written here. Breaking out (or aborting `signal`) stops following; the
    * jobs go on in the workers. Once.
    */
-  follow(options?: { signal?: AbortSignal }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined>;
+  follow(options?: {
+    signal?: AbortSignal;
+    /**
+     * Jobs waiting, none active and no worker connected to the queue for this long: a `paused`
+     * event with code `NO_WORKER` (and `resumed` once a worker serves it). Looked at every 2 s.
+     * Default 30 s.
+     */
+    noWorkerMs?: number;
+  }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined>;
   /** Close the Redis connections (follow() closes them at its end). */
   close(): Promise<void>;
 }
@@ -451,6 +459,7 @@ export async function enqueueArchive(
           began,
           probe: options.probe !== false,
           signal: followOptions.signal,
+          noWorkerMs: followOptions.noWorkerMs ?? 30_000,
           control: connection.control,
           close,
         });
@@ -472,6 +481,7 @@ async function* followRun(run: {
   began: number;
   probe: boolean;
   signal: AbortSignal | undefined;
+  noWorkerMs: number;
   control: Redis;
   close: () => Promise<void>;
 }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
@@ -491,7 +501,20 @@ async function* followRun(run: {
   };
   const out: Array<ArchiveEvent | ArchiveSummary> = [];
   let wake: (() => void) | undefined;
+  // Since when no worker served the queue (a NO_WORKER pause said so), and when one last did.
+  let servedAt = performance.now();
+  let unservedSince: number | undefined;
   const push = (event: ArchiveEvent) => {
+    if (
+      unservedSince !== undefined &&
+      (event.type === 'started' || event.type === 'done' || event.type === 'failed')
+    ) {
+      // A worker took a job before the next look at the queue.
+      servedAt = performance.now();
+      const pausedMs = Math.round(servedAt - unservedSince);
+      unservedSince = undefined;
+      push({ type: 'resumed', pausedMs });
+    }
     if (event.type === 'done') {
       summary.done++;
       summary.audioSeconds += event.audioSeconds ?? 0;
@@ -607,9 +630,33 @@ async function* followRun(run: {
   events.on('paused', onPaused);
   // Jobs that ended before we listened, and anything an event did not bring (a missed event,
   // a connection that came back): looked at now and every 2 s.
+  // A queue nobody serves waits without end: after noWorkerMs with jobs waiting, none active and
+  // no worker connected, say so (once), and say when a worker has taken a job.
+  const checkServed = async () => {
+    if (pending.size === 0 || stopped !== undefined) return;
+    const [workers, active] = await Promise.all([queue.getWorkersCount(), queue.getActiveCount()]);
+    const now = performance.now();
+    if (workers > 0 || active > 0) {
+      servedAt = now;
+      if (unservedSince !== undefined) {
+        push({ type: 'resumed', pausedMs: Math.round(now - unservedSince) });
+        unservedSince = undefined;
+      }
+    } else if (unservedSince === undefined && now - servedAt >= run.noWorkerMs) {
+      unservedSince = now;
+      push({
+        type: 'paused',
+        reason: {
+          code: 'NO_WORKER',
+          message: `${pending.size} job(s) waiting and no worker has served the queue for ${Math.round((now - servedAt) / 1000)} s: start one with \`speechpipe worker --queue URL --queue-name ${queue.name}\``,
+        },
+      });
+    }
+  };
   const reconcile = async () => {
     await checkStopped();
     for (const jobId of [...pending]) await settle(jobId);
+    await checkServed();
   };
   let reconciling = reconcile().catch((err: unknown) => {
     failure ??= err;

@@ -42,7 +42,10 @@ export type ArchiveEvent =
   | { type: 'failed'; file: AudioFile; error: Reason; jobId?: string }
   /** Not taken: hidden, special, a symlink not followed, or (`ALREADY_DONE`) done in an earlier run. */
   | { type: 'skipped'; file: AudioFile; reason: Reason }
-  /** The service stopped answering: no file starts until it answers again. */
+  /**
+   * No file starts for now: the service stopped answering (`ERR_SERVICE_UNREACHABLE`: until it
+   * answers again), or, following a queue, no worker serves it (`NO_WORKER`: until one does).
+   */
   | { type: 'paused'; reason: Reason }
   | { type: 'resumed'; pausedMs: number }
   /**

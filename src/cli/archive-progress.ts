@@ -60,6 +60,8 @@ export class ArchiveProgress {
   #audioTotal = 0;
   #probed = 0;
   #paused: string | undefined;
+  /** The reason code of the last pause (kept for its `resumed` line). */
+  #pausedCode: string | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(mode: ProgressMode, out: Writable & { isTTY?: boolean }) {
@@ -137,6 +139,7 @@ export class ArchiveProgress {
         break;
       case 'paused':
         this.#paused = event.reason.message;
+        this.#pausedCode = event.reason.code;
         break;
       case 'resumed':
         this.#paused = undefined;
@@ -159,9 +162,13 @@ export class ArchiveProgress {
         if (event.reason.code === 'ALREADY_DONE') return undefined;
         return `skipped ${event.file.relative}: ${event.reason.code}: ${event.reason.message}`;
       case 'paused':
-        return `paused: the service does not answer (${event.reason.message}); waiting for it`;
+        return event.reason.code === 'NO_WORKER'
+          ? `waiting: ${event.reason.message}`
+          : `paused: the service does not answer (${event.reason.message}); waiting for it`;
       case 'resumed':
-        return `resumed: the service answers again (after ${duration(event.pausedMs / 1000)})`;
+        return this.#pausedCode === 'NO_WORKER'
+          ? `resumed: a worker serves the queue (after ${duration(event.pausedMs / 1000)})`
+          : `resumed: the service answers again (after ${duration(event.pausedMs / 1000)})`;
       case 'summary':
         return event.removedTemporary > 0
           ? `removed ${event.removedTemporary} temporary file(s) a stopped run left`
@@ -184,7 +191,12 @@ export class ArchiveProgress {
       `${this.#done + this.#failed + this.#skipped}/${this.#total} files · ${this.#done} done · ${this.#failed} failed · ${this.#skipped} skipped`,
       `audio ${hours(audio)}/${hours(this.#audioTotal)} h · ${speed.toFixed(1)}× real time · ETA ${eta} · ${duration(elapsed)} elapsed`,
     ];
-    if (this.#paused) lines.push(`paused: waiting for the service (${printable(this.#paused)})`);
+    if (this.#paused)
+      lines.push(
+        this.#pausedCode === 'NO_WORKER'
+          ? `waiting: ${printable(this.#paused)}`
+          : `paused: waiting for the service (${printable(this.#paused)})`,
+      );
     const now = performance.now();
     for (const f of [...this.#inFlight.values()].slice(0, 8))
       lines.push(`  ▸ ${printable(f.relative)} ${duration((now - f.since) / 1000)}`);

@@ -37,14 +37,19 @@ const STOP_KEY = 'speechpipe:stopped';
 
 /** What a queue job carries: everything a worker needs, nothing it must ask the enqueuer. */
 export interface ArchiveJobData {
+  /** The input's path, as the walk found it. */
   input: string;
+  /** The path relative to the root given (a file given directly: its base name). */
   relative: string;
+  /** Bytes, when it was queued (part of the job id: a changed input is a new job). */
   size: number;
+  /** Modification time (ms since the epoch), when it was queued. */
   mtimeMs: number;
   settings: ArchiveSettings;
   formats: ArchiveFormat[];
   /** Result files, named by the enqueuer (the names a local run gives). */
   outputs: string[];
+  /** Batch: stop waiting for the service job after this long. Default 4 h. */
   jobTimeoutMs?: number;
   /** Batch: the service job holding this input's work, stored the moment it was accepted. */
   serviceJobId?: string;
@@ -52,10 +57,15 @@ export interface ArchiveJobData {
 
 /** What a worker returns for a job done (its results are written). */
 export interface ArchiveJobResult {
+  /** Words in the transcript. */
   words: number;
+  /** Audio seconds transcribed, when the mode reports them (not fast). */
   audioSeconds?: number;
+  /** Batch: the service job that did the work. */
   jobId?: string;
+  /** Input the decoder skipped (the results stand without it). */
   warnings?: Reason[];
+  /** How long the worker spent on it. */
   elapsedMs: number;
 }
 

@@ -113,9 +113,11 @@ export interface ResamplerKernel {
   outRate: number;
   /** Reduced ratio: L output steps per M input steps. */
   up: number;
+  /** Reduced ratio: M input steps per L output steps. */
   down: number;
   /** Number of tables; equals `up` when exact, else tables are interpolated. */
   phases: number;
+  /** Whether there is one table per phase (`phases === up`). */
   exact: boolean;
   /** Half width in input samples: output at time t reads inputs floor(t)-half+1 .. floor(t)+half. */
   half: number;
@@ -198,7 +200,9 @@ function designKernel(
  * `main` positions (in samples of its input rate).
  */
 export interface ResamplerChain {
+  /** The halving filter, or null. */
   pre: ResamplerKernel | null;
+  /** The conversion filter, or null when the rates are equal. */
   main: ResamplerKernel | null;
 }
 

@@ -99,6 +99,10 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
     return this.#ended ? Number.POSITIVE_INFINITY : this.#closedUntil;
   }
 
+  /**
+   * Whether the diarization source ended (its timeline came, or `end()` was called): every speaker
+   * is final.
+   */
   get ended(): boolean {
     return this.#ended;
   }

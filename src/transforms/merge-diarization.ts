@@ -89,6 +89,7 @@ export class DiarizationMerger {
     this.#streamEnd = options.streamEndSec;
   }
 
+  /** Whether the final record arrived. */
   get finished(): boolean {
     return this.#final;
   }

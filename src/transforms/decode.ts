@@ -67,7 +67,6 @@ export interface DecodeOptions {
   signal?: AbortSignal;
 }
 
-/** How an input is being decoded: the `'format'` event of `decode()`. */
 /** The events of a `decode()` stream besides Node's, with their arguments. */
 export interface DecodeEvents {
   /** Once, when it knows how it decodes the input. */
@@ -81,6 +80,7 @@ export interface DecodeEvents {
 /** What `decode()` returns: a Duplex (bytes in, PCM16LE out) typed by `DecodeEvents`. */
 export type DecodeStream = TypedStream<Duplex, DecodeEvents>;
 
+/** How an input is being decoded: the `'format'` event of `decode()`. */
 export interface DecodeFormatEvent {
   decoder: 'wav' | 'raw' | 'ogg-opus' | 'webm-opus' | 'ffmpeg';
   /** The source rate and channels, when known (not for ffmpeg). */

@@ -2,7 +2,7 @@
 // their event maps, so a wrong event name or a handler of the wrong shape does not compile.
 // Each `@ts-expect-error` line must be an error; if typing is lost, tsc reports it unused.
 
-import { PassThrough, Writable } from 'node:stream';
+import { type Duplex, PassThrough, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   type ArchiveEvent,
@@ -95,6 +95,36 @@ export async function streams(client: SpeechClient, store: Parameters<typeof wri
   sink.on('event', (event: string) => handled.push(event));
   // @ts-expect-error: a Writable emits no 'data'
   sink.on('data', () => {});
+
+  // Node's own events with their arguments, and the methods that return the stream keep its type.
+  decoder.on('error', (err) => handled.push(err.message));
+  decoder.on('pipe', (src) => src.resume());
+  decoder.on('newListener', (event) => handled.push(String(event)));
+  await new Promise<void>((resolve) => sink.once('finish', resolve));
+  await new Promise<void>((resolve, reject) => decoder.once('end', resolve).once('error', reject));
+  const current: string | undefined = stt.on('session', () => {}).pause().sessionId;
+  const piped: string | undefined = input.pipe(decoder).pipe(stt).sessionId;
+  input
+    .pipe(decoder)
+    .pipe(stt)
+    .pipe(sink)
+    .on('event', (event) => handled.push(event.type));
+  const duplexes: Duplex[] = [decoder, stt, decoder.compose(stt)];
+  // A union of a typed stream and another stream cannot call an overloaded listener method
+  // (TypeScript's limit, see TypedStream): typed as their common base, it can, as Node's.
+  const either: Duplex = handled.length > 0 ? new PassThrough() : decoder;
+  either.on('data', (chunk: Buffer) => handled.push(String(chunk.length)));
+  handled.push(String(current), String(piped), String(duplexes.length));
+  // @ts-expect-error: 'error' carries an Error, not a string
+  decoder.on('error', (err: string) => handled.push(err));
+  // @ts-expect-error: no such event ('sessions'), also after a method that returns the stream
+  stt.pause().on('sessions', () => {});
+  // @ts-expect-error: a Readable emits no 'finish'
+  input.once('finish', () => {});
+  // @ts-expect-error: 'spawn' carries a pid
+  decoder.emit('spawn', 'one');
+  // @ts-expect-error: no such event to remove the listeners of
+  stt.removeAllListeners('keep-alive');
 
   await pipeline(input, decoder, new PassThrough(), stt, new Writable({ objectMode: true }));
 }

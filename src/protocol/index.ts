@@ -17,12 +17,18 @@ export * from './speaker-rule.ts';
 export * from './tts-frames.ts';
 export * from './tts-request.ts';
 export type {
+  DuplexStreamEvents,
+  EmitterEvents,
   EventArgs,
   Listener,
   ListenerMethods,
   ReadableStreamEvents,
   StreamEventsOf,
+  TypedDuplex,
+  TypedReadable,
   TypedStream,
+  TypedWritable,
+  WithStreamEvents,
   WritableStreamEvents,
 } from './typed-stream.ts';
 export * from './uuid.ts';

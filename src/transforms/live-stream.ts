@@ -132,10 +132,10 @@ export interface LiveStreamEvents {
  * What `sttStream()` and `diarizationStream()` return: a Duplex (frames in, records out) typed by
  * `LiveStreamEvents`, with the current session's id.
  */
-export type LiveTranscriptionStream = TypedStream<Duplex, LiveStreamEvents> & {
+export interface LiveTranscriptionStream extends TypedStream<Duplex, LiveStreamEvents> {
   /** The current service session's UUID (undefined before the first frame is sent). */
   readonly sessionId: string | undefined;
-};
+}
 
 /** Session failures that a fresh session with a new UUID recovers from. */
 function restartable(err: unknown): boolean {

@@ -75,6 +75,13 @@ function processCpuMs(pid: number): number {
 /** USER_HZ: 100 on every Linux the benchmark runs on. */
 const CLOCK_TICKS = 100;
 
+/** CPU milliseconds the whole machine has been busy (every process, this benchmark's or not). */
+function machineBusyMs(): number {
+  const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+  const [user, nice, system, , , irq, softirq, steal] = ticks.map(Number) as number[];
+  return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / CLOCK_TICKS;
+}
+
 /** Generator processes, kept for a whole capacity search; each runs its share of a level. */
 class Generators {
   readonly #children: ChildProcess[] = [];
@@ -143,12 +150,16 @@ interface Level {
   wallSec: number;
   generatorCpuSec: number;
   serverCpuSec: number;
+  /** Cores the whole machine kept busy on average (other programs included). */
+  machineCores: number;
 }
 
 async function runLevel(server: Server, generators: Generators, sessions: number): Promise<Level> {
   const serverCpu = processCpuMs(server.child.pid!);
+  const machine = machineBusyMs();
   const r = await generators.run(server, sessions);
   const serverCpuSec = (processCpuMs(server.child.pid!) - serverCpu) / 1000;
+  const machineCores = (machineBusyMs() - machine) / r.wallMs;
   r.latencies.sort((a, b) => a - b);
   const p99 = percentile(r.latencies, 0.99);
   return {
@@ -159,6 +170,7 @@ async function runLevel(server: Server, generators: Generators, sessions: number
     wallSec: r.wallMs / 1000,
     generatorCpuSec: r.cpuMs / 1000,
     serverCpuSec,
+    machineCores,
   };
 }
 
@@ -173,32 +185,57 @@ async function attempt(server: Server, generators: Generators, sessions: number)
 }
 
 /**
- * The most sessions sustained with p99 under the target: levels double from FIRST_LEVEL until
- * one is missed, then the gap between the last sustained and the first missed is halved
- * BISECTIONS times. Returns the highest level sustained and the lowest missed (if any).
+ * The search for the most sessions one server sustains with p99 under the target: levels double
+ * from FIRST_LEVEL until one is missed, then the gap between the last sustained and the first
+ * missed is halved BISECTIONS times.
  */
-async function capacity(server: Server): Promise<{ best: Level | undefined; missed: Level | undefined }> {
+class Search {
+  readonly server: Server;
+  best: Level | undefined;
+  missed: Level | undefined;
+  #bisections = 0;
+
+  constructor(server: Server) {
+    this.server = server;
+  }
+
+  /** The next level to run, or undefined when the search is over. */
+  next(): number | undefined {
+    if (!this.missed) {
+      const sessions = this.best ? this.best.sessions * 2 : FIRST_LEVEL;
+      return sessions <= MAX_LEVEL ? sessions : undefined;
+    }
+    if (this.#bisections >= BISECTIONS) return undefined;
+    const low = this.best?.sessions ?? 0;
+    const sessions = Math.round((low + this.missed.sessions) / 2);
+    return sessions > low && sessions < this.missed.sessions ? sessions : undefined;
+  }
+
+  record(level: Level): void {
+    if (this.missed) this.#bisections++;
+    if (level.ok) this.best = level;
+    else this.missed = level;
+  }
+}
+
+/**
+ * Both searches in lockstep, a level of one then a level of the other, so that the load other
+ * programs put on this shared machine falls on both alike.
+ */
+async function capacities(servers: Server[]): Promise<Search[]> {
   const generators = await Generators.start(GENERATORS);
   try {
-    let best: Level | undefined;
-    let missed: Level | undefined;
-    for (let sessions = FIRST_LEVEL; sessions <= MAX_LEVEL; sessions *= 2) {
-      const level = await attempt(server, generators, sessions);
-      if (!level.ok) {
-        missed = level;
-        break;
+    const searches = servers.map((server) => new Search(server));
+    for (;;) {
+      let ran = false;
+      for (const search of searches) {
+        const sessions = search.next();
+        if (sessions === undefined) continue;
+        search.record(await attempt(search.server, generators, sessions));
+        ran = true;
       }
-      best = level;
+      if (!ran) return searches;
     }
-    for (let i = 0; i < BISECTIONS && missed; i++) {
-      const low = best?.sessions ?? 0;
-      const sessions = Math.round((low + missed.sessions) / 2);
-      if (sessions <= low || sessions >= missed.sessions) break;
-      const level = await attempt(server, generators, sessions);
-      if (level.ok) best = level;
-      else missed = level;
-    }
-    return { best, missed };
   } finally {
     await generators.stop();
   }
@@ -207,7 +244,7 @@ async function capacity(server: Server): Promise<{ best: Level | undefined; miss
 const describe = (l: Level | undefined) =>
   l === undefined
     ? 'none'
-    : `${l.sessions}: p50 ${l.p50.toFixed(1)} ms p99 ${l.p99.toFixed(1)} ms, ${l.wallSec.toFixed(1)} s wall, CPU s generators ${l.generatorCpuSec.toFixed(1)} server ${l.serverCpuSec.toFixed(1)}`;
+    : `${l.sessions}: p50 ${l.p50.toFixed(1)} ms p99 ${l.p99.toFixed(1)} ms, ${l.wallSec.toFixed(1)} s wall, CPU s generators ${l.generatorCpuSec.toFixed(1)} server ${l.serverCpuSec.toFixed(1)}, machine ${l.machineCores.toFixed(2)} cores busy`;
 
 function multipartWav(wav: Buffer): { body: Buffer; type: string } {
   // As long as a typical client's boundary (undici's FormData: ----formdata-undici-0 + 11 digits).
@@ -235,10 +272,8 @@ export async function run(): Promise<Comparison[]> {
   const emulator = await startServer('emulator', WORKERS);
   const echo = await startServer('echo', WORKERS);
   try {
-    // The bare server first: the emulator then runs on a machine as warm as the baseline had.
-    const base = await capacity(echo);
-    const ours = await capacity(emulator);
-    const sustained = (c: typeof ours) => c.best?.sessions ?? 0;
+    const [base, ours] = (await capacities([echo, emulator])) as [Search, Search];
+    const sustained = (c: Search) => c.best?.sessions ?? 0;
     results.push({
       name: `live HTTP ASR sessions at real-time pace, p99 < 100 ms (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
       unit: 'sessions',
@@ -249,7 +284,7 @@ export async function run(): Promise<Comparison[]> {
       note: [
         `emulator ${describe(ours.best)}; missed ${describe(ours.missed)}`,
         `bare node:http ${describe(base.best)}; missed ${describe(base.missed)}`,
-        `${GENERATORS} generator processes, ${availableParallelism()} cores, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections`,
+        `${GENERATORS} generator processes, ${availableParallelism()} cores, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
       ].join(' | '),
     });
     if (process.env.BENCH_ONLY === 'live') return results;

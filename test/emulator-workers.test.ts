@@ -145,6 +145,42 @@ test('fault rules from the admin endpoint apply once across threads', async () =
   assert.equal((await adminStats()).faultsApplied.status, 1);
 });
 
+test('an aborted frame cancels its stream, and a reset fault resets, whichever thread takes the connection', async () => {
+  const slow = await startEmulatorWorkers({ workers: 2, latency: { perRequestMs: 10_000 } });
+  try {
+    const post = async (id: string, flags: { isStart?: boolean }, signal?: AbortSignal) => {
+      const dispatcher = new Agent();
+      try {
+        return await call(`${slow.url}/http/stt-stream`, {
+          key: slow.apiKey,
+          body: frame(id, flags),
+          headers: { 'content-type': 'application/octet-stream' },
+          dispatcher,
+          ...(signal ? { signal } : {}),
+        });
+      } finally {
+        await dispatcher.destroy();
+      }
+    };
+    // Streams owned by either thread, each frame on a fresh connection: some are passed on.
+    for (const owner of [0, 1, 0, 1, 0, 1]) {
+      const id = idOwnedBy(owner);
+      await assert.rejects(post(id, { isStart: true }, AbortSignal.timeout(150)));
+      // The owner saw the aborted POST and cancelled the stream: its next frame is refused.
+      let reply = await post(id, {});
+      for (let i = 0; i < 20 && reply.status !== 409; i++) reply = await post(id, {});
+      assert.equal(reply.status, 409, reply.text);
+    }
+    const stats = await slow.stats();
+    assert.equal(stats.sessions.cancelled, 6);
+    assert.equal(stats.concurrent.realtime_asr, 0);
+    await slow.faults.add({ operation: 'stt.http', action: { type: 'reset' } });
+    for (const owner of [0, 1, 0, 1]) await assert.rejects(post(idOwnedBy(owner), { isStart: true }));
+  } finally {
+    await slow.close();
+  }
+});
+
 test('a thread that dies gives back its slots; a fresh one takes its place', async () => {
   const held = Array.from({ length: LIMIT }, () => idOwnedBy(1));
   for (const id of held) assert.equal((await postFrame(id, { isStart: true })).status, 200);

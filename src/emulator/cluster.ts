@@ -10,10 +10,12 @@
 //   adds and removes rules in every thread before the admin endpoint answers.
 // Socket.IO needs nothing: its transport is websocket only, so a socket lives on one thread.
 
-import { Agent, type IncomingMessage, request, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
+import { type Dispatcher, Pool } from 'undici';
 import { validateRule } from './faults.ts';
 import { newRequestId, Rejection } from './rejection.ts';
 import { type SharedLayout, SharedState } from './shared-state.ts';
@@ -48,10 +50,27 @@ export function ownerOf(uuid: string, workers: number): number {
 /** Hop-by-hop headers a forwarding thread does not pass on. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 
-const forwardAgent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
-
 /** Marks a request a thread passed to the owner (the owner never passes it on again). */
 export const FORWARDED_HEADER = 'x-speechpipe-emulator-forwarded';
+
+/** Connections to each other thread's private port, kept open (undici: node:http's client stalled past ~1000 passes a second). */
+const pools = new Map<string, Pool>();
+const poolOf = (peer: { host: string; port: number }): Pool => {
+  const origin = `http://${peer.host}:${peer.port}`;
+  let pool = pools.get(origin);
+  if (!pool) {
+    pool = new Pool(origin, { connections: 1024, pipelining: 1, keepAliveTimeout: 4_000 });
+    pools.set(origin, pool);
+  }
+  return pool;
+};
+
+/** Close the connections to other threads (when the thread closes). */
+export async function closeForwarding(): Promise<void> {
+  const all = [...pools.values()];
+  pools.clear();
+  await Promise.all(all.map((p) => p.destroy()));
+}
 
 /**
  * Read the first `bytes` bytes of `req`'s body (fewer if it ends first) and put them back, so
@@ -88,7 +107,8 @@ export async function peekBody(req: IncomingMessage, bytes: number): Promise<Buf
 /**
  * Pass `req` to the thread at `peer` and its answer back. A client that goes away aborts the
  * passed request (the owner sees an aborted POST); an answer cut by the owner (a reset fault)
- * is cut here too. When the owner cannot be reached, 500 `SERVER_INTERNAL` (retryable).
+ * is cut here too (a connection reset, as the owner's). When the owner cannot be reached (it is
+ * being replaced), 500 `SERVER_INTERNAL` (retryable).
  */
 export function forward(
   req: IncomingMessage,
@@ -97,44 +117,55 @@ export function forward(
 ): void {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.has(name) && name !== 'host') headers[name] = value;
   }
-  if (req.headers['content-length'] === undefined && req.method !== 'GET')
-    headers['transfer-encoding'] = 'chunked';
   headers[FORWARDED_HEADER] = '1';
-  const out = request(
-    { host: peer.host, port: peer.port, method: req.method, path: req.url, headers, agent: forwardAgent },
-    (answer) => {
-      const back: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(answer.headers)) {
-        if (value !== undefined && !HOP_BY_HOP.has(name)) back[name] = value;
-      }
-      res.writeHead(answer.statusCode ?? 502, back);
-      answer.pipe(res);
-      answer.on('aborted', () => res.destroy());
-      answer.on('error', () => res.destroy());
-    },
-  );
-  out.on('error', () => {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const rejection = new Rejection('SERVER_INTERNAL', {
-      detail: 'the emulator thread holding this id could not be reached',
-    });
-    const body = JSON.stringify(rejection.body(newRequestId()));
-    res.writeHead(rejection.status, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-    });
-    res.end(body);
-    req.resume();
-  });
+  const abort = new AbortController();
   res.on('close', () => {
-    if (!res.writableFinished) out.destroy();
+    if (!res.writableFinished) abort.abort();
   });
-  req.pipe(out);
+  const method = (req.method ?? 'GET') as Dispatcher.HttpMethod;
+  const hasBody = method !== 'GET' && method !== 'HEAD';
+  poolOf(peer)
+    .request({
+      path: req.url ?? '/',
+      method,
+      headers,
+      body: hasBody ? req : null,
+      signal: abort.signal,
+    })
+    .then(
+      (answer) => {
+        const back: Record<string, string | string[]> = {};
+        for (const [name, value] of Object.entries(answer.headers)) {
+          if (value !== undefined && !HOP_BY_HOP.has(name)) back[name] = value;
+        }
+        res.writeHead(answer.statusCode, back);
+        answer.body.on('error', () => res.destroy());
+        answer.body.pipe(res);
+      },
+      (err: NodeJS.ErrnoException) => {
+        // The owner reset or cut the connection (a `reset` fault): so is the client's.
+        const refused =
+          err.code === 'ECONNREFUSED' || (err.cause as NodeJS.ErrnoException)?.code === 'ECONNREFUSED';
+        if (res.headersSent || abort.signal.aborted || !refused) {
+          const socket = req.socket as Socket | null;
+          if (socket && !socket.destroyed) socket.resetAndDestroy();
+          else res.destroy();
+          return;
+        }
+        const rejection = new Rejection('SERVER_INTERNAL', {
+          detail: 'the emulator thread holding this id could not be reached',
+        });
+        const body = JSON.stringify(rejection.body(newRequestId()));
+        res.writeHead(rejection.status, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        });
+        res.end(body);
+        req.resume();
+      },
+    );
 }
 
 /** Sum two statistics snapshots field by field. */
@@ -345,6 +376,8 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
       });
       thread.on('error', (err) => {
         if (!listening) rejectStart(err);
+        // A thread that fails is replaced (on 'exit'); what failed is said, not swallowed.
+        else process.emitWarning(`emulator thread ${index} failed: ${err.stack ?? err}`, 'SpeechpipeWarning');
       });
       thread.on('exit', () => {
         if (threads[index] !== thread) return;
@@ -354,7 +387,12 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
         if (!listening) rejectStart(new Error(`emulator thread ${index} exited before listening`));
         else if (!closing) {
           // A thread that died is replaced; its jobs and streams are gone with it.
-          restarting[index] = start(index).then(sendPeers, () => {});
+          restarting[index] = start(index).then(sendPeers, (err: Error) =>
+            process.emitWarning(
+              `emulator thread ${index} could not be restarted: ${err.message}`,
+              'SpeechpipeWarning',
+            ),
+          );
         }
       });
     });

@@ -6,6 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import {
   asker,
   type ClusterMember,
+  closeForwarding,
   type WorkerCommand,
   type WorkerData,
   type WorkerMessage,
@@ -49,7 +50,10 @@ try {
         post({ type: 'done', seq: m.seq, value: ctx.stats.snapshot() });
         break;
       case 'close':
-        void emulator.close().then(() => process.exit(0));
+        void emulator
+          .close()
+          .then(closeForwarding)
+          .then(() => process.exit(0));
         break;
     }
   });

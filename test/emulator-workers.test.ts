@@ -17,11 +17,13 @@ import { encodeFrame } from '../src/protocol/frame.ts';
 import {
   type CallOptions,
   call,
+  connectSocket,
   filePart,
   MULTIPART_TYPE,
   multipart,
   ndjson,
   speechPcm,
+  until,
   uuid,
   wavOf,
 } from './helpers/emulator-fixtures.ts';
@@ -178,6 +180,37 @@ test('an aborted frame cancels its stream, and a reset fault resets, whichever t
     for (const owner of [0, 1, 0, 1]) await assert.rejects(post(idOwnedBy(owner), { isStart: true }));
   } finally {
     await slow.close();
+  }
+});
+
+test('Socket.IO: each socket stays on one thread; the account limit holds across sockets on any thread', async () => {
+  const sockets = await Promise.all(Array.from({ length: 6 }, () => connectSocket(emu.url, emu.apiKey)));
+  try {
+    const start = async (socket: (typeof sockets)[number], id: string) => {
+      const ack = (await socket.emitWithAck('audio_stream', frame(id, { isStart: true }))) as {
+        ok: boolean;
+        error?: { code: string };
+      };
+      return ack.ok ? 'ok' : ack.error!.code;
+    };
+    const ids = sockets.slice(0, LIMIT).map(() => uuid());
+    for (let i = 0; i < LIMIT; i++) assert.equal(await start(sockets[i]!, ids[i]!), 'ok');
+    for (const socket of sockets) assert.equal(await start(socket, uuid()), 'CONCURRENCY_LIMIT_EXCEEDED');
+    // A stream's frames and records stay with its socket; the final record releases its operation.
+    const finals = ids.map(
+      (id, i) =>
+        new Promise<void>((resolve) =>
+          sockets[i]!.on('transcription_result', (r: { id: string; is_final: boolean }) => {
+            if (r.id === id && r.is_final) resolve();
+          }),
+        ),
+    );
+    for (let i = 0; i < LIMIT; i++) sockets[i]!.emit('audio_stream', frame(ids[i]!, { isFinal: true }));
+    await Promise.all(finals);
+    await until(async () => (await adminStats()).concurrent.realtime_asr === 0, 'every stream released');
+    assert.equal((await adminStats()).socketConnections.active, 6);
+  } finally {
+    for (const socket of sockets) socket.close();
   }
 });
 

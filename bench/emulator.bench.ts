@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { type Comparison, compare } from './harness.ts';
-import { type LevelCommand, type LevelResult, speechLike } from './helpers/live-load.ts';
+import { FRAME_MS, type LevelCommand, type LevelResult, speechLike } from './helpers/live-load.ts';
 
 const P99_TARGET_MS = 100;
 const LEVEL_SECONDS = 4;
@@ -211,7 +211,17 @@ class Search {
     return sessions > low && sessions < this.missed.sessions ? sessions : undefined;
   }
 
+  /** Frames sent and server CPU seconds spent over the levels sustained (every frame answered 200). */
+  frames = 0;
+  serverCpuSec = 0;
+  generatorCpuSec = 0;
+
   record(level: Level): void {
+    if (level.ok) {
+      this.frames += level.sessions * ((LEVEL_SECONDS * 1000) / FRAME_MS);
+      this.serverCpuSec += level.serverCpuSec;
+      this.generatorCpuSec += level.generatorCpuSec;
+    }
     if (this.missed) this.#bisections++;
     if (level.ok) this.best = level;
     else this.missed = level;
@@ -286,6 +296,18 @@ export async function run(): Promise<Comparison[]> {
         `bare node:http ${describe(base.best)}; missed ${describe(base.missed)}`,
         `${GENERATORS} generator processes, ${availableParallelism()} cores, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
       ].join(' | '),
+    });
+    // What a frame costs the server in CPU, whatever the latency: less sensitive than the
+    // p99 to other programs on the machine (a stall misses a level; it costs no CPU).
+    const perCpuSec = (c: Search) => (c.serverCpuSec > 0 ? c.frames / c.serverCpuSec : 0);
+    const generatorMsPerFrame = (c: Search) => ((c.generatorCpuSec * 1000) / c.frames).toFixed(3);
+    results.push({
+      name: `live HTTP ASR frames answered per server CPU second, levels sustained (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
+      unit: 'frames/CPU s',
+      ours: perCpuSec(ours),
+      baseline: perCpuSec(base),
+      ratio: perCpuSec(base) > 0 ? perCpuSec(ours) / perCpuSec(base) : 0,
+      note: `emulator ${ours.frames} frames, ${ours.serverCpuSec.toFixed(1)} CPU s; bare node:http ${base.frames} frames, ${base.serverCpuSec.toFixed(1)} CPU s; generator CPU ms per frame ${generatorMsPerFrame(ours)} / ${generatorMsPerFrame(base)}`,
     });
     if (process.env.BENCH_ONLY === 'live') return results;
 

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
@@ -101,6 +102,40 @@ test('the account limit holds across threads; stats are the sum of every thread'
   assert.equal(afterwards.concurrent.realtime_asr, 0);
   assert.equal(afterwards.sessions.finished - before.sessions.finished, LIMIT);
   assert.equal(afterwards.framesAccepted - before.framesAccepted, LIMIT * 3);
+});
+
+test('a frame sent with Expect: 100-continue (as curl sends one) reaches its thread', async () => {
+  const send = (id: string, flags: { isStart?: boolean; isFinal?: boolean }) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const body = frame(id, flags);
+      const req = httpRequest(`${emu.url}/http/stt-stream`, {
+        method: 'POST',
+        agent: false,
+        headers: {
+          'x-api-key': emu.apiKey,
+          'content-type': 'application/octet-stream',
+          'content-length': body.length,
+          expect: '100-continue',
+        },
+      });
+      req.on('continue', () => req.end(body));
+      req.on('error', reject);
+      req.on('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          text += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+    });
+  for (const owner of [0, 1, 0, 1]) {
+    const id = idOwnedBy(owner);
+    assert.equal((await send(id, { isStart: true })).status, 200);
+    const last = await send(id, { isFinal: true });
+    assert.equal(last.status, 200, last.text);
+    assert.equal(ndjson(last.text).at(-1)?.is_final, true);
+  }
 });
 
 test('a batch job submitted through one thread is read through any', async () => {

@@ -47,8 +47,18 @@ export function ownerOf(uuid: string, workers: number): number {
   return Number.isNaN(tail) ? 0 : tail % workers;
 }
 
-/** Hop-by-hop headers a forwarding thread does not pass on. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
+/**
+ * Headers a forwarding thread does not pass on: hop-by-hop ones, and `expect` (this thread's
+ * server already answered 100 Continue; undici refuses to send it).
+ */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+  'expect',
+]);
 
 /** Marks a request a thread passed to the owner (the owner never passes it on again). */
 export const FORWARDED_HEADER = 'x-speechpipe-emulator-forwarded';

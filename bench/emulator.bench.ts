@@ -32,6 +32,8 @@ const MAX_LEVEL = 8192;
 const BISECTIONS = 3;
 /** A level may fail once (a stall of this shared machine) before it counts as not sustained. */
 const ATTEMPTS = 2;
+/** Unmeasured levels of FIRST_LEVEL sessions each server runs first. */
+const WARMUP_LEVELS = 2;
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 const GENERATORS = Number(process.env.BENCH_GENERATORS ?? 2);
 
@@ -236,6 +238,10 @@ async function capacities(servers: Server[]): Promise<Search[]> {
   const generators = await Generators.start(GENERATORS);
   try {
     const searches = servers.map((server) => new Search(server));
+    // Warm-up, not measured: each server (every thread of it, and its connections between
+    // threads) has run the code paths and compiled them before the first measured level.
+    for (const server of servers)
+      for (let i = 0; i < WARMUP_LEVELS; i++) await runLevel(server, generators, FIRST_LEVEL);
     for (;;) {
       let ran = false;
       for (const search of searches) {
@@ -294,7 +300,7 @@ export async function run(): Promise<Comparison[]> {
       note: [
         `emulator ${describe(ours.best)}; missed ${describe(ours.missed)}`,
         `bare node:http ${describe(base.best)}; missed ${describe(base.missed)}`,
-        `${GENERATORS} generator processes, ${availableParallelism()} cores, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
+        `${GENERATORS} generator processes, ${availableParallelism()} cores, after ${WARMUP_LEVELS} unmeasured levels of ${FIRST_LEVEL}, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
       ].join(' | '),
     });
     // What a frame costs the server in CPU, whatever the latency: less sensitive than the

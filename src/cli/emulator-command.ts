@@ -2,14 +2,21 @@
 // one JSON line on stdout, serves until SIGINT or SIGTERM, then closes everything and exits 0.
 
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
-import { type Emulator, type EmulatorOptions, startEmulator } from '../emulator/index.ts';
+import {
+  type Emulator,
+  type EmulatorOptions,
+  type EmulatorWorkers,
+  startEmulator,
+  startEmulatorWorkers,
+} from '../emulator/index.ts';
 import { accountsFromJson, EmulatorJsonError, faultRulesFromJson } from '../emulator/options-json.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 
-export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json]
+export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
 
   --port N             port to listen on (default 0: any free port)
   --host H             address to bind (default 127.0.0.1)
@@ -19,6 +26,10 @@ export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K 
                        the first key is printed as apiKey (example: examples/emulator-accounts.json)
   --faults FILE.json   fault rules as the library takes them: [{"operation", "action", ...}]
                        (example: examples/emulator-faults.json)
+  --workers N          serve the port from N threads (default 1; "auto": one per core).
+                       Account limits, request rates, fault rules and statistics stay the
+                       emulator's, across all threads; jobs and live streams reach the thread
+                       that holds them, whichever thread a connection lands on
 
 Prints {"url": ..., "apiKey": ..., "admin": ...} on stdout once listening; stops on SIGINT or
 SIGTERM. The admin endpoint (loopback clients only, no key): GET admin/stats, GET admin/faults,
@@ -63,6 +74,7 @@ export async function run(args: string[]): Promise<number> {
     key?: string;
     accounts?: string;
     faults?: string;
+    workers?: string;
     help?: boolean;
   };
   try {
@@ -74,6 +86,7 @@ export async function run(args: string[]): Promise<number> {
         key: { type: 'string' },
         accounts: { type: 'string' },
         faults: { type: 'string' },
+        workers: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -89,6 +102,11 @@ export async function run(args: string[]): Promise<number> {
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
     process.stderr.write(`speechpipe emulator: --port must be an integer from 0 to 65535\n`);
+    return 2;
+  }
+  const workers = values.workers === 'auto' ? availableParallelism() : Number(values.workers ?? 1);
+  if (!(Number.isInteger(workers) && workers >= 1 && workers <= 256)) {
+    process.stderr.write('speechpipe emulator: --workers must be an integer from 1 to 256, or auto\n');
     return 2;
   }
   if (values.key !== undefined && values.key.trim() === '') {
@@ -111,7 +129,7 @@ export async function run(args: string[]): Promise<number> {
     options.keys = [
       { key: values.key, account: 'default', tier: 'standard', capabilities: [...CAPABILITIES] },
     ];
-  let emulator: Emulator;
+  let emulator: Emulator | EmulatorWorkers;
   try {
     if (values.accounts !== undefined) {
       const accounts = await readJsonFile(values.accounts, accountsFromJson);
@@ -119,7 +137,8 @@ export async function run(args: string[]): Promise<number> {
       options.limits = accounts.limits;
     }
     if (values.faults !== undefined) options.faults = await readJsonFile(values.faults, faultRulesFromJson);
-    emulator = await startEmulator(options);
+    emulator =
+      workers > 1 ? await startEmulatorWorkers({ ...options, workers }) : await startEmulator(options);
   } catch (err) {
     // A bad file, or a bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive
     // integer).

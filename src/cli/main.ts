@@ -45,7 +45,7 @@ const COMMANDS: Record<string, Command> = {
   },
   emulator: {
     summary:
-      'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K | --accounts F] [--faults F]',
+      'run the service emulator: speechpipe emulator [--port N] [--host H] [--key K | --accounts F] [--faults F] [--workers N]',
     load: () => import('./emulator-command.ts'),
   },
 };

@@ -55,23 +55,38 @@ export async function handleAdmin(
     const path = pathname.slice(ADMIN_PREFIX.length);
     if (path === '/stats') {
       if (method !== 'GET') throw notAllowed(method, 'GET');
-      return send(req, res, 200, ctx.stats.snapshot());
+      // Several threads: the statistics of all of them, summed.
+      return send(
+        req,
+        res,
+        200,
+        ctx.cluster ? await ctx.cluster.ask({ type: 'stats' }) : ctx.stats.snapshot(),
+      );
     }
     if (path === '/faults') {
       if (method === 'GET') return send(req, res, 200, { faults: ctx.faults.list().map(shown) });
-      if (method === 'DELETE') return send(req, res, 200, { cleared: ctx.faults.clear() });
+      if (method === 'DELETE')
+        return send(req, res, 200, {
+          cleared: ctx.cluster ? await ctx.cluster.ask<number>({ type: 'faults.clear' }) : ctx.faults.clear(),
+        });
       if (method !== 'POST') throw notAllowed(method, 'GET, POST, DELETE');
       const body = parseJson(await readBody(req));
       // All or nothing: every rule is checked before any is added.
       const rules: FaultRule[] = Array.isArray(body) ? faultRulesFromJson(body) : [faultRuleFromJson(body)];
-      const ids = rules.map((rule) => ctx.faults.add(rule).id);
+      // Several threads: the rules are in force in every thread before the answer.
+      const ids = ctx.cluster
+        ? await ctx.cluster.ask<number[]>({ type: 'faults.add', rules })
+        : rules.map((rule) => ctx.faults.add(rule).id);
       return send(req, res, 201, Array.isArray(body) ? { ids } : { id: ids[0] });
     }
     const one = /^\/faults\/(\d{1,15})$/.exec(path);
     if (one) {
       if (method !== 'DELETE') throw notAllowed(method, 'DELETE');
       const id = Number(one[1]);
-      if (!ctx.faults.remove(id)) throw reject('NOT_FOUND', `no fault rule ${id}`, { status: 404 });
+      const removed = ctx.cluster
+        ? (await ctx.cluster.ask<number>({ type: 'faults.remove', id })) > 0
+        : ctx.faults.remove(id);
+      if (!removed) throw reject('NOT_FOUND', `no fault rule ${id}`, { status: 404 });
       return send(req, res, 200, { removed: id });
     }
     throw reject('NOT_FOUND', `no admin resource at ${pathname}`, { status: 404 });

@@ -5,6 +5,7 @@
 
 import type { Limits, Workload } from '../protocol/limits.ts';
 import { limitData, reject } from './rejection.ts';
+import type { SharedState } from './shared-state.ts';
 import type { StatsCollector } from './stats.ts';
 
 /** Seconds a client is told to wait after a concurrency or slot rejection. */
@@ -94,44 +95,68 @@ export class ConcurrencyGate {
   readonly #holdings = new Holdings();
   readonly #limits: Limits;
   readonly #stats: StatsCollector;
+  readonly #shared: SharedState | undefined;
 
-  constructor(limits: Limits, stats: StatsCollector) {
+  /** With `shared`, the limits hold across every thread of the emulator. */
+  constructor(limits: Limits, stats: StatsCollector, shared?: SharedState) {
     this.#limits = limits;
     this.#stats = stats;
+    this.#shared = shared;
   }
 
   acquire(account: string, workload: Workload): Release {
+    const limit = this.#limits.accountConcurrency[workload];
+    if (this.#shared) {
+      const taken = this.#shared.take(account, workload, limit);
+      if (typeof taken === 'number') throw concurrencyRejection(workload, limit, taken);
+      this.#stats.acquired(workload);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        taken();
+        this.#stats.released(workload);
+      };
+    }
     const key = `${account}\u0000${workload}`;
     const used = this.#holdings.held(key);
-    const limit = this.#limits.accountConcurrency[workload];
-    if (used + 1 > limit) {
-      throw reject(
-        'CONCURRENCY_LIMIT_EXCEEDED',
-        `the account already has ${used} concurrent ${workload} operations (limit ${limit})`,
-        {
-          retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
-          data: limitData(`account_concurrency_${workload}`, limit, used + 1),
-        },
-      );
-    }
+    if (used + 1 > limit) throw concurrencyRejection(workload, limit, used);
     this.#stats.acquired(workload);
     return this.#holdings.take(key, () => this.#stats.released(workload));
   }
 }
 
-/** Concurrent HTTP pseudo-sessions an account holds in this process. */
+function concurrencyRejection(workload: Workload, limit: number, used: number) {
+  return reject(
+    'CONCURRENCY_LIMIT_EXCEEDED',
+    `the account already has ${used} concurrent ${workload} operations (limit ${limit})`,
+    {
+      retryAfterSec: CONCURRENCY_RETRY_AFTER_SEC,
+      data: limitData(`account_concurrency_${workload}`, limit, used + 1),
+    },
+  );
+}
+
+/**
+ * Concurrent HTTP pseudo-sessions an account holds in this process (an emulator served by
+ * several threads is one process: with `shared`, the count covers every thread).
+ */
 export class SessionSlots {
   readonly #holdings = new Holdings();
   readonly #slots: number;
+  readonly #shared: SharedState | undefined;
 
-  constructor(slots: number) {
+  constructor(slots: number, shared?: SharedState) {
     if (!(Number.isSafeInteger(slots) && slots > 0))
       throw new RangeError('sessionSlots must be a positive integer');
     this.#slots = slots;
+    this.#shared = shared;
   }
 
   acquire(account: string): Release {
-    const used = this.#holdings.held(account);
+    const taken = this.#shared?.take(account, 'slot', this.#slots);
+    if (typeof taken === 'function') return taken;
+    const used = taken ?? this.#holdings.held(account);
     if (used + 1 > this.#slots) {
       throw reject(
         'SESSION_SLOTS_EXHAUSTED',
@@ -148,12 +173,15 @@ export class RateLimiter {
   readonly #buckets = new Map<string, { tokens: number; at: number }>();
   readonly #rate: number;
   readonly #burst: number;
+  readonly #shared: SharedState | undefined;
 
-  constructor(options: { requestsPerSecond: number; burst: number }) {
+  /** With `shared`, one bucket per key across every thread of the emulator. */
+  constructor(options: { requestsPerSecond: number; burst: number }, shared?: SharedState) {
     if (!(options.requestsPerSecond > 0 && options.burst >= 1))
       throw new RangeError('rateLimit needs requestsPerSecond > 0 and burst >= 1');
     this.#rate = options.requestsPerSecond;
     this.#burst = options.burst;
+    this.#shared = shared;
   }
 
   /**
@@ -161,17 +189,16 @@ export class RateLimiter {
    * Returns the token's refund (once; the bucket never holds more than the burst).
    */
   take(key: string, batch: boolean, now = performance.now()): Release {
+    if (this.#shared) {
+      const taken = this.#shared.takeToken(key, this.#rate, this.#burst);
+      if (typeof taken === 'function') return taken;
+      throw this.#refusal(taken, batch);
+    }
     const bucket = this.#buckets.get(key) ?? { tokens: this.#burst, at: now };
     bucket.tokens = Math.min(this.#burst, bucket.tokens + ((now - bucket.at) / 1000) * this.#rate);
     bucket.at = now;
     this.#buckets.set(key, bucket);
-    if (bucket.tokens < 1) {
-      const waitSec = Math.max(1, Math.ceil((1 - bucket.tokens) / this.#rate));
-      throw reject('RATE_LIMIT_EXCEEDED', `more than ${this.#rate} requests per second for this key`, {
-        retryAfterSec: waitSec,
-        ...(batch ? { data: { capacity: this.#burst }, omitRequestId: true } : {}),
-      });
-    }
+    if (bucket.tokens < 1) throw this.#refusal(bucket.tokens, batch);
     bucket.tokens -= 1;
     let refunded = false;
     return () => {
@@ -179,5 +206,13 @@ export class RateLimiter {
       refunded = true;
       bucket.tokens = Math.min(this.#burst, bucket.tokens + 1);
     };
+  }
+
+  #refusal(tokens: number, batch: boolean) {
+    const waitSec = Math.max(1, Math.ceil((1 - tokens) / this.#rate));
+    return reject('RATE_LIMIT_EXCEEDED', `more than ${this.#rate} requests per second for this key`, {
+      retryAfterSec: waitSec,
+      ...(batch ? { data: { capacity: this.#burst }, omitRequestId: true } : {}),
+    });
   }
 }

@@ -6,6 +6,7 @@ import { type Limits, resolveLimits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
 import { KeyRegistry } from './auth.ts';
+import { type ClusterMember, ownerOf } from './cluster.ts';
 import { FaultInjector } from './faults.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { reject } from './rejection.ts';
@@ -65,14 +66,18 @@ export class EmulatorContext {
   readonly asrModels: Record<Language, readonly string[]>;
   readonly ttsModels: readonly string[];
   readonly ttsEngine: 'auto' | 'espeak' | 'synthetic';
+  /** This thread's place among the threads of one emulator, when there are several. */
+  readonly cluster: ClusterMember | undefined;
 
-  constructor(options: EmulatorOptions) {
+  constructor(options: EmulatorOptions, cluster?: ClusterMember) {
+    this.cluster = cluster;
+    const shared = cluster?.shared;
     this.limits = resolveLimits(options.limits ?? {}, options.env ?? {});
     this.keys = new KeyRegistry(options.keys);
     this.faults = new FaultInjector(this.stats, options.faults);
-    this.concurrency = new ConcurrencyGate(this.limits, this.stats);
-    this.slots = new SessionSlots(options.sessionSlots ?? DEFAULT_SESSION_SLOTS);
-    this.rate = options.rateLimit ? new RateLimiter(options.rateLimit) : undefined;
+    this.concurrency = new ConcurrencyGate(this.limits, this.stats, shared);
+    this.slots = new SessionSlots(options.sessionSlots ?? DEFAULT_SESSION_SLOTS, shared);
+    this.rate = options.rateLimit ? new RateLimiter(options.rateLimit, shared) : undefined;
     for (const [key, text] of Object.entries(options.transcripts ?? {})) this.registerTranscript(key, text);
     const latency = options.latency ?? 'instant';
     this.perRequestMs = latency === 'instant' ? 0 : nonNegative(latency.perRequestMs ?? 0, 'perRequestMs');
@@ -95,6 +100,14 @@ export class EmulatorContext {
     this.ttsModels =
       options.ttsModels && options.ttsModels.length > 0 ? [...options.ttsModels] : DEFAULT_TTS_MODELS;
     this.ttsEngine = options.tts?.engine ?? 'auto';
+  }
+
+  /** A fresh batch job id; with several threads, one this thread owns (`ownerOf`). */
+  newJobId(): string {
+    for (;;) {
+      const id = crypto.randomUUID();
+      if (!this.cluster || ownerOf(id, this.cluster.workers) === this.cluster.index) return id;
+    }
   }
 
   /** Transcripts are keyed by SHA-256 hex (case-insensitive) or stream UUID (case-insensitive). */

@@ -9,6 +9,7 @@ import { REALTIME_HTTP_PREFIXES } from '../protocol/http-paths.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { SOCKET_PATHS } from '../protocol/socket-events.ts';
 import { handleAdmin, isAdminPath } from './admin.ts';
+import { type ClusterMember, FORWARDED_HEADER, forward, ownerOf, peekBody } from './cluster.ts';
 import { EmulatorContext } from './context.ts';
 import { HttpExchange } from './http-exchange.ts';
 import { runHttpOperation } from './http-operation.ts';
@@ -49,7 +50,24 @@ const SOCKET_SLACK_BYTES = 1024 * 1024;
  * `asrModels`).
  */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
-  const ctx = new EmulatorContext(options);
+  return (await startEmulatorServer(options)).emulator;
+}
+
+/** Ids a request names in its path (a batch job) or its body's first 16 bytes (a live frame). */
+const JOB_READS: ReadonlySet<OperationName> = new Set(['batch.get', 'batch.getLegacy']);
+const LIVE_FRAMES: ReadonlySet<OperationName> = new Set(['stt.http', 'diarization.http']);
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The emulator; with `member`, one thread of an emulator served by several (`cluster.ts`):
+ * admission and fault counters shared, the port shared (SO_REUSEPORT), and a private loopback
+ * server the other threads pass requests to for the jobs and live streams this one owns.
+ */
+export async function startEmulatorServer(
+  options: EmulatorOptions,
+  member?: ClusterMember,
+): Promise<{ emulator: Emulator; ctx: EmulatorContext; privateAddress?: { host: string; port: number } }> {
+  const ctx = new EmulatorContext(options, member);
   const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });
   const sessions = new LiveSessions(ctx);
 
@@ -92,6 +110,21 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
 
+  /** The thread that owns what `req` names, when it is another one (several threads only). */
+  const ownerElsewhere = async (req: IncomingMessage, op: OperationName, url: URL) => {
+    if (!member || req.headers[FORWARDED_HEADER] !== undefined) return undefined;
+    let id: string | undefined;
+    if (JOB_READS.has(op)) id = safeDecode(url.pathname.split('/')[3] ?? '');
+    else if (LIVE_FRAMES.has(op)) {
+      const head = await peekBody(req, 16);
+      if (head === undefined) return undefined;
+      if (head.length >= 16) id = head.subarray(12, 16).toString('hex');
+    }
+    if (id === undefined || !(UUID_TEXT.test(id) || /^[0-9a-f]{8}$/.test(id))) return undefined;
+    const owner = ownerOf(id, member.workers);
+    return owner === member.index ? undefined : member.peers[owner];
+  };
+
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://emulator.invalid');
     if (adminEnabled && isAdminPath(url.pathname)) {
@@ -99,6 +132,22 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       return;
     }
     const found = route(req.method ?? 'GET', url.pathname);
+    if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
+      void ownerElsewhere(req, found.op, url).then((peer) => {
+        if (peer) forward(req, res, peer);
+        else serve(req, res, url, found);
+      });
+      return;
+    }
+    serve(req, res, url, found);
+  };
+
+  const serve = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    found: Route | { allow: string } | undefined,
+  ) => {
     if (found && 'op' in found) {
       uploads.watch(req, res);
       const ex = new HttpExchange(ctx, req, res, found.op, url);
@@ -160,11 +209,23 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
 
   await new Promise<void>((resolve, rejectListen) => {
     server.once('error', rejectListen);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+    // Threads of one emulator share the port: the kernel spreads connections over them.
+    server.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1', reusePort: !!member }, () => {
       server.off('error', rejectListen);
       resolve();
     });
   });
+  // Requests other threads pass on for the jobs and streams this one owns (loopback only).
+  let privateServer: ReturnType<typeof createServer> | undefined;
+  let privateAddress: { host: string; port: number } | undefined;
+  if (member) {
+    privateServer = createServer(serverOptions(serverLimits), (req, res) => {
+      const url = new URL(req.url ?? '/', 'http://emulator.invalid');
+      serve(req, res, url, route(req.method ?? 'GET', url.pathname));
+    });
+    await new Promise<void>((resolve) => privateServer!.listen(0, '127.0.0.1', () => resolve()));
+    privateAddress = { host: '127.0.0.1', port: (privateServer.address() as AddressInfo).port };
+  }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
@@ -180,12 +241,16 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       for (const io of ioServers) void io.close();
       server.closeAllConnections();
       if (server.listening) server.close();
+      if (privateServer) {
+        privateServer.closeAllConnections();
+        privateServer.close();
+      }
       await closed;
     })();
     return closing;
   };
 
-  return {
+  const emulator: Emulator = {
     url,
     apiKey: ctx.keys.first.key,
     stats: () => ctx.stats.snapshot(),
@@ -194,6 +259,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     voices: Object.freeze(listVoices()),
     close,
   };
+  return privateAddress ? { emulator, ctx, privateAddress } : { emulator, ctx };
 }
 
 function safeDecode(segment: string): string {

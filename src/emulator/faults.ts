@@ -6,6 +6,7 @@
 import { OPERATIONS, type OperationName } from '../protocol/operations.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import { Rejection } from './rejection.ts';
+import { localRuleCounters, type RuleCounters } from './shared-state.ts';
 import type { StatsCollector } from './stats.ts';
 import type { FaultAction, FaultRule } from './types.ts';
 
@@ -15,8 +16,8 @@ type StatusAction = ActionOf<'status'>;
 interface ActiveRule {
   id: number;
   rule: FaultRule;
-  matched: number;
-  applied: number;
+  /** Local, or shared by the threads of one emulator. */
+  counters: RuleCounters;
 }
 
 /** A rule in force, as the admin endpoint lists it: how often it matched and acted so far. */
@@ -49,11 +50,8 @@ export class PlannedFault<A extends FaultAction = FaultAction> {
    */
   claim(): boolean {
     if (this.#claimed === undefined) {
-      this.#claimed = this.#rule.applied < timesOf(this.#rule.rule);
-      if (this.#claimed) {
-        this.#rule.applied++;
-        this.#stats.fault(this.action.type);
-      }
+      this.#claimed = this.#rule.counters.tryApply(timesOf(this.#rule.rule));
+      if (this.#claimed) this.#stats.fault(this.action.type);
     }
     return this.#claimed;
   }
@@ -139,8 +137,13 @@ export class FaultInjector {
   }
 
   add(rule: FaultRule): { id: number; remove(): void } {
+    return this.insert(this.#nextId++, rule, localRuleCounters());
+  }
+
+  /** Add `rule` under an id and counters given by whoever numbers the rules of several threads. */
+  insert(id: number, rule: FaultRule, counters: RuleCounters): { id: number; remove(): void } {
     validateRule(rule);
-    const active: ActiveRule = { id: this.#nextId++, rule: structuredClone(rule), matched: 0, applied: 0 };
+    const active: ActiveRule = { id, rule: structuredClone(rule), counters };
     this.#rules.push(active);
     return {
       id: active.id,
@@ -168,11 +171,11 @@ export class FaultInjector {
 
   /** The rules in force, in the order they are matched (copies). */
   list(): ActiveFaultRule[] {
-    return this.#rules.map(({ id, rule, matched, applied }) => ({
+    return this.#rules.map(({ id, rule, counters }) => ({
       id,
       rule: structuredClone(rule),
-      matched,
-      applied,
+      matched: counters.matched(),
+      applied: counters.applied(),
     }));
   }
 
@@ -197,9 +200,9 @@ export class FaultInjector {
       if (rule.operation !== '*' && rule.operation !== ctx.op) continue;
       if (rule.key !== undefined && rule.key !== ctx.key) continue;
       if (rule.action.type === 'truncateTts' && !ctx.op.startsWith('tts.')) continue;
-      active.matched++;
-      if (rule.nth !== undefined && active.matched < rule.nth) continue;
-      if (active.applied >= timesOf(rule)) continue;
+      const matched = active.counters.match();
+      if (rule.nth !== undefined && matched < rule.nth) continue;
+      if (active.counters.applied() >= timesOf(rule)) continue;
       out.push(new PlannedFault(rule.action, active, this.#stats));
     }
     return out;
@@ -344,7 +347,7 @@ const isCount = (n: unknown, min: number): n is number => Number.isSafeInteger(n
 const isStage = (stage: unknown) => stage === undefined || stage === 'before' || stage === 'afterEffect';
 
 /** Refuse a rule the injector could not apply as written (RangeError; TypeError for no action). */
-function validateRule(rule: FaultRule): void {
+export function validateRule(rule: FaultRule): void {
   const a = rule?.action as FaultAction | undefined;
   if (!a || typeof a !== 'object') throw new TypeError('a fault rule needs an action');
   if (rule.operation !== '*' && !(OPERATIONS as readonly string[]).includes(rule.operation))

@@ -2,6 +2,11 @@
 // with fault injection and statistics, for tests and for running pipelines with no credentials.
 
 export {
+  type EmulatorWorkers,
+  type EmulatorWorkersOptions,
+  startEmulatorWorkers,
+} from './cluster.ts';
+export {
   DEFAULT_ASR_MODELS,
   DEFAULT_BLOCKLIST,
   DEFAULT_TTS_MODELS,

@@ -2,7 +2,6 @@
 // the configured schedule, cleared after a read without save_result (only the status record is
 // kept), forgotten some time after they end, and rendered in the V2 or the V1 legacy shape.
 
-import { randomUUID } from 'node:crypto';
 import type {
   DiarizationSegment,
   JobStatus,
@@ -82,7 +81,7 @@ export class JobStore {
     this.#sweep();
     const now = new Date().toISOString();
     const job: Job = {
-      id: randomUUID(),
+      id: this.#ctx.newJobId(),
       account,
       version: 1,
       createdAt: now,

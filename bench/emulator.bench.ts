@@ -4,7 +4,8 @@
 //   node:http server that answers every frame with one NDJSON line;
 // - batch upload: MB/s of multipart WAV uploads to POST /v1/transcribe/en (parse, analyse,
 //   create a job) against a bare node:http sink that reads and discards the body.
-// BENCH_DEBUG=1 prints every level's latencies and every failed frame on stderr.
+// BENCH_DEBUG=1 prints every level's latencies and every failed frame on stderr;
+// EMULATOR_BENCH=upload runs only the batch upload comparison (EMULATOR_BENCH=live only the sessions).
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -207,17 +208,21 @@ export async function run(): Promise<Comparison[]> {
 
   const emulator = await startServer('emulator');
   const echo = await startServer('echo');
+  const only = process.env.EMULATOR_BENCH;
   try {
-    const ours = await capacity(emulator, audio);
-    const base = await capacity(echo, audio);
-    results.push({
-      name: 'live HTTP ASR sessions at real-time pace, p99 < 100 ms',
-      unit: 'sessions',
-      ours: ours.sessions,
-      baseline: base.sessions,
-      ratio: base.sessions > 0 ? ours.sessions / base.sessions : 0,
-      note: `emulator p50 ${ours.p50.toFixed(1)} ms p99 ${ours.p99.toFixed(1)} ms; bare node:http p99 ${base.p99.toFixed(1)} ms; levels ${LEVELS.join('/')}`,
-    });
+    if (only !== 'upload') {
+      const ours = await capacity(emulator, audio);
+      const base = await capacity(echo, audio);
+      results.push({
+        name: 'live HTTP ASR sessions at real-time pace, p99 < 100 ms',
+        unit: 'sessions',
+        ours: ours.sessions,
+        baseline: base.sessions,
+        ratio: base.sessions > 0 ? ours.sessions / base.sessions : 0,
+        note: `emulator p50 ${ours.p50.toFixed(1)} ms p99 ${ours.p99.toFixed(1)} ms; bare node:http p99 ${base.p99.toFixed(1)} ms; levels ${LEVELS.join('/')}`,
+      });
+    }
+    if (only === 'live') return results;
 
     const wav = encodeWav(speechLike(1000), 16_000); // 32 MB of audio
     const { body, type } = multipartWav(wav);

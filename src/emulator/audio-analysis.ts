@@ -192,18 +192,11 @@ export class UploadAnalyzer {
     }
     const removeKill = this.#opts.lifecycle.onClose(() => run.stop());
     let over = false;
-    let carry: Buffer | undefined;
     try {
       for await (const chunk of run.stdout as AsyncIterable<Buffer>) {
-        let data = carry ? Buffer.concat([carry, chunk]) : chunk;
-        carry = undefined;
-        if (data.length % 2 === 1) {
-          carry = Buffer.from(data.subarray(data.length - 1));
-          data = data.subarray(0, data.length - 1);
-        }
-        const samples = bufferToInt16(data);
-        this.#samples += samples.length;
-        detector.pushSamples(samples);
+        // The detector carries an odd byte to the next read and aligns the samples itself.
+        detector.push(chunk);
+        this.#samples = detector.samples;
         if (this.#samples > ceiling) {
           over = true;
           run.stop();

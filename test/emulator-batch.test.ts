@@ -9,12 +9,14 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { UploadAnalyzer } from '../src/emulator/audio-analysis.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recording.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
+import { chunksOf } from './helpers/chunks.ts';
 import {
   BOUNDARY,
   call,
@@ -538,6 +540,37 @@ describe('jobs and lookups', () => {
     assert.equal(data.final_result, data.redaction_result);
     assert.deepEqual(data.final_word_segments, data.redaction_word_segments);
     assert.equal((data.itn_word_segments as unknown[]).length, 9);
+  });
+
+  test('uploads are hashed only while a transcript is registered under a SHA-256; the analysis is the same', async () => {
+    const ctx = new EmulatorContext({});
+    after(() => ctx.lifecycle.close());
+    assert.equal(ctx.hashUploads, false);
+    ctx.registerTranscript(uuid(), 'a live stream transcript');
+    assert.equal(ctx.hashUploads, false, 'a stream UUID cannot be a file hash');
+    const analyse = async (hash: boolean) => {
+      const analyzer = new UploadAnalyzer({
+        lifecycle: ctx.lifecycle,
+        maxDurationSec: 60,
+        durationBound: 'audio_duration',
+        signal: new AbortController().signal,
+        hash,
+      });
+      try {
+        for (const chunk of chunksOf(speech, 4097)) await analyzer.write(chunk);
+        return await analyzer.finish();
+      } finally {
+        analyzer.dispose();
+      }
+    };
+    const plain = await analyse(ctx.hashUploads);
+    assert.equal(plain.sha256, undefined);
+    assert.equal(ctx.fileTranscript(plain), undefined);
+    ctx.registerTranscript('AB'.repeat(32), 'another file');
+    assert.equal(ctx.hashUploads, true);
+    const hashed = await analyse(ctx.hashUploads);
+    assert.equal(hashed.sha256, createHash('sha256').update(speech).digest('hex'));
+    assert.deepEqual({ ...hashed, sha256: undefined }, { ...plain, sha256: undefined });
   });
 
   test('lookup errors: bad UUID echoed in job_id, bad save_result, unknown job, fail fault 500', async () => {

@@ -1,6 +1,6 @@
 // Validation and analysis of an uploaded recording while it streams in: WAV is read natively
 // (no copy kept), anything else goes to a temp file and is decoded by ffmpeg. What is kept is
-// the duration, the speech regions and the SHA-256 of the bytes; never the audio.
+// the duration, the speech regions and, when asked, the SHA-256 of the bytes; never the audio.
 
 import { createHash, type Hash } from 'node:crypto';
 import { once } from 'node:events';
@@ -22,6 +22,8 @@ export interface AnalyzerOptions {
   /** `audio_duration` (batch) or `fast_audio_duration`. */
   durationBound: string;
   signal: AbortSignal;
+  /** Compute the SHA-256 of the bytes (the key of registered transcripts). */
+  hash: boolean;
 }
 
 const corrupt = (why: string): Rejection =>
@@ -35,7 +37,7 @@ const corrupt = (why: string): Rejection =>
  */
 export class UploadAnalyzer {
   readonly #opts: AnalyzerOptions;
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: Hash | undefined;
   #bytes = 0;
   #mode: 'sniff' | 'wav' | 'file' = 'sniff';
   /** Bytes seen before the WAV header parsed (to fall back to ffmpeg if it does not). */
@@ -53,12 +55,13 @@ export class UploadAnalyzer {
 
   constructor(options: AnalyzerOptions) {
     this.#opts = options;
+    this.#hash = options.hash ? createHash('sha256') : undefined;
   }
 
   async write(chunk: Buffer): Promise<void> {
     if (chunk.length === 0) return;
     this.#bytes += chunk.length;
-    this.#hash.update(chunk);
+    this.#hash?.update(chunk);
     if (this.#mode === 'sniff') {
       this.#head.push(chunk);
       this.#headBytes += chunk.length;
@@ -228,7 +231,9 @@ export class UploadAnalyzer {
     if (this.#samples === 0 || !this.#detector) throw corrupt('zero duration');
     const detector = this.#detector;
     const regions = [...detector.takeClosed(), ...detector.end()];
-    return { durationSec: this.#samples / sampleRate, regions, sha256: this.#hash.digest('hex') };
+    const audio: AnalyzedAudio = { durationSec: this.#samples / sampleRate, regions };
+    if (this.#hash) audio.sha256 = this.#hash.digest('hex');
+    return audio;
   }
 
   #removeTemp(): void {

@@ -131,6 +131,7 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     maxDurationSec: rules.maxDurationSec,
     durationBound: rules.durationBound,
     signal: ex.signal,
+    hash: ex.ctx.hashUploads,
   });
   const bb = busboy({ headers: ex.req.headers, limits: { fieldSize: 1024 * 1024 } });
   const req = ex.req;

@@ -34,6 +34,8 @@ const corrupt = (why: string): Rejection =>
 /**
  * Feed the file part's bytes with `write`, then `finish`. Both throw a `Rejection` (422) as soon
  * as the audio is known to be invalid or too long; `dispose` releases the temp file and ffmpeg.
+ * `write` returns a promise only when it has to wait (writing a temp file); WAV is analysed
+ * synchronously, so a caller can go on without a turn of the event loop per read.
  */
 export class UploadAnalyzer {
   readonly #opts: AnalyzerOptions;
@@ -58,7 +60,7 @@ export class UploadAnalyzer {
     this.#hash = options.hash ? createHash('sha256') : undefined;
   }
 
-  async write(chunk: Buffer): Promise<void> {
+  write(chunk: Buffer): Promise<void> | undefined {
     if (chunk.length === 0) return;
     this.#bytes += chunk.length;
     this.#hash?.update(chunk);
@@ -72,14 +74,11 @@ export class UploadAnalyzer {
         this.#mode = 'wav';
         this.#head = [];
         this.#headBytes = 0;
-        await this.#writeWav(head);
-      } else {
-        await this.#toFile();
+        return this.#writeWav(head);
       }
-      return;
+      return this.#toFile();
     }
-    if (this.#mode === 'wav') await this.#writeWav(chunk);
-    else await this.#writeFile(chunk);
+    return this.#mode === 'wav' ? this.#writeWav(chunk) : this.#writeFile(chunk);
   }
 
   async finish(): Promise<AnalyzedAudio> {
@@ -100,7 +99,7 @@ export class UploadAnalyzer {
     this.#removeTemp();
   }
 
-  async #writeWav(chunk: Buffer): Promise<void> {
+  #writeWav(chunk: Buffer): Promise<void> | undefined {
     let data = chunk;
     if (this.#info === undefined) {
       this.#head.push(chunk);

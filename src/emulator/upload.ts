@@ -1,6 +1,7 @@
 // Multipart uploads of batch and fast transcription, read as a stream: the first part must be
 // the `file` part, one audio part, at most N parts, a byte limit over the whole body, and (for
-// batch) at most so many bytes after the recording. The audio is analysed while it arrives.
+// batch) at most so many bytes after the recording. The audio is analysed while it arrives,
+// taken from the request's own chunks (busboy parses the structure around it).
 
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';

@@ -27,7 +27,7 @@ const LEVELS = [16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048];
 const ATTEMPTS = 2;
 
 /** Speech-like PCM: 1.2 s harmonic bursts and 0.6 s pauses, so the engine has regions to follow. */
-function speechLike(seconds: number): Buffer {
+export function speechLike(seconds: number): Buffer {
   const n = Math.round(seconds * 16_000);
   const pcm = Buffer.alloc(n * 2);
   for (let i = 0; i < n; i++) {
@@ -181,7 +181,7 @@ async function capacity(
   return best;
 }
 
-function multipartWav(wav: Buffer): { body: Buffer; type: string } {
+export function multipartWav(wav: Buffer): { body: Buffer; type: string } {
   // As long as a typical client's boundary (undici's FormData: ----formdata-undici-0 + 11 digits).
   const boundary = '----formdata-undici-012345678901';
   const head = Buffer.from(
@@ -191,7 +191,12 @@ function multipartWav(wav: Buffer): { body: Buffer; type: string } {
   return { body: Buffer.concat([head, wav, tail]), type: `multipart/form-data; boundary=${boundary}` };
 }
 
-async function upload(server: Server, agent: Agent, body: Buffer, type: string): Promise<void> {
+export async function upload(
+  server: Pick<Server, 'url' | 'apiKey'>,
+  agent: Agent,
+  body: Buffer,
+  type: string,
+): Promise<void> {
   const res = await request(`${server.url}/v1/transcribe/en`, {
     method: 'POST',
     headers: { 'x-api-key': server.apiKey, 'content-type': type },

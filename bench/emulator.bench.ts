@@ -11,7 +11,8 @@
 //   create a job) against a bare node:http sink that reads and discards the body.
 // BENCH_WORKERS=N serves the emulator and the bare server on N threads (default 1);
 // BENCH_GENERATORS=N splits the load over N generator processes (default 2);
-// BENCH_DEBUG=1 prints every level's latencies and every failed frame on stderr.
+// BENCH_DEBUG=1 prints every level's latencies and every failed frame on stderr;
+// BENCH_ONLY=live runs only the live sessions, BENCH_ONLY=upload only the batch upload comparison.
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -23,6 +24,8 @@ import { Agent, request } from 'undici';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { type Comparison, compare } from './harness.ts';
 import { FRAME_MS, type LevelCommand, type LevelResult, speechLike } from './helpers/live-load.ts';
+
+export { speechLike };
 
 const P99_TARGET_MS = 100;
 const LEVEL_SECONDS = 4;
@@ -262,7 +265,7 @@ const describe = (l: Level | undefined) =>
     ? 'none'
     : `${l.sessions}: p50 ${l.p50.toFixed(1)} ms p99 ${l.p99.toFixed(1)} ms, ${l.wallSec.toFixed(1)} s wall, CPU s generators ${l.generatorCpuSec.toFixed(1)} server ${l.serverCpuSec.toFixed(1)}, machine ${l.machineCores.toFixed(2)} cores busy`;
 
-function multipartWav(wav: Buffer): { body: Buffer; type: string } {
+export function multipartWav(wav: Buffer): { body: Buffer; type: string } {
   // As long as a typical client's boundary (undici's FormData: ----formdata-undici-0 + 11 digits).
   const boundary = '----formdata-undici-012345678901';
   const head = Buffer.from(
@@ -272,7 +275,12 @@ function multipartWav(wav: Buffer): { body: Buffer; type: string } {
   return { body: Buffer.concat([head, wav, tail]), type: `multipart/form-data; boundary=${boundary}` };
 }
 
-async function upload(server: Server, agent: Agent, body: Buffer, type: string): Promise<void> {
+export async function upload(
+  server: Pick<Server, 'url' | 'apiKey'>,
+  agent: Agent,
+  body: Buffer,
+  type: string,
+): Promise<void> {
   const res = await request(`${server.url}/v1/transcribe/en`, {
     method: 'POST',
     headers: { 'x-api-key': server.apiKey, 'content-type': type },
@@ -285,37 +293,40 @@ async function upload(server: Server, agent: Agent, body: Buffer, type: string):
 
 export async function run(): Promise<Comparison[]> {
   const results: Comparison[] = [];
+  const only = process.env.BENCH_ONLY;
   const emulator = await startServer('emulator', WORKERS);
   const echo = await startServer('echo', WORKERS);
   try {
-    const [base, ours] = (await capacities([echo, emulator])) as [Search, Search];
-    const sustained = (c: Search) => c.best?.sessions ?? 0;
-    results.push({
-      name: `live HTTP ASR sessions at real-time pace, p99 < 100 ms (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
-      unit: 'sessions',
-      ours: sustained(ours),
-      baseline: sustained(base),
-      ratio: sustained(base) > 0 ? sustained(ours) / sustained(base) : 0,
-      target: 0.9,
-      note: [
-        `emulator ${describe(ours.best)}; missed ${describe(ours.missed)}`,
-        `bare node:http ${describe(base.best)}; missed ${describe(base.missed)}`,
-        `${GENERATORS} generator processes, ${availableParallelism()} cores, after ${WARMUP_LEVELS} unmeasured levels of ${FIRST_LEVEL}, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
-      ].join(' | '),
-    });
-    // What a frame costs the server in CPU, whatever the latency: less sensitive than the
-    // p99 to other programs on the machine (a stall misses a level; it costs no CPU).
-    const perCpuSec = (c: Search) => (c.serverCpuSec > 0 ? c.frames / c.serverCpuSec : 0);
-    const generatorMsPerFrame = (c: Search) => ((c.generatorCpuSec * 1000) / c.frames).toFixed(3);
-    results.push({
-      name: `live HTTP ASR frames answered per server CPU second, levels sustained (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
-      unit: 'frames/CPU s',
-      ours: perCpuSec(ours),
-      baseline: perCpuSec(base),
-      ratio: perCpuSec(base) > 0 ? perCpuSec(ours) / perCpuSec(base) : 0,
-      note: `emulator ${ours.frames} frames, ${ours.serverCpuSec.toFixed(1)} CPU s; bare node:http ${base.frames} frames, ${base.serverCpuSec.toFixed(1)} CPU s; generator CPU ms per frame ${generatorMsPerFrame(ours)} / ${generatorMsPerFrame(base)}`,
-    });
-    if (process.env.BENCH_ONLY === 'live') return results;
+    if (only !== 'upload') {
+      const [base, ours] = (await capacities([echo, emulator])) as [Search, Search];
+      const sustained = (c: Search) => c.best?.sessions ?? 0;
+      results.push({
+        name: `live HTTP ASR sessions at real-time pace, p99 < 100 ms (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
+        unit: 'sessions',
+        ours: sustained(ours),
+        baseline: sustained(base),
+        ratio: sustained(base) > 0 ? sustained(ours) / sustained(base) : 0,
+        target: 0.9,
+        note: [
+          `emulator ${describe(ours.best)}; missed ${describe(ours.missed)}`,
+          `bare node:http ${describe(base.best)}; missed ${describe(base.missed)}`,
+          `${GENERATORS} generator processes, ${availableParallelism()} cores, after ${WARMUP_LEVELS} unmeasured levels of ${FIRST_LEVEL}, levels doubling from ${FIRST_LEVEL} then ${BISECTIONS} bisections, the two servers' levels alternating`,
+        ].join(' | '),
+      });
+      // What a frame costs the server in CPU, whatever the latency: less sensitive than the
+      // p99 to other programs on the machine (a stall misses a level; it costs no CPU).
+      const perCpuSec = (c: Search) => (c.serverCpuSec > 0 ? c.frames / c.serverCpuSec : 0);
+      const generatorMsPerFrame = (c: Search) => ((c.generatorCpuSec * 1000) / c.frames).toFixed(3);
+      results.push({
+        name: `live HTTP ASR frames answered per server CPU second, levels sustained (${WORKERS} thread${WORKERS > 1 ? 's' : ''} each)`,
+        unit: 'frames/CPU s',
+        ours: perCpuSec(ours),
+        baseline: perCpuSec(base),
+        ratio: perCpuSec(base) > 0 ? perCpuSec(ours) / perCpuSec(base) : 0,
+        note: `emulator ${ours.frames} frames, ${ours.serverCpuSec.toFixed(1)} CPU s; bare node:http ${base.frames} frames, ${base.serverCpuSec.toFixed(1)} CPU s; generator CPU ms per frame ${generatorMsPerFrame(ours)} / ${generatorMsPerFrame(base)}`,
+      });
+    }
+    if (only === 'live') return results;
 
     const wav = encodeWav(speechLike(1000), 16_000); // 32 MB of audio
     const { body, type } = multipartWav(wav);
@@ -331,7 +342,7 @@ export async function run(): Promise<Comparison[]> {
           minMs: 300,
           ours: () => upload(emulator, agent, body, type),
           baseline: () => upload(sink, agent, body, type),
-          note: 'emulator: busboy, native WAV analysis (regions, SHA-256), a job per upload',
+          note: 'emulator: multipart headers by busboy, the audio part split by its delimiter, native WAV analysis (speech regions), a job per upload',
         }),
       );
     } finally {

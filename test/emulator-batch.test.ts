@@ -9,12 +9,16 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import fc from 'fast-check';
+import { UploadAnalyzer } from '../src/emulator/audio-analysis.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recording.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
+import { PartDataSplitter } from '../src/emulator/upload.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
+import { chunksOf, splitAt } from './helpers/chunks.ts';
 import {
   BOUNDARY,
   call,
@@ -314,6 +318,79 @@ describe('batch submission', () => {
     assert.equal(emu.stats().jobsCreated - before, 1);
   });
 
+  test('the audio part read in any reads (split at the header end, inside the closing delimiter, at odd offsets): the same job', async () => {
+    const emu = await emulator();
+    const body = multipart([filePart(speech), { name: 'note', data: 'x' }]);
+    const dataStart = body.indexOf('\r\n\r\n') + 4;
+    const closing = body.indexOf(`\r\n--${BOUNDARY}`, dataStart);
+    const result = async (sent: Buffer | AsyncIterable<Buffer>) => {
+      const reply = await submit(emu, 'en?diarization=1', sent);
+      assert.equal(reply.status, 200, reply.text);
+      const { jobId } = reply.json() as { jobId: string };
+      await waitForStatus(emu, jobId, 'done');
+      const { data } = (await get(emu, jobId)).json() as { data: Record<string, unknown> };
+      return {
+        ...data,
+        id: undefined,
+        job_id: undefined,
+        version: undefined,
+        created_at: undefined,
+        updated_at: undefined,
+      };
+    };
+    const whole = await result(body);
+    for (const cuts of [
+      [dataStart, dataStart + 1, closing + 1, closing + 5],
+      [dataStart - 1, dataStart + 3, closing - 1, closing + 2],
+      [dataStart + 4097, closing, closing + 9],
+    ]) {
+      // Each read is sent on its own (a pause between), so the emulator sees these splits.
+      const reads = Readable.from(
+        (async function* () {
+          for (const piece of splitAt(body, cuts)) {
+            yield piece;
+            await new Promise((resolve) => setTimeout(resolve, 5));
+          }
+        })(),
+      );
+      assert.deepEqual(await result(reads), whole, `cut at ${cuts.join(', ')}`);
+    }
+  });
+
+  test('the audio part splitter: its data and the bytes from the closing delimiter on, in any reads', () => {
+    const delimiter = `\r\n--${BOUNDARY}`;
+    // Data made of the delimiter's own pieces, so partial delimiters occur at every read boundary.
+    const piece = fc.constantFrom('\r', '\n', '-', '\r\n', '\r\n--', delimiter.slice(0, -1), 'a', 'RIFF');
+    fc.assert(
+      fc.property(
+        fc.array(piece, { maxLength: 40 }),
+        fc.array(fc.nat(400), { maxLength: 12 }),
+        (pieces, cuts) => {
+          const data = Buffer.from(pieces.join(''));
+          if (data.includes(delimiter)) return;
+          const rest = Buffer.from(`${delimiter}--\r\nepilogue`);
+          const splitter = new PartDataSplitter(BOUNDARY);
+          const gotData: Buffer[] = [];
+          const gotRest: Buffer[] = [];
+          for (const read of splitAt(Buffer.concat([data, rest]), cuts)) {
+            if (splitter.closed) {
+              gotRest.push(read);
+              continue;
+            }
+            const out = splitter.push(read);
+            gotData.push(...out.data);
+            gotRest.push(...out.rest);
+          }
+          assert.equal(splitter.closed, true);
+          assert.equal(splitter.bytes, data.length);
+          assert.deepEqual(Buffer.concat(gotData), data);
+          assert.deepEqual(Buffer.concat(gotRest), rest);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   test('audio validation: unsupported, corrupt, empty or zero-duration audio is 422 VALIDATION_FILE_CORRUPT', async () => {
     const before = emu.stats().jobsCreated;
     const cases: [string, Buffer][] = [
@@ -538,6 +615,37 @@ describe('jobs and lookups', () => {
     assert.equal(data.final_result, data.redaction_result);
     assert.deepEqual(data.final_word_segments, data.redaction_word_segments);
     assert.equal((data.itn_word_segments as unknown[]).length, 9);
+  });
+
+  test('uploads are hashed only while a transcript is registered under a SHA-256; the analysis is the same', async () => {
+    const ctx = new EmulatorContext({});
+    after(() => ctx.lifecycle.close());
+    assert.equal(ctx.hashUploads, false);
+    ctx.registerTranscript(uuid(), 'a live stream transcript');
+    assert.equal(ctx.hashUploads, false, 'a stream UUID cannot be a file hash');
+    const analyse = async (hash: boolean) => {
+      const analyzer = new UploadAnalyzer({
+        lifecycle: ctx.lifecycle,
+        maxDurationSec: 60,
+        durationBound: 'audio_duration',
+        signal: new AbortController().signal,
+        hash,
+      });
+      try {
+        for (const chunk of chunksOf(speech, 4097)) await analyzer.write(chunk);
+        return await analyzer.finish();
+      } finally {
+        analyzer.dispose();
+      }
+    };
+    const plain = await analyse(ctx.hashUploads);
+    assert.equal(plain.sha256, undefined);
+    assert.equal(ctx.fileTranscript(plain), undefined);
+    ctx.registerTranscript('AB'.repeat(32), 'another file');
+    assert.equal(ctx.hashUploads, true);
+    const hashed = await analyse(ctx.hashUploads);
+    assert.equal(hashed.sha256, createHash('sha256').update(speech).digest('hex'));
+    assert.deepEqual({ ...hashed, sha256: undefined }, { ...plain, sha256: undefined });
   });
 
   test('lookup errors: bad UUID echoed in job_id, bad save_result, unknown job, fail fault 500', async () => {

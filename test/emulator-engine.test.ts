@@ -4,18 +4,31 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { energyKernel, SCRATCH_BYTES, scratchSumOfSquares } from '../src/emulator/engine/energy.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from '../src/emulator/engine/live.ts';
-import { detectRegions, SpeechRegionDetector } from '../src/emulator/engine/regions.ts';
+import { detectRegions, type SpeechRegion, SpeechRegionDetector } from '../src/emulator/engine/regions.ts';
 import { SpeakerTurns } from '../src/emulator/engine/speakers.ts';
 import { inverseNormalize, redact } from '../src/emulator/engine/text.ts';
 import { recordingWords, regionWords } from '../src/emulator/engine/words.ts';
 import { alignSpeakers } from '../src/emulator/jobs.ts';
 import { PieceCutter } from '../src/emulator/tts-service.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
-import { cutsFor, splitAt } from './helpers/chunks.ts';
+import { chunksOf, cutsFor, splitAt } from './helpers/chunks.ts';
 import { RATE, speechPcm, uuid } from './helpers/emulator-fixtures.ts';
 
 const w = (word: string, start_time: number, end_time: number) => ({ word, start_time, end_time });
+
+/** Regions found by a detector fed `reads` one by one, closed regions taken after each. */
+function regionsOfReads(reads: Buffer[]): SpeechRegion[] {
+  const d = new SpeechRegionDetector(RATE);
+  const got: SpeechRegion[] = [];
+  for (const chunk of reads) {
+    d.push(chunk);
+    got.push(...d.takeClosed());
+  }
+  got.push(...d.end());
+  return got;
+}
 
 describe('speech regions', () => {
   const pcm = speechPcm([
@@ -51,17 +64,48 @@ describe('speech regions', () => {
     const expected = detectRegions(pcm, RATE);
     fc.assert(
       fc.property(cutsFor(pcm.length), (cuts) => {
-        const d = new SpeechRegionDetector(RATE);
-        const got = [];
-        for (const chunk of splitAt(pcm, cuts)) {
-          d.push(chunk);
-          got.push(...d.takeClosed());
-        }
-        got.push(...d.end());
-        assert.deepEqual(got, expected);
+        assert.deepEqual(regionsOfReads(splitAt(pcm, cuts)), expected);
       }),
       { numRuns: 40 },
     );
+  });
+
+  test('a recording longer than the scratch area, at an odd byte offset, in odd-sized reads: the same regions', () => {
+    const long = speechPcm(
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? { speech: 0.9 + i / 10 } : { silence: 0.7 })),
+    );
+    assert.ok(long.length > 4 * SCRATCH_BYTES);
+    const expected = detectRegions(long, RATE);
+    assert.equal(expected.length, 6);
+    const odd = Buffer.alloc(long.length + 1).subarray(1);
+    long.copy(odd);
+    assert.deepEqual(detectRegions(odd, RATE), expected);
+    for (const size of [1, 3, 4097, SCRATCH_BYTES - 1, SCRATCH_BYTES + 3]) {
+      assert.deepEqual(regionsOfReads(chunksOf(odd, size)), expected, `reads of ${size} bytes`);
+    }
+    const samples = new SpeechRegionDetector(RATE);
+    samples.pushSamples(new Int16Array(long.buffer, long.byteOffset, long.length / 2));
+    assert.deepEqual([...samples.takeClosed(), ...samples.end()], expected, 'pushSamples');
+  });
+
+  test('the vectorised sum of squares is the plain sum, extremes included', () => {
+    const kernel = energyKernel();
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.integer({ min: -32768, max: 32767 }), fc.constantFrom(-32768, 32767)), {
+          maxLength: 200,
+        }),
+        fc.integer({ min: 0, max: SCRATCH_BYTES / 2 - 200 }),
+        (values, from) => {
+          kernel.samples.set(values, from);
+          const plain = values.reduce((sum, v) => sum + v * v, 0);
+          assert.equal(scratchSumOfSquares(kernel, from, values.length), plain);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    kernel.samples.fill(-32768);
+    assert.equal(scratchSumOfSquares(kernel, 0, SCRATCH_BYTES / 2), (SCRATCH_BYTES / 2) * 2 ** 30);
   });
 });
 

@@ -1,6 +1,6 @@
 // Validation and analysis of an uploaded recording while it streams in: WAV is read natively
 // (no copy kept), anything else goes to a temp file and is decoded by ffmpeg. What is kept is
-// the duration, the speech regions and the SHA-256 of the bytes; never the audio.
+// the duration, the speech regions and, when asked, the SHA-256 of the bytes; never the audio.
 
 import { createHash, type Hash } from 'node:crypto';
 import { once } from 'node:events';
@@ -22,6 +22,8 @@ export interface AnalyzerOptions {
   /** `audio_duration` (batch) or `fast_audio_duration`. */
   durationBound: string;
   signal: AbortSignal;
+  /** Compute the SHA-256 of the bytes (the key of registered transcripts). */
+  hash: boolean;
 }
 
 const corrupt = (why: string): Rejection =>
@@ -32,10 +34,12 @@ const corrupt = (why: string): Rejection =>
 /**
  * Feed the file part's bytes with `write`, then `finish`. Both throw a `Rejection` (422) as soon
  * as the audio is known to be invalid or too long; `dispose` releases the temp file and ffmpeg.
+ * `write` returns a promise only when it has to wait (writing a temp file); WAV is analysed
+ * synchronously, so a caller can go on without a turn of the event loop per read.
  */
 export class UploadAnalyzer {
   readonly #opts: AnalyzerOptions;
-  readonly #hash: Hash = createHash('sha256');
+  readonly #hash: Hash | undefined;
   #bytes = 0;
   #mode: 'sniff' | 'wav' | 'file' = 'sniff';
   /** Bytes seen before the WAV header parsed (to fall back to ffmpeg if it does not). */
@@ -53,12 +57,13 @@ export class UploadAnalyzer {
 
   constructor(options: AnalyzerOptions) {
     this.#opts = options;
+    this.#hash = options.hash ? createHash('sha256') : undefined;
   }
 
-  async write(chunk: Buffer): Promise<void> {
+  write(chunk: Buffer): Promise<void> | undefined {
     if (chunk.length === 0) return;
     this.#bytes += chunk.length;
-    this.#hash.update(chunk);
+    this.#hash?.update(chunk);
     if (this.#mode === 'sniff') {
       this.#head.push(chunk);
       this.#headBytes += chunk.length;
@@ -69,14 +74,11 @@ export class UploadAnalyzer {
         this.#mode = 'wav';
         this.#head = [];
         this.#headBytes = 0;
-        await this.#writeWav(head);
-      } else {
-        await this.#toFile();
+        return this.#writeWav(head);
       }
-      return;
+      return this.#toFile();
     }
-    if (this.#mode === 'wav') await this.#writeWav(chunk);
-    else await this.#writeFile(chunk);
+    return this.#mode === 'wav' ? this.#writeWav(chunk) : this.#writeFile(chunk);
   }
 
   async finish(): Promise<AnalyzedAudio> {
@@ -97,7 +99,7 @@ export class UploadAnalyzer {
     this.#removeTemp();
   }
 
-  async #writeWav(chunk: Buffer): Promise<void> {
+  #writeWav(chunk: Buffer): Promise<void> | undefined {
     let data = chunk;
     if (this.#info === undefined) {
       this.#head.push(chunk);
@@ -192,18 +194,11 @@ export class UploadAnalyzer {
     }
     const removeKill = this.#opts.lifecycle.onClose(() => run.stop());
     let over = false;
-    let carry: Buffer | undefined;
     try {
       for await (const chunk of run.stdout as AsyncIterable<Buffer>) {
-        let data = carry ? Buffer.concat([carry, chunk]) : chunk;
-        carry = undefined;
-        if (data.length % 2 === 1) {
-          carry = Buffer.from(data.subarray(data.length - 1));
-          data = data.subarray(0, data.length - 1);
-        }
-        const samples = bufferToInt16(data);
-        this.#samples += samples.length;
-        detector.pushSamples(samples);
+        // The detector carries an odd byte to the next read and aligns the samples itself.
+        detector.push(chunk);
+        this.#samples = detector.samples;
         if (this.#samples > ceiling) {
           over = true;
           run.stop();
@@ -235,7 +230,9 @@ export class UploadAnalyzer {
     if (this.#samples === 0 || !this.#detector) throw corrupt('zero duration');
     const detector = this.#detector;
     const regions = [...detector.takeClosed(), ...detector.end()];
-    return { durationSec: this.#samples / sampleRate, regions, sha256: this.#hash.digest('hex') };
+    const audio: AnalyzedAudio = { durationSec: this.#samples / sampleRate, regions };
+    if (this.#hash) audio.sha256 = this.#hash.digest('hex');
+    return audio;
   }
 
   #removeTemp(): void {

@@ -7,6 +7,7 @@ import type { OperationName } from '../protocol/operations.ts';
 import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
 import { KeyRegistry } from './auth.ts';
 import { type ClusterMember, ownerOf } from './cluster.ts';
+import type { AnalyzedAudio } from './engine/recording.ts';
 import { FaultInjector } from './faults.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { reject } from './rejection.ts';
@@ -45,6 +46,8 @@ export const defaultContentPolicy = (text: string): boolean => {
   return !DEFAULT_BLOCKLIST.some((phrase) => lower.includes(phrase));
 };
 
+const SHA256_HEX = /^[0-9a-f]{64}$/i;
+
 /** Default HTTP pseudo-sessions per account: room for the default realtime ASR and diarization limits. */
 export const DEFAULT_SESSION_SLOTS = 16;
 export const DEFAULT_JOB_TIMING = Object.freeze({ queuedMs: 20, processingMs: 50 });
@@ -59,6 +62,8 @@ export class EmulatorContext {
   readonly slots: SessionSlots;
   readonly rate: RateLimiter | undefined;
   readonly transcripts = new Map<string, string>();
+  /** Whether a transcript is registered under a key shaped like a SHA-256 hex (a file's). */
+  #fileTranscripts = false;
   readonly perRequestMs: number;
   readonly perAudioSecondMs: number;
   readonly jobTiming: { queuedMs: number; processingMs: number };
@@ -116,6 +121,20 @@ export class EmulatorContext {
       throw new TypeError('a transcript key must be a nonempty string');
     if (typeof text !== 'string') throw new TypeError('a transcript must be a string');
     this.transcripts.set(key.toLowerCase(), text);
+    if (SHA256_HEX.test(key)) this.#fileTranscripts = true;
+  }
+
+  /**
+   * Whether an upload beginning now must be hashed: only a transcript registered under a
+   * SHA-256 could be its, and hashing costs as much as the rest of the analysis.
+   */
+  get hashUploads(): boolean {
+    return this.#fileTranscripts;
+  }
+
+  /** The transcript registered for an uploaded file, by its SHA-256 (absent when not hashed). */
+  fileTranscript(audio: AnalyzedAudio): string | undefined {
+    return audio.sha256 === undefined ? undefined : this.transcript(audio.sha256);
   }
 
   transcript(key: string): string | undefined {

@@ -335,6 +335,7 @@ class SocketOps {
             maxDurationSec: ctx.limits.fastAudioDurationSec,
             durationBound: 'fast_audio_duration',
             signal: this.#signal,
+            hash: ctx.hashUploads,
           });
           let analyzed: Awaited<ReturnType<UploadAnalyzer['finish']>>;
           try {

@@ -1,6 +1,7 @@
 // Multipart uploads of batch and fast transcription, read as a stream: the first part must be
 // the `file` part, one audio part, at most N parts, a byte limit over the whole body, and (for
-// batch) at most so many bytes after the recording. The audio is analysed while it arrives.
+// batch) at most so many bytes after the recording. The audio is analysed while it arrives,
+// taken from the request's own chunks (busboy parses the structure around it).
 
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
@@ -119,6 +120,74 @@ class FirstPartLocator {
 }
 
 /**
+ * The first part's data taken from the request's own chunks up to the delimiter that closes it,
+ * found with `Buffer.indexOf`, instead of through busboy's byte-by-byte search and its file
+ * stream: busboy is given the part's headers and its first byte, then everything from that
+ * delimiter on, so it still checks the whole structure (the part it sees has that one byte). A delimiter split across
+ * chunks is found too: bytes at a chunk's end that could begin one are held back. The boundary
+ * has no CR (checked before this is used), so only a chunk's last CR can begin one.
+ */
+export class PartDataSplitter {
+  readonly #delimiter: Buffer;
+  #held: Buffer | undefined;
+  /** Part data bytes passed on so far. */
+  bytes = 0;
+  /** Whether the closing delimiter was found. */
+  closed = false;
+
+  constructor(boundary: string) {
+    this.#delimiter = Buffer.from(`\r\n--${boundary}`);
+  }
+
+  /**
+   * Split a chunk: part data first (`data`, zero to two pieces), then, once the closing
+   * delimiter is found, the bytes from it on (`rest`, for busboy).
+   */
+  push(chunk: Buffer): { data: Buffer[]; rest: Buffer[] } {
+    const delimiter = this.#delimiter;
+    const data: Buffer[] = [];
+    const held = this.#held;
+    if (held) {
+      this.#held = undefined;
+      const need = delimiter.length - held.length;
+      const n = Math.min(need, chunk.length);
+      if (chunk.subarray(0, n).equals(delimiter.subarray(held.length, held.length + n))) {
+        if (n === need) return this.#close(data, [held, chunk]);
+        this.#held = Buffer.concat([held, chunk]);
+        return { data, rest: [] };
+      }
+      data.push(held);
+      this.bytes += held.length;
+    }
+    const at = chunk.indexOf(delimiter);
+    if (at >= 0) {
+      if (at > 0) data.push(chunk.subarray(0, at));
+      this.bytes += at;
+      return this.#close(data, [chunk.subarray(at)]);
+    }
+    let end = chunk.length;
+    // The delimiter's only CR is its first byte: a tail that begins one starts at a CR.
+    for (let cr = chunk.indexOf(13, Math.max(0, chunk.length - delimiter.length + 1)); cr >= 0; ) {
+      const tail = chunk.subarray(cr);
+      if (tail.equals(delimiter.subarray(0, tail.length))) {
+        this.#held = Buffer.from(tail);
+        end = cr;
+        break;
+      }
+      cr = chunk.indexOf(13, cr + 1);
+    }
+    if (end > 0) data.push(end === chunk.length ? chunk : chunk.subarray(0, end));
+    this.bytes += end;
+    return { data, rest: [] };
+  }
+
+  #close(data: Buffer[], rest: Buffer[]): { data: Buffer[]; rest: Buffer[] } {
+    this.closed = true;
+    return { data, rest: rest.filter((b) => b.length > 0) };
+  }
+}
+
+/**
  * Read and validate an upload; resolves with the analysed audio or rejects with the
  * `Rejection` to answer. The request body may still be arriving when it rejects.
  */
@@ -131,6 +200,7 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     maxDurationSec: rules.maxDurationSec,
     durationBound: rules.durationBound,
     signal: ex.signal,
+    hash: ex.ctx.hashUploads,
   });
   const bb = busboy({ headers: ex.req.headers, limits: { fieldSize: 1024 * 1024 } });
   const req = ex.req;
@@ -160,6 +230,15 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
   let tailStart: number | undefined;
   let fileDone: Promise<void> | undefined;
   let bodyDone = false;
+  /** The audio part's stream from busboy, set (synchronously, in a write) when it is accepted. */
+  let audioPart: Readable | undefined;
+  /** Set when the audio part's data is read from the request chunks directly (see PartDataSplitter). */
+  let direct: PartDataSplitter | undefined;
+  /** Resolves with the direct part's byte count once its data is all analysed. */
+  let directDone: Promise<number> | undefined;
+  let endDirect!: (bytes: number) => void;
+  /** The first part's headers ended at the end of a chunk: the next one decides. */
+  let deciding = false;
 
   const tailRejection = (): Rejection | undefined => {
     if (tailStart === undefined || rules.maxTailBytes === undefined) return undefined;
@@ -215,13 +294,22 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
       );
       return;
     }
+    audioPart = stream;
     fileDone = (async () => {
       let bytes = 0;
+      let ignored = 0;
       for await (const chunk of stream as AsyncIterable<Buffer>) {
         if (settled) continue;
+        if (direct) {
+          // Read directly, busboy sees one byte of this part; more would be a disagreement.
+          ignored += chunk.length;
+          if (ignored > 1) throw reject('VALIDATION_INVALID_FORMAT', 'malformed multipart body');
+          continue;
+        }
         bytes += chunk.length;
         await analyzer.write(chunk);
       }
+      if (directDone) bytes = await directDone;
       // The locator saw every byte busboy parsed, so it knows where this part began; if it
       // ever disagreed with busboy the tail could not be measured: refuse rather than skip it.
       const start = locator.dataOffset;
@@ -251,24 +339,110 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     else succeed();
   });
 
+  // The request is paused while busboy or the analyzer has to catch up (`holds` reasons).
+  let holds = 0;
+  const hold = () => {
+    if (holds++ === 0) req.pause();
+  };
+  const release = () => {
+    if (--holds === 0 && !settled) req.resume();
+  };
+  const toBusboy = (chunk: Buffer) => {
+    if (!bb.write(chunk)) {
+      hold();
+      bb.once('drain', release);
+    }
+  };
+  /** Part data to the analyzer, in order; the request waits only when the analyzer does. */
+  const analyse = (pieces: Buffer[]): Promise<void> | undefined => {
+    for (let i = 0; i < pieces.length; i++) {
+      const wait = analyzer.write(pieces[i]!);
+      if (wait) {
+        const rest = pieces.slice(i + 1);
+        return wait.then(() => analyse(rest));
+      }
+    }
+    return undefined;
+  };
+  /** One chunk of the audio part read directly: a promise when the analyzer has to wait. */
+  const directStep = (chunk: Buffer): Promise<void> | undefined => {
+    const { data, rest } = direct!.push(chunk);
+    const after = () => {
+      if (!direct!.closed) return;
+      endDirect(direct!.bytes);
+      for (const piece of rest) toBusboy(piece);
+    };
+    const wait = analyse(data);
+    if (!wait) {
+      after();
+      return undefined;
+    }
+    return wait.then(() => {
+      if (!settled) after();
+    });
+  };
+  /** Steps still running (the analyzer waits): later chunks, and the end of the body, wait for them. */
+  let directQueue: Promise<void> | undefined;
+  const directData = (chunk: Buffer) => {
+    let step: Promise<void> | undefined;
+    if (directQueue) {
+      step = directQueue.then(() => (settled ? undefined : directStep(chunk)));
+    } else {
+      try {
+        step = directStep(chunk);
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      if (!step) return;
+      hold();
+      step.then(release, () => {});
+    }
+    directQueue = step;
+    step.then(() => {
+      if (directQueue === step) directQueue = undefined;
+    }, fail);
+  };
   const onData = (chunk: Buffer) => {
     if (settled) return;
+    const chunkStart = total;
     total += chunk.length;
     stats.bytesIn += chunk.length;
     if (total > rules.maxBytes) {
       fail(tooLarge(rules.bytesBound, rules.maxBytes, rules.maxBytes + 1, 'the request body'));
       return;
     }
+    if (direct && !direct.closed) return directData(chunk);
+    const located = locator.dataOffset !== undefined;
     locator.push(chunk);
     checkTail();
-    if (!bb.write(chunk)) {
-      req.pause();
-      bb.once('drain', () => req.resume());
+    const start = locator.dataOffset;
+    if (!(deciding || (!located && start !== undefined)) || boundary.includes('\r')) return toBusboy(chunk);
+    // The first part's headers have ended. Busboy holds back a header block's final CRLF (it
+    // could begin a delimiter) until the next byte, so it is given one byte of data too: then
+    // it says at once, in the write, whether this is the audio part. If so, the data is read
+    // directly from its first byte (busboy's copy of that byte is ignored).
+    const split = Math.max(0, start! - chunkStart);
+    deciding = split >= chunk.length;
+    if (deciding) return toBusboy(chunk);
+    toBusboy(chunk.subarray(0, split + 1));
+    if (!audioPart || settled) {
+      if (!settled) toBusboy(chunk.subarray(split + 1));
+      return;
     }
+    direct = new PartDataSplitter(boundary);
+    directDone = new Promise<number>((resolve) => {
+      endDirect = resolve;
+    });
+    directData(chunk.subarray(split));
   };
   req.on('data', onData);
   req.once('end', () => {
-    if (!settled) bb.end();
+    const end = () => {
+      if (!settled) bb.end();
+    };
+    if (directQueue) directQueue.then(end, () => {});
+    else end();
   });
   req.once('error', (err) => fail(err));
   ex.signal.addEventListener('abort', () => fail(ex.signal.reason), { once: true });

@@ -14,8 +14,11 @@ import { recordingWords } from './words.ts';
 export interface AnalyzedAudio {
   durationSec: number;
   regions: SpeechRegion[];
-  /** SHA-256 hex of the uploaded file bytes (the key of registered transcripts). */
-  sha256: string;
+  /**
+   * SHA-256 hex of the uploaded file bytes (the key of registered transcripts); absent when no
+   * transcript was registered under a SHA-256 as the upload began, so none could match.
+   */
+  sha256?: string;
 }
 
 export type DiarizationModel = 'off' | 'd1' | 'd2';

@@ -2,7 +2,7 @@
 // (the quietest recent window). Fed PCM16LE mono in any chunking, it finds the same regions
 // (windows are cut at fixed sample positions), so record timing follows the real audio.
 
-import { bufferToInt16 } from '../../audio/pcm.ts';
+import { energyKernel, SCRATCH_BYTES, scratchSumOfSquares } from './energy.ts';
 
 export interface SpeechRegion {
   /** Seconds from the start of the audio. */
@@ -45,6 +45,8 @@ export class SpeechRegionDetector {
   readonly #recent = new Float64Array(FLOOR_WINDOWS);
   #recentCount = 0;
   #recentNext = 0;
+  /** The smallest of the ring's energies (+Infinity while it is empty). */
+  #recentMin = Number.POSITIVE_INFINITY;
   #silentRun = 0;
   #above = 0;
   #below = 0;
@@ -90,29 +92,37 @@ export class SpeechRegionDetector {
       data = data.subarray(1);
     }
     const whole = data.length & ~1;
-    if (whole > 0) this.pushSamples(bufferToInt16(data.subarray(0, whole)));
+    if (whole > 0) this.#pushBytes(data, whole);
     if (whole < data.length) this.#carry = data[whole];
   }
 
   /** Feed samples already converted. */
   pushSamples(samples: Int16Array): void {
-    const w = this.#window;
-    const n = samples.length;
-    let k = 0;
-    while (k < n) {
-      // A tight loop per window (or the part of one this call holds), then the window's verdict.
-      const end = Math.min(n, k + (w - this.#inWindow));
-      let sum = 0;
-      for (let j = k; j < end; j++) {
-        const v = samples[j]!;
-        sum += v * v;
+    this.#pushBytes(
+      new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength),
+      samples.byteLength,
+    );
+  }
+
+  /** The first `length` (even) bytes of `bytes`, at any byte offset, through the scratch area. */
+  #pushBytes(bytes: Uint8Array, length: number): void {
+    const kernel = energyKernel();
+    for (let at = 0; at < length; at += SCRATCH_BYTES) {
+      const piece = bytes.subarray(at, Math.min(length, at + SCRATCH_BYTES));
+      kernel.bytes.set(piece);
+      const n = piece.length >> 1;
+      const w = this.#window;
+      let k = 0;
+      while (k < n) {
+        // The sum over a window (or the part of one this piece holds), then the window's verdict.
+        const end = Math.min(n, k + (w - this.#inWindow));
+        this.#sumSq += scratchSumOfSquares(kernel, k, end - k);
+        this.#inWindow += end - k;
+        k = end;
+        if (this.#inWindow === w) this.#finishWindow();
       }
-      this.#sumSq += sum;
-      this.#inWindow += end - k;
-      k = end;
-      if (this.#inWindow === w) this.#finishWindow();
+      this.#samples += n;
     }
-    this.#samples += n;
   }
 
   /** Regions closed since the last call. */
@@ -181,13 +191,20 @@ export class SpeechRegionDetector {
       counted = this.#silentRun >= FLOOR_SILENCE_RUN ? FLOOR_SILENCE_DB : undefined;
     } else this.#silentRun = 0;
     if (counted !== undefined) {
+      const full = this.#recentCount === FLOOR_WINDOWS;
+      const evicted = this.#recent[this.#recentNext]!;
       this.#recent[this.#recentNext] = counted;
       this.#recentNext = (this.#recentNext + 1) % FLOOR_WINDOWS;
-      if (this.#recentCount < FLOOR_WINDOWS) this.#recentCount++;
+      if (!full) this.#recentCount++;
+      // The minimum is rescanned only when the window that held it leaves the ring.
+      if (counted <= this.#recentMin) this.#recentMin = counted;
+      else if (full && evicted === this.#recentMin) {
+        let min = Number.POSITIVE_INFINITY;
+        for (let i = 0; i < FLOOR_WINDOWS; i++) if (this.#recent[i]! < min) min = this.#recent[i]!;
+        this.#recentMin = min;
+      }
     }
-    let floor = FLOOR_MAX_DB;
-    for (let i = 0; i < this.#recentCount; i++) if (this.#recent[i]! < floor) floor = this.#recent[i]!;
-    return floor;
+    return Math.min(FLOOR_MAX_DB, this.#recentMin);
   }
 }
 

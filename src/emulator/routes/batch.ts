@@ -70,7 +70,7 @@ export async function submitBatch(
     const job = jobs.create(
       key.account,
       audio,
-      { language: lang, diarization, itn, redact, transcript: ctx.transcript(audio.sha256) },
+      { language: lang, diarization, itn, redact, transcript: ctx.fileTranscript(audio) },
       ex.plan.fail,
     );
     if (await answeredAfterEffect(ex)) return;

@@ -37,7 +37,7 @@ export function fastRecords(
   language: Language,
   audio: AnalyzedAudio,
 ): FastRecord[] {
-  const parts = fastSegments(audio, language, ctx.transcript(audio.sha256));
+  const parts = fastSegments(audio, language, ctx.fileTranscript(audio));
   return parts.map((words, i) => ({
     id,
     seq: i,

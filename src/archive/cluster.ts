@@ -20,8 +20,8 @@ import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
 import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
-import { probeDuration } from './probe.ts';
-import type { ArchiveSummary } from './run.ts';
+import { probeAll, probeDuration } from './probe.ts';
+import { type ArchiveSummary, type ArchiveWalkOptions, walkOptionsOf } from './run.ts';
 import {
   type ArchiveFormat,
   type ArchiveMode,
@@ -251,7 +251,7 @@ const fileOf = (data: ArchiveJobData): AudioFile => ({
 // Enqueue and follow
 
 /** Options of {@link enqueueArchive}: the run's settings, as a local run's, and the queue's. */
-export interface EnqueueArchiveOptions extends ClusterConnectionOptions {
+export interface EnqueueArchiveOptions extends ClusterConnectionOptions, ArchiveWalkOptions {
   /** Where results and `manifest.ndjson` go: storage every worker sees. */
   out: string;
   /** Default `live`. */
@@ -269,12 +269,6 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions {
   resume?: boolean;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
-  /** Globs of files taken (see `WalkOptions.include`). */
-  include?: readonly string[];
-  /** Globs of files and directories left out (see `WalkOptions.exclude`). */
-  exclude?: readonly string[];
-  /** Follow symlinks wherever they lead (see `WalkOptions.followSymlinks`). Default false. */
-  followSymlinks?: boolean;
   /**
    * Operations in flight across all workers (the account's concurrency for the mode's
    * workload), set on the queue as its global concurrency. Default: the interface's plan
@@ -369,11 +363,7 @@ export async function enqueueArchive(
     const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
     const files: AudioFile[] = [];
     let notQueued = 0;
-    for await (const file of walkAudioFiles(roots, {
-      ...(options.include ? { include: options.include } : {}),
-      ...(options.exclude ? { exclude: options.exclude } : {}),
-      ...(options.followSymlinks ? { followSymlinks: true } : {}),
-    })) {
+    for await (const file of walkAudioFiles(roots, walkOptionsOf(options))) {
       files.push(file);
       early.push({ type: 'queued', file });
       const plan = await store.plan(file);
@@ -700,14 +690,7 @@ async function* followRun(run: {
       else run.signal?.addEventListener('abort', onLeave, { once: true });
     });
   const probing = run.probe
-    ? (async () => {
-        for (const file of run.files) {
-          if (run.signal?.aborted || pending.size === 0) break;
-          if (file.skipped || file.unreadable) continue;
-          const durationSec = await probeDuration(file.path);
-          if (durationSec !== undefined) push({ type: 'probed', file, durationSec });
-        }
-      })()
+    ? probeAll(run.files, () => run.signal?.aborted === true || pending.size === 0, push)
     : Promise.resolve();
 
   try {

@@ -29,6 +29,7 @@ export {
 export { probeDuration } from './probe.ts';
 export {
   type ArchiveSummary,
+  type ArchiveWalkOptions,
   type TranscribeArchiveOptions,
   type TranscriptsSink,
   transcribeArchive,

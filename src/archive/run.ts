@@ -9,7 +9,7 @@ import type { Language } from '../protocol/languages.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, type BreakerOptions, type Reason, transcribeEach } from './each.ts';
-import { probeDuration } from './probe.ts';
+import { probeAll } from './probe.ts';
 import { type ArchiveFormat, type ArchiveMode, type ArchiveStore, openArchiveStore } from './store.ts';
 
 /** The archive's inputs as a Readable of `AudioFile`s (see `walkAudioFiles`). */
@@ -95,8 +95,17 @@ export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsS
   return sink as TranscriptsSink;
 }
 
+/** The walk's choices an archive run passes on: which files it takes and how it treats links. */
+export type ArchiveWalkOptions = Pick<WalkOptions, 'include' | 'exclude' | 'followSymlinks'>;
+
+/** The walk's options from an archive run's: only those that choose files. */
+export function walkOptionsOf(options: ArchiveWalkOptions): ArchiveWalkOptions {
+  const { include, exclude, followSymlinks } = options;
+  return { include, exclude, followSymlinks };
+}
+
 /** Options of {@link transcribeArchive}. */
-export interface TranscribeArchiveOptions {
+export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
   /** The client that transcribes. */
   client: SpeechClient;
   /** Where results and `manifest.ndjson` go. */
@@ -122,12 +131,6 @@ export interface TranscribeArchiveOptions {
   resume?: boolean;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
   jobTimeoutMs?: number;
-  /** Globs of files taken (see `WalkOptions.include`). */
-  include?: readonly string[];
-  /** Globs of files and directories left out (see `WalkOptions.exclude`). */
-  exclude?: readonly string[];
-  /** Follow symlinks wherever they lead (see `WalkOptions.followSymlinks`). Default false. */
-  followSymlinks?: boolean;
   /** Stop starting inputs while the service is unreachable (see {@link BreakerOptions}). */
   breaker?: BreakerOptions;
   /**
@@ -233,17 +236,15 @@ export async function* transcribeArchive(
     let failed: { error: unknown } | undefined;
     try {
       for await (const file of walkAudioFiles(roots, {
+        ...walkOptionsOf(options),
         signal: controller.signal,
-        ...(options.include ? { include: options.include } : {}),
-        ...(options.exclude ? { exclude: options.exclude } : {}),
-        ...(options.followSymlinks ? { followSymlinks: true } : {}),
       })) {
         files.push(file);
         store.claim(file);
         summary.total++;
         count({ type: 'queued', file });
       }
-      if (options.probe !== false) probing = probeAll(files, controller.signal, count);
+      if (options.probe !== false) probing = probeAll(files, () => controller.signal.aborted, count);
       const ordered = options.order === 'walk' ? files : [...files].sort((a, b) => b.size - a.size);
       await pipeline(
         Readable.from(ordered, { objectMode: true }),
@@ -307,22 +308,4 @@ export async function* transcribeArchive(
       await work.catch(() => {});
     }
   }
-}
-
-/** Every input's duration from its header, a few at a time, in walk order. */
-async function probeAll(
-  files: readonly AudioFile[],
-  signal: AbortSignal,
-  emit: (event: ArchiveEvent) => void,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < files.length && !signal.aborted) {
-      const file = files[next++]!;
-      if (file.skipped || file.unreadable) continue;
-      const durationSec = await probeDuration(file.path);
-      if (durationSec !== undefined && !signal.aborted) emit({ type: 'probed', file, durationSec });
-    }
-  };
-  await Promise.all(Array.from({ length: 4 }, worker));
 }

@@ -15,6 +15,7 @@ import {
 import { accountsFromJson, EmulatorJsonError, faultRulesFromJson } from '../emulator/options-json.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
+import { nextStopSignal } from './signals.ts';
 
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
 
@@ -155,15 +156,7 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   // Listen for the signals before announcing the URL: a caller may signal as soon as it reads it.
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    const stop = (s: NodeJS.Signals) => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve(s);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  const stopped = nextStopSignal();
   const announced = { url: emulator.url, apiKey: emulator.apiKey, admin: `${emulator.url}${ADMIN_PREFIX}` };
   process.stdout.write(`${JSON.stringify(announced)}\n`);
   const signal = await stopped;

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { type ArchiveWorker, startArchiveWorker, type WorkerEvent } from '../archive/cluster.ts';
 import { printable } from './archive-progress.ts';
 import { openService, type Service } from './service.ts';
+import { nextStopSignal } from './signals.ts';
 
 export const USAGE = `usage: speechpipe worker --queue redis://HOST:PORT [options]
 
@@ -115,16 +116,9 @@ export async function run(args: string[]): Promise<number> {
     throw err;
   }
   // Announced once it takes jobs (tests and scripts wait for this line).
+  const stopped = nextStopSignal();
   log(`ready: ${concurrency} at once${worker.metricsUrl ? `; metrics at ${worker.metricsUrl}` : ''}`);
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    const stop = (s: NodeJS.Signals) => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve(s);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  const signal = await stopped;
   const again = () => {
     log('handing the jobs in flight back to the queue');
     worker.handBack();

@@ -58,3 +58,22 @@ test('the files in flight are listed while they run', () => {
   assert.match(text(), /▸ long\.wav/);
   assert.match(text(), /a line above the display/);
 });
+
+test('plain lines tell a queue nobody serves from a service that does not answer', () => {
+  const { stream, text } = terminal();
+  stream.isTTY = false;
+  const progress = new ArchiveProgress('plain', stream);
+  progress.event({
+    type: 'paused',
+    reason: { code: 'NO_WORKER', message: '2 job(s) waiting and no worker' },
+  });
+  progress.event({ type: 'resumed', pausedMs: 3000 });
+  progress.event({ type: 'paused', reason: { code: 'ERR_SERVICE_UNREACHABLE', message: 'ECONNREFUSED' } });
+  progress.event({ type: 'resumed', pausedMs: 2000 });
+  progress.close();
+  const lines = text().split('\n');
+  assert.ok(lines.includes('waiting: 2 job(s) waiting and no worker'), text());
+  assert.match(text(), /resumed: a worker serves the queue \(after 3(\.0)? ?s\)/);
+  assert.match(text(), /paused: the service does not answer \(ECONNREFUSED\); waiting for it/);
+  assert.match(text(), /resumed: the service answers again \(after 2(\.0)? ?s\)/);
+});

@@ -21,7 +21,7 @@ import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
 import { probeAll, probeDuration } from './probe.ts';
-import { type ArchiveSummary, type ArchiveWalkOptions, walkOptionsOf } from './run.ts';
+import { type ArchiveSummary, type ArchiveWalkOptions, emptySummary, tally, walkOptionsOf } from './run.ts';
 import {
   type ArchiveFormat,
   type ArchiveMode,
@@ -486,19 +486,7 @@ async function* followRun(run: {
   close: () => Promise<void>;
 }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
   const { queue, events, store, tracked } = run;
-  const summary: ArchiveSummary = {
-    type: 'summary',
-    total: run.files.length,
-    done: 0,
-    failed: 0,
-    skipped: 0,
-    notAttempted: 0,
-    audioSeconds: 0,
-    totalAudioSeconds: 0,
-    elapsedMs: 0,
-    manifest: store.manifest.path,
-    removedTemporary: 0,
-  };
+  const summary = emptySummary(store.manifest.path, run.files.length, 0);
   const out: Array<ArchiveEvent | ArchiveSummary> = [];
   let wake: (() => void) | undefined;
   // Since when no worker served the queue (a NO_WORKER pause said so), and when one last did.
@@ -515,12 +503,7 @@ async function* followRun(run: {
       unservedSince = undefined;
       push({ type: 'resumed', pausedMs });
     }
-    if (event.type === 'done') {
-      summary.done++;
-      summary.audioSeconds += event.audioSeconds ?? 0;
-    } else if (event.type === 'failed') summary.failed++;
-    else if (event.type === 'skipped') summary.skipped++;
-    else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
+    tally(summary, event);
     out.push(event);
     const w = wake;
     wake = undefined;
@@ -707,13 +690,13 @@ async function* followRun(run: {
     await probing.catch(() => {});
     while (out.length > 0) yield out.shift()!;
     if (pending.size > 0) {
-      summary.notAttempted = pending.size;
       const reason = stopped ?? {
         code: 'ERR_INTERRUPTED',
         message: 'stopped following; the jobs go on in the workers (follow again with --resume)',
       };
-      summary.stopped = reason;
-      yield { type: 'stopped', reason, notAttempted: pending.size };
+      const event: ArchiveEvent = { type: 'stopped', reason, notAttempted: pending.size };
+      tally(summary, event);
+      yield event;
     }
     await store.flush();
     summary.elapsedMs = Math.round(performance.now() - run.began);

@@ -104,6 +104,37 @@ export function walkOptionsOf(options: ArchiveWalkOptions): ArchiveWalkOptions {
   return { include, exclude, followSymlinks };
 }
 
+/** A run's summary before anything is counted (`total` inputs). */
+export function emptySummary(manifest: string, total: number, removedTemporary: number): ArchiveSummary {
+  return {
+    type: 'summary',
+    total,
+    done: 0,
+    failed: 0,
+    skipped: 0,
+    notAttempted: 0,
+    audioSeconds: 0,
+    totalAudioSeconds: 0,
+    elapsedMs: 0,
+    manifest,
+    removedTemporary,
+  };
+}
+
+/** Count one event of a run (local or cluster) into its summary. */
+export function tally(summary: ArchiveSummary, event: ArchiveEvent): void {
+  if (event.type === 'done') {
+    summary.done++;
+    summary.audioSeconds += event.audioSeconds ?? 0;
+  } else if (event.type === 'failed') summary.failed++;
+  else if (event.type === 'skipped') summary.skipped++;
+  else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
+  else if (event.type === 'stopped') {
+    summary.stopped = event.reason;
+    summary.notAttempted = event.notAttempted;
+  }
+}
+
 /** Options of {@link transcribeArchive}. */
 export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
   /** The client that transcribes. */
@@ -200,30 +231,9 @@ export async function* transcribeArchive(
     wake = undefined;
     w?.();
   };
-  const summary: ArchiveSummary = {
-    type: 'summary',
-    total: 0,
-    done: 0,
-    failed: 0,
-    skipped: 0,
-    notAttempted: 0,
-    audioSeconds: 0,
-    totalAudioSeconds: 0,
-    elapsedMs: 0,
-    manifest: store.manifest.path,
-    removedTemporary: store.removedTemporary,
-  };
+  const summary = emptySummary(store.manifest.path, 0, store.removedTemporary);
   const count = (event: ArchiveEvent) => {
-    if (event.type === 'done') {
-      summary.done++;
-      summary.audioSeconds += event.audioSeconds ?? 0;
-    } else if (event.type === 'failed') summary.failed++;
-    else if (event.type === 'skipped') summary.skipped++;
-    else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
-    else if (event.type === 'stopped') {
-      summary.stopped = event.reason;
-      summary.notAttempted = event.notAttempted;
-    }
+    tally(summary, event);
     push(event);
   };
 

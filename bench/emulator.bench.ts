@@ -25,8 +25,6 @@ import { encodeWav } from '../src/protocol/riff.ts';
 import { type Comparison, compare } from './harness.ts';
 import { FRAME_MS, type LevelCommand, type LevelResult, speechLike } from './helpers/live-load.ts';
 
-export { speechLike };
-
 const P99_TARGET_MS = 100;
 const LEVEL_SECONDS = 4;
 /** Levels double from the first until one is missed, then the gap is halved this many times. */

@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Agent } from 'undici';
 import { encodeWav } from '../src/protocol/riff.ts';
-import { multipartWav, speechLike, upload } from './emulator.bench.ts';
+import { multipartWav, upload } from './emulator.bench.ts';
+import { speechLike } from './helpers/live-load.ts';
 
 const EMULATOR_URL = new URL('../src/emulator/index.ts', import.meta.url).href;
 const SERVER = (mode: string) =>

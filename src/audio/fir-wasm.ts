@@ -5,78 +5,7 @@
 // SPEECHPIPE_RESAMPLER_SIMD=0 asks for the JS loop; the resampler then uses that.
 
 import type { ResamplerKernel } from './resampler.ts';
-
-/** Unsigned LEB128. */
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) byte |= 0x80;
-    out.push(byte);
-  } while (n !== 0);
-  return out;
-}
-
-/** Signed LEB128 of a 32-bit integer. */
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const byte = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) {
-      out.push(byte);
-      return out;
-    }
-    out.push(byte | 0x80);
-  }
-}
-
-const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
-const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
-const name = (s: string): number[] => [...uleb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))];
-
-const I32 = 0x7f;
-const F64 = 0x7c;
-const V128 = 0x7b;
-
-// The instructions used, by name. Memory accesses take (align log2, offset).
-const op = {
-  block: [0x02, 0x40],
-  loop: [0x03, 0x40],
-  if: [0x04, 0x40],
-  end: [0x0b],
-  br: (depth: number) => [0x0c, ...uleb(depth)],
-  brIf: (depth: number) => [0x0d, ...uleb(depth)],
-  get: (i: number) => [0x20, ...uleb(i)],
-  set: (i: number) => [0x21, ...uleb(i)],
-  f32Store: (offset = 0) => [0x38, 2, ...uleb(offset)],
-  i32: (n: number) => [0x41, ...sleb(n)],
-  i32Eqz: [0x45],
-  i32LtU: [0x49],
-  i32GeU: [0x4f],
-  i32Add: [0x6a],
-  i32Sub: [0x6b],
-  i32Mul: [0x6c],
-  i32Shl: [0x74],
-  f64Ge: [0x66],
-  f32Add: [0x92],
-  f32Sub: [0x93],
-  f32Mul: [0x94],
-  f64Floor: [0x9c],
-  f64Add: [0xa0],
-  f64Sub: [0xa1],
-  f64Mul: [0xa2],
-  f64Div: [0xa3],
-  i32TruncF64S: [0xaa],
-  f64ConvertI32S: [0xb7],
-  f32DemoteF64: [0xb6],
-  v128Load: (offset = 0) => [0xfd, ...uleb(0x00), 0, ...uleb(offset)],
-  v128Zero: [0xfd, ...uleb(0x0c), ...new Array<number>(16).fill(0)],
-  f32x4Lane: (lane: number) => [0xfd, ...uleb(0x1f), lane],
-  f32x4Add: [0xfd, ...uleb(0xe4)],
-  f32x4Mul: [0xfd, ...uleb(0xe6)],
-};
+import { F64, I32, moduleBytes, op, V128, vec, webAssembly } from './wasm-encoder.ts';
 
 /** Sum of the four lanes of the v128 in local `v`, as ((0 + 1) + (2 + 3)) in f32. */
 const laneSum = (v: number): number[] => [
@@ -285,38 +214,15 @@ function interpolatedBody(): number[] {
 
 /** The module: one memory and the two functions, exported as `memory`, `exact`, `interpolated`. */
 export function firModuleBytes(): Uint8Array {
-  const exactType = [0x60, ...vec(new Array<number[]>(9).fill([I32])), 0];
-  const interpType = [0x60, ...vec([I32, I32, I32, I32, I32, F64, I32, F64, F64, F64].map((t) => [t])), 0];
-  const bodies = [exactBody(), interpolatedBody()];
-  return new Uint8Array([
-    0x00,
-    0x61,
-    0x73,
-    0x6d,
-    0x01,
-    0x00,
-    0x00,
-    0x00,
-    ...section(1, vec([exactType, interpType])),
-    ...section(3, vec([[0], [1]])),
-    ...section(5, vec([[0x00, ...uleb(1)]])),
-    ...section(
-      7,
-      vec([
-        [...name('memory'), 0x02, 0],
-        [...name('exact'), 0x00, 0],
-        [...name('interpolated'), 0x00, 1],
-      ]),
-    ),
-    ...section(10, vec(bodies.map((b) => [...uleb(b.length), ...b]))),
+  return moduleBytes(1, [
+    { params: new Array<number>(9).fill(I32), results: [], body: exactBody(), export: 'exact' },
+    {
+      params: [I32, I32, I32, I32, I32, F64, I32, F64, F64, F64],
+      results: [],
+      body: interpolatedBody(),
+      export: 'interpolated',
+    },
   ]);
-}
-
-/** The little of the WebAssembly API used here (its types come with the DOM lib, not Node's). */
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: unknown };
 }
 
 interface FirExports {
@@ -333,7 +239,7 @@ export function firWasm(): FirExports | null {
   if (instance !== undefined) return instance;
   instance = null;
   if (process.env.SPEECHPIPE_RESAMPLER_SIMD === '0') return instance;
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  const wasm = webAssembly();
   try {
     const bytes = firModuleBytes();
     if (!wasm?.validate(bytes)) return instance;

@@ -3,8 +3,10 @@
 // ~2 ns a sample. Samples are copied into the module's memory (aligned, whatever the
 // alignment of the bytes they came in), so odd byte offsets cost a memcpy, not an allocation.
 
+import { F64, I32, moduleBytes, op, V128, vec, webAssembly } from '../../audio/wasm-encoder.ts';
+
 /**
- * The module, assembled by hand (it is small enough to read):
+ * The module, assembled with the shared encoder (src/audio/wasm-encoder.ts) from this text:
  *
  *   (module
  *     (memory (export "memory") 1)
@@ -25,32 +27,36 @@
  * Every sum is an integer below 2^53 for any window it is used on (2^30 per sample), so it is
  * exactly the sum a JS loop over doubles computes.
  */
-// biome-ignore format: the bytes are laid out by section and instruction
-const WASM = new Uint8Array([
-  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-  // type: (i32, i32) -> f64
-  0x01, 0x07, 0x01, 0x60, 0x02, 0x7f, 0x7f, 0x01, 0x7c,
-  // function 0 of type 0
-  0x03, 0x02, 0x01, 0x00,
-  // memory: 1 page
-  0x05, 0x03, 0x01, 0x00, 0x01,
-  // exports: "memory", "sumsq"
-  0x07, 0x12, 0x02,
-  0x06, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x02, 0x00,
-  0x05, 0x73, 0x75, 0x6d, 0x73, 0x71, 0x00, 0x00,
-  // code: one body of 0x58 bytes
-  0x0a, 0x5a, 0x01, 0x58,
-  0x02, 0x01, 0x7f, 0x02, 0x7b, // locals: i32 $end, v128 $acc $d
-  0x20, 0x00, 0x20, 0x01, 0x41, 0x03, 0x76, 0x41, 0x04, 0x74, 0x6a, 0x21, 0x02, // $end
-  0x02, 0x40, 0x03, 0x40, // block, loop
-  0x20, 0x00, 0x20, 0x02, 0x4f, 0x0d, 0x01, // br_if $done (p >= end)
-  0x20, 0x00, 0xfd, 0x00, 0x00, 0x00, 0x22, 0x04, 0x20, 0x04, 0xfd, 0xba, 0x01, 0x21, 0x04, // $d = dot(v, v)
-  0x20, 0x03, 0x20, 0x04, 0xfd, 0xc9, 0x01, 0xfd, 0xce, 0x01, // $acc + extend_low_u($d)
-  0x20, 0x04, 0xfd, 0xca, 0x01, 0xfd, 0xce, 0x01, 0x21, 0x03, // + extend_high_u($d)
-  0x20, 0x00, 0x41, 0x10, 0x6a, 0x21, 0x00, // p += 16
-  0x0c, 0x00, 0x0b, 0x0b, // br $next, end, end
-  0x20, 0x03, 0xfd, 0x1d, 0x00, 0x20, 0x03, 0xfd, 0x1d, 0x01, 0x7c, 0xba, // lanes summed, to f64
-  0x0b,
+const [P, N, END, ACC, D] = [0, 1, 2, 3, 4];
+const WASM = moduleBytes(1, [
+  {
+    params: [I32, I32],
+    results: [F64],
+    export: 'sumsq',
+    body: [
+      ...vec([
+        [1, I32],
+        [2, V128],
+      ]),
+      // $end = p + (n >> 3) * 16
+      ...[...op.get(P), ...op.get(N), ...op.i32(3), ...op.i32ShrU, ...op.i32(4), ...op.i32Shl, ...op.i32Add],
+      ...op.set(END),
+      ...op.block,
+      ...op.loop,
+      ...[...op.get(P), ...op.get(END), ...op.i32GeU, ...op.brIf(1)],
+      // $d = dot(v, v): a0*a0 + a1*a1 per i32 lane
+      ...[...op.get(P), ...op.v128Load(), ...op.tee(D), ...op.get(D), ...op.i32x4DotI16x8S, ...op.set(D)],
+      // $acc += extend_low_u($d) + extend_high_u($d)
+      ...[...op.get(ACC), ...op.get(D), ...op.i64x2ExtendLowI32x4U, ...op.i64x2Add],
+      ...[...op.get(D), ...op.i64x2ExtendHighI32x4U, ...op.i64x2Add, ...op.set(ACC)],
+      ...[...op.get(P), ...op.i32(16), ...op.i32Add, ...op.set(P)],
+      ...[...op.br(0), ...op.end, ...op.end],
+      // the two lanes summed, to f64
+      ...[...op.get(ACC), ...op.i64x2Lane(0), ...op.get(ACC), ...op.i64x2Lane(1), ...op.i64Add],
+      ...op.f64ConvertI64U,
+      ...op.end,
+    ],
+  },
 ]);
 
 /** Bytes of samples the scratch area holds: one WebAssembly page. */
@@ -62,11 +68,6 @@ interface Kernel {
   samples: Int16Array;
 }
 
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: object };
-}
-
 let kernel: Kernel | undefined;
 
 /**
@@ -75,8 +76,7 @@ let kernel: Kernel | undefined;
  */
 export function energyKernel(): Kernel {
   if (kernel) return kernel;
-  // The compiler's lib (es2023, Node types) does not declare WebAssembly; Node has it.
-  const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+  const wasm = webAssembly()!;
   const { memory, sumsq } = new wasm.Instance(new wasm.Module(WASM)).exports as {
     memory: { buffer: ArrayBuffer };
     sumsq: (p: number, n: number) => number;

@@ -4,7 +4,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { energyKernel, SCRATCH_BYTES, scratchSumOfSquares } from '../src/emulator/engine/energy.ts';
+import {
+  energyKernel,
+  jsEnergyKernel,
+  SCRATCH_BYTES,
+  scratchSumOfSquares,
+} from '../src/emulator/engine/energy.ts';
 import { LiveAsrEngine, LiveDiarizationEngine } from '../src/emulator/engine/live.ts';
 import { detectRegions, type SpeechRegion, SpeechRegionDetector } from '../src/emulator/engine/regions.ts';
 import { SpeakerTurns } from '../src/emulator/engine/speakers.ts';
@@ -88,25 +93,29 @@ describe('speech regions', () => {
     assert.deepEqual([...samples.takeClosed(), ...samples.end()], expected, 'pushSamples');
   });
 
-  test('the vectorised sum of squares is the plain sum, extremes included', () => {
-    const kernel = energyKernel();
-    fc.assert(
-      fc.property(
-        fc.array(fc.oneof(fc.integer({ min: -32768, max: 32767 }), fc.constantFrom(-32768, 32767)), {
-          maxLength: 200,
-        }),
-        fc.integer({ min: 0, max: SCRATCH_BYTES / 2 - 200 }),
-        (values, from) => {
-          kernel.samples.set(values, from);
-          const plain = values.reduce((sum, v) => sum + v * v, 0);
-          assert.equal(scratchSumOfSquares(kernel, from, values.length), plain);
-        },
-      ),
-      { numRuns: 300 },
-    );
-    kernel.samples.fill(-32768);
-    assert.equal(scratchSumOfSquares(kernel, 0, SCRATCH_BYTES / 2), (SCRATCH_BYTES / 2) * 2 ** 30);
-  });
+  for (const [name, make] of [
+    ['the vectorised', energyKernel],
+    ['the JS fallback (no WebAssembly)', jsEnergyKernel],
+  ] as const)
+    test(`${name} sum of squares is the plain sum, extremes included`, () => {
+      const kernel = make();
+      fc.assert(
+        fc.property(
+          fc.array(fc.oneof(fc.integer({ min: -32768, max: 32767 }), fc.constantFrom(-32768, 32767)), {
+            maxLength: 200,
+          }),
+          fc.integer({ min: 0, max: SCRATCH_BYTES / 2 - 200 }),
+          (values, from) => {
+            kernel.samples.set(values, from);
+            const plain = values.reduce((sum, v) => sum + v * v, 0);
+            assert.equal(scratchSumOfSquares(kernel, from, values.length), plain);
+          },
+        ),
+        { numRuns: 300 },
+      );
+      kernel.samples.fill(-32768);
+      assert.equal(scratchSumOfSquares(kernel, 0, SCRATCH_BYTES / 2), (SCRATCH_BYTES / 2) * 2 ** 30);
+    });
 });
 
 describe('words', () => {

@@ -62,7 +62,7 @@ const WASM = moduleBytes(1, [
 /** Bytes of samples the scratch area holds: one WebAssembly page. */
 export const SCRATCH_BYTES = 65_536;
 
-interface Kernel {
+export interface Kernel {
   sumsq: (byteOffset: number, samples: number) => number;
   bytes: Uint8Array;
   samples: Int16Array;
@@ -76,17 +76,41 @@ let kernel: Kernel | undefined;
  */
 export function energyKernel(): Kernel {
   if (kernel) return kernel;
-  const wasm = webAssembly()!;
-  const { memory, sumsq } = new wasm.Instance(new wasm.Module(WASM)).exports as {
-    memory: { buffer: ArrayBuffer };
-    sumsq: (p: number, n: number) => number;
-  };
-  kernel = {
-    sumsq,
-    bytes: new Uint8Array(memory.buffer, 0, SCRATCH_BYTES),
-    samples: new Int16Array(memory.buffer, 0, SCRATCH_BYTES / 2),
-  };
+  const wasm = webAssembly();
+  try {
+    if (!wasm?.validate(WASM)) throw new Error('no WebAssembly SIMD');
+    const { memory, sumsq } = new wasm.Instance(new wasm.Module(WASM)).exports as {
+      memory: { buffer: ArrayBuffer };
+      sumsq: (p: number, n: number) => number;
+    };
+    kernel = {
+      sumsq,
+      bytes: new Uint8Array(memory.buffer, 0, SCRATCH_BYTES),
+      samples: new Int16Array(memory.buffer, 0, SCRATCH_BYTES / 2),
+    };
+  } catch {
+    // No WebAssembly (--jitless) or no SIMD: the same sums by a JS loop.
+    kernel = jsEnergyKernel();
+  }
   return kernel;
+}
+
+/** The kernel as a JS loop over an ordinary scratch area: the same (exact) sums, slower. */
+export function jsEnergyKernel(): Kernel {
+  const buffer = new ArrayBuffer(SCRATCH_BYTES);
+  const samples = new Int16Array(buffer);
+  return {
+    bytes: new Uint8Array(buffer),
+    samples,
+    sumsq(byteOffset, count) {
+      let sum = 0;
+      for (let j = byteOffset >> 1, end = j + count; j < end; j++) {
+        const v = samples[j]!;
+        sum += v * v;
+      }
+      return sum;
+    },
+  };
 }
 
 /** Sum of squares of `count` scratch samples from sample index `from`. */

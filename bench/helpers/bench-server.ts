@@ -18,6 +18,8 @@ if (mode === 'emulator') {
   const { startEmulator, startEmulatorWorkers } = await import('../../src/emulator/index.ts');
   const options = {
     sessionSlots: 100_000,
+    // Every session of the highest levels holds a connection of its own.
+    server: { maxConnections: 100_000 },
     jobTiming: { queuedMs: 0, processingMs: 0 },
     limits: { accountConcurrency: { realtime_asr: 100_000, batch: 100_000 }, batchRequestBytes: 1 << 30 },
   };

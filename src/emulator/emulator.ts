@@ -11,7 +11,7 @@ import { SOCKET_PATHS } from '../protocol/socket-events.ts';
 import { handleAdmin, isAdminPath } from './admin.ts';
 import { type ClusterMember, FORWARDED_HEADER, forward, ownerOf, peekBody } from './cluster.ts';
 import { EmulatorContext } from './context.ts';
-import { HttpExchange } from './http-exchange.ts';
+import { HttpExchange, pathnameOf } from './http-exchange.ts';
 import { runHttpOperation } from './http-operation.ts';
 import { JobStore } from './jobs.ts';
 import { newRequestId, reject } from './rejection.ts';
@@ -111,10 +111,10 @@ export async function startEmulatorServer(
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
 
   /** The thread that owns what `req` names, when it is another one (several threads only). */
-  const ownerElsewhere = async (req: IncomingMessage, op: OperationName, url: URL) => {
+  const ownerElsewhere = async (req: IncomingMessage, op: OperationName, pathname: string) => {
     if (!member || req.headers[FORWARDED_HEADER] !== undefined) return undefined;
     let id: string | undefined;
-    if (JOB_READS.has(op)) id = safeDecode(url.pathname.split('/')[3] ?? '');
+    if (JOB_READS.has(op)) id = safeDecode(pathname.split('/')[3] ?? '');
     else if (LIVE_FRAMES.has(op)) {
       const head = await peekBody(req, 16);
       if (head === undefined) return undefined;
@@ -126,31 +126,31 @@ export async function startEmulatorServer(
   };
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? '/', 'http://emulator.invalid');
-    if (adminEnabled && isAdminPath(url.pathname)) {
-      void handleAdmin(ctx, req, res, url.pathname);
+    const pathname = pathnameOf(req.url);
+    if (adminEnabled && isAdminPath(pathname)) {
+      void handleAdmin(ctx, req, res, pathname);
       return;
     }
-    const found = route(req.method ?? 'GET', url.pathname);
+    const found = route(req.method ?? 'GET', pathname);
     if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
-      void ownerElsewhere(req, found.op, url).then((peer) => {
+      void ownerElsewhere(req, found.op, pathname).then((peer) => {
         if (peer) forward(req, res, peer);
-        else serve(req, res, url, found);
+        else serve(req, res, pathname, found);
       });
       return;
     }
-    serve(req, res, url, found);
+    serve(req, res, pathname, found);
   };
 
   const serve = (
     req: IncomingMessage,
     res: ServerResponse,
-    url: URL,
+    pathname: string,
     found: Route | { allow: string } | undefined,
   ) => {
     if (found && 'op' in found) {
       uploads.watch(req, res);
-      const ex = new HttpExchange(ctx, req, res, found.op, url);
+      const ex = new HttpExchange(ctx, req, res, found.op);
       void runHttpOperation(ex, (key) => found.run(ex, key));
       return;
     }
@@ -159,7 +159,7 @@ export async function startEmulatorServer(
           status: 405,
           headers: { allow: found.allow },
         })
-      : reject('NOT_FOUND', `no operation at ${url.pathname}`, { status: 404 });
+      : reject('NOT_FOUND', `no operation at ${pathname}`, { status: 404 });
     ctx.stats.rejection(rejection.code);
     const body = JSON.stringify(rejection.body(newRequestId()));
     res.writeHead(rejection.status, {
@@ -220,8 +220,8 @@ export async function startEmulatorServer(
   let privateAddress: { host: string; port: number } | undefined;
   if (member) {
     privateServer = createServer(serverOptions(serverLimits), (req, res) => {
-      const url = new URL(req.url ?? '/', 'http://emulator.invalid');
-      serve(req, res, url, route(req.method ?? 'GET', url.pathname));
+      const pathname = pathnameOf(req.url);
+      serve(req, res, pathname, route(req.method ?? 'GET', pathname));
     });
     await new Promise<void>((resolve) => privateServer!.listen(0, '127.0.0.1', () => resolve()));
     privateAddress = { host: '127.0.0.1', port: (privateServer.address() as AddressInfo).port };

@@ -16,7 +16,6 @@ export class HttpExchange {
   readonly res: ServerResponse;
   readonly ctx: EmulatorContext;
   readonly op: OperationName;
-  readonly url: URL;
   readonly requestId = newRequestId();
   /** The request's own id (fast `id`, TTS `id`), once known: `job_id` of its error bodies. */
   clientId: string | undefined;
@@ -31,12 +30,13 @@ export class HttpExchange {
   #cut = false;
   #meter: OutputMeter | undefined;
 
-  constructor(ctx: EmulatorContext, req: IncomingMessage, res: ServerResponse, op: OperationName, url: URL) {
+  #url: URL | undefined;
+
+  constructor(ctx: EmulatorContext, req: IncomingMessage, res: ServerResponse, op: OperationName) {
     this.ctx = ctx;
     this.req = req;
     this.res = res;
     this.op = op;
-    this.url = url;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
     this.signal = this.#abort.signal;
@@ -45,7 +45,12 @@ export class HttpExchange {
       onClose();
       if (!res.writableFinished) this.#abort.abort(CLIENT_GONE);
     });
-    res.setHeader('x-request-id', this.requestId);
+  }
+
+  /** The request's URL (parsed when first asked for: most operations need only the path). */
+  get url(): URL {
+    this.#url ??= requestUrl(this.req.url);
+    return this.#url;
   }
 
   /** True once the client went away (or a reset fault cut the connection). */
@@ -75,7 +80,7 @@ export class HttpExchange {
    * (observed = limit + 1). `head.seen` gets the first `head.bytes` bytes as soon as they have
    * arrived; what it throws is the answer, given while the rest of the body is still arriving.
    */
-  async readBody(
+  readBody(
     limit: number,
     bound: string | undefined,
     what: string,
@@ -84,23 +89,54 @@ export class HttpExchange {
     const declared = declaredLength(this.req);
     const over = (observed: number) =>
       bound === undefined ? tooLargePlain(limit, observed, what) : tooLarge(bound, limit, observed, what);
-    if (declared !== undefined && declared > limit) throw over(declared);
-    const chunks: Buffer[] = [];
-    let total = 0;
-    let headSeen = head === undefined;
-    // Not destroyed when we stop early: an answer is sent and the rest of the body drained.
-    for await (const chunk of this.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-      total += chunk.length;
-      this.ctx.stats.bytesIn += chunk.length;
-      if (total > limit) throw over(limit + 1);
-      chunks.push(chunk);
-      if (!headSeen && head && total >= head.bytes) {
-        headSeen = true;
-        const joined = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
-        head.seen(joined.subarray(0, head.bytes));
-      }
-    }
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+    if (declared !== undefined && declared > limit) return Promise.reject(over(declared));
+    const { req, ctx } = this;
+    // Listeners rather than an async iterator: this runs for every live frame, and the
+    // iterator's machinery cost more than the rest of reading a small body.
+    return new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let total = 0;
+      let headSeen = head === undefined;
+      const stop = () => {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.off('error', onError);
+        req.off('close', onClose);
+      };
+      // Not destroyed when we stop early: paused, then an answer is sent and the rest drained.
+      const fail = (err: unknown) => {
+        stop();
+        req.pause();
+        reject(err);
+      };
+      const onData = (chunk: Buffer) => {
+        total += chunk.length;
+        ctx.stats.bytesIn += chunk.length;
+        if (total > limit) return fail(over(limit + 1));
+        chunks.push(chunk);
+        if (!headSeen && head && total >= head.bytes) {
+          headSeen = true;
+          const joined = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+          try {
+            head.seen(joined.subarray(0, head.bytes));
+          } catch (err) {
+            fail(err);
+          }
+        }
+      };
+      const onEnd = () => {
+        stop();
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+      };
+      const onError = (err: Error) => fail(err);
+      const onClose = () => fail(PREMATURE_CLOSE);
+      req.on('data', onData);
+      req.on('end', onEnd);
+      req.on('error', onError);
+      req.on('close', onClose);
+      if (req.readableEnded) onEnd();
+      else req.resume();
+    });
   }
 
   /** Answer with an error body (or a fault's raw body). Never after the answer has begun. */
@@ -117,6 +153,7 @@ export class HttpExchange {
       'content-type':
         rejection.init.contentType ?? (raw === undefined ? 'application/json' : 'text/html; charset=utf-8'),
       'content-length': body.length,
+      'x-request-id': this.requestId,
       ...rejection.headers(),
     };
     this.#releaseRequest();
@@ -128,7 +165,11 @@ export class HttpExchange {
   async json(status: number, value: unknown): Promise<void> {
     const body = Buffer.from(JSON.stringify(value));
     this.#releaseRequest();
-    this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length });
+    this.res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': body.length,
+      'x-request-id': this.requestId,
+    });
     await this.write(body);
     this.end();
   }
@@ -136,7 +177,7 @@ export class HttpExchange {
   /** Start a streamed 200 (NDJSON records or a binary body), if not started yet. */
   startStream(contentType: string): void {
     if (this.started || this.gone) return;
-    this.res.writeHead(200, { 'content-type': contentType });
+    this.res.writeHead(200, { 'content-type': contentType, 'x-request-id': this.requestId });
   }
 
   /**
@@ -157,7 +198,11 @@ export class HttpExchange {
     for (const record of records) text += `${JSON.stringify(record)}\n`;
     const body = Buffer.from(text);
     this.ctx.stats.bytesOut += body.length;
-    this.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'content-length': body.length });
+    this.res.writeHead(200, {
+      'content-type': 'application/x-ndjson',
+      'content-length': body.length,
+      'x-request-id': this.requestId,
+    });
     this.res.end(body);
     return true;
   }
@@ -181,6 +226,8 @@ export class HttpExchange {
    */
   async write(buf: Buffer, unit: OutputUnit = 'bytes'): Promise<boolean> {
     if (this.gone || this.res.writableEnded) return false;
+    // Every answer names its request, whichever way its headers go out.
+    if (!this.res.headersSent) this.res.setHeader('x-request-id', this.requestId);
     let { bytes, cut } = this.#output.take(buf.length, unit);
     const data = buf.subarray(0, bytes);
     const bps = data.length > 0 ? this.plan.slowBytesPerSecond() : undefined;
@@ -256,6 +303,23 @@ export class HttpExchange {
 
 const CLIENT_GONE = new Error('the client went away');
 const EMULATOR_CLOSED = new Error('the emulator closed');
+const PREMATURE_CLOSE = new Error('the request body ended before it was complete');
+
+/** A request target as a URL (relative to a placeholder origin). */
+export function requestUrl(target: string | undefined): URL {
+  return new URL(target ?? '/', 'http://emulator.invalid');
+}
+
+/**
+ * The path of a request target, as `requestUrl(target).pathname` gives it: a plain path
+ * (letters, digits, `/`, `-`, `_`; nothing a URL parser would change) is taken as it is, since
+ * parsing a URL for every live frame costs more than answering it.
+ */
+export function pathnameOf(target: string | undefined): string {
+  if (target !== undefined && PLAIN_PATH.test(target)) return target;
+  return requestUrl(target).pathname;
+}
+const PLAIN_PATH = /^\/[A-Za-z0-9_/-]*$/;
 
 export function declaredLength(req: IncomingMessage): number | undefined {
   const raw = req.headers['content-length'];

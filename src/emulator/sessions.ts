@@ -58,8 +58,12 @@ export class LiveSession {
   readonly engine: LiveAsrEngine | LiveDiarizationEngine;
   /** Gives back the stream's concurrency (and slot); idempotent. */
   readonly release: Release;
-  #turn: Promise<void> = Promise.resolve();
+  /** A POST of this stream is being answered; the ones waiting for their turn, in order. */
+  #turnBusy = false;
+  readonly #turnWaiting: (() => void)[] = [];
   #inference: Promise<void> = Promise.resolve();
+  /** Frames whose records are held back by the latency model, not yet released. */
+  #held = 0;
   /** HTTP streams: the one timer for expiry and idle retirement, while the stream is quiet. */
   timer: NodeJS.Timeout | undefined;
 
@@ -91,35 +95,51 @@ export class LiveSession {
 
   /** Run `fn` after every earlier POST of this stream has been answered (arrival order). */
   async inTurn<T>(fn: () => Promise<T>): Promise<T> {
-    const previous = this.#turn;
-    let done!: () => void;
-    this.#turn = new Promise<void>((resolve) => {
-      done = resolve;
-    });
+    // No promise to wait on when no earlier POST is being answered (the usual case).
+    if (this.#turnBusy) await new Promise<void>((resolve) => this.#turnWaiting.push(resolve));
+    else this.#turnBusy = true;
     try {
-      await previous;
       return await fn();
     } finally {
-      done();
+      const next = this.#turnWaiting.shift();
+      if (next) next();
+      else this.#turnBusy = false;
     }
   }
 
   /**
    * Run the engine on accepted PCM now (so results do not depend on timing) and release the
-   * records after the latency model's delay, in order behind earlier frames.
+   * records after the latency model's delay (`delayMs`), in order behind earlier frames.
+   * `now` holds them when they are released at once: no delay and no earlier frame's records
+   * still held back.
    */
-  infer(pcm: Buffer, final: boolean, wait: () => Promise<void>): Promise<LiveRecord[]> {
-    const records: LiveRecord[] = [...this.engine.push(pcm)];
+  infer(
+    pcm: Buffer,
+    final: boolean,
+    delayMs: number,
+    sleep: (ms: number) => Promise<void>,
+  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
+    const records: LiveRecord[] = this.engine.push(pcm);
     if (final) records.push(...this.engine.finish());
-    const ready = this.#inference.then(wait).then(() => {
+    if (delayMs <= 0 && this.#held === 0) {
       this.lastActivityAt = performance.now();
-      return records;
-    });
+      return { ready: Promise.resolve(records), now: records };
+    }
+    this.#held++;
+    const ready = this.#inference
+      .then(() => sleep(delayMs))
+      .then(() => {
+        this.lastActivityAt = performance.now();
+        return records;
+      })
+      .finally(() => {
+        this.#held--;
+      });
     this.#inference = ready.then(
       () => {},
       () => {},
     );
-    return ready;
+    return { ready, now: undefined };
   }
 }
 
@@ -225,20 +245,26 @@ export class LiveSessions {
     admit: Admit,
     op: OperationName,
     plan: FaultPlan,
-  ): { session: LiveSession; ready: Promise<LiveRecord[]>; after: FaultAnswer | undefined } {
+  ): {
+    session: LiveSession;
+    ready: Promise<LiveRecord[]>;
+    /** The records, when they are released at once (see `LiveSession.infer`). */
+    now: LiveRecord[] | undefined;
+    after: FaultAnswer | undefined;
+  } {
     const session = this.accept(frame, kind, where, key, admit);
     if (plan.fail) {
       this.end(session, 'failed');
       throw failureRejection(op);
     }
-    const ready = this.infer(session, frame);
+    const { ready, now } = this.infer(session, frame);
     const after = faultAfterEffect(plan);
     if (after && frame.isFinal)
       void ready.then(
         () => this.end(session, 'finished'),
         () => {},
       );
-    return { session, ready, after };
+    return { session, ready, now, after };
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
@@ -325,12 +351,15 @@ export class LiveSessions {
   }
 
   /** Records of an accepted frame, released after the latency model's processing time. */
-  infer(session: LiveSession, frame: LiveFrame): Promise<LiveRecord[]> {
+  infer(
+    session: LiveSession,
+    frame: LiveFrame,
+  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
     const ctx = this.#ctx;
     const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / LIVE_BYTES_PER_SECOND);
-    const ready = session.infer(frame.pcm, frame.isFinal, () => ctx.lifecycle.sleep(delayMs));
-    ready.catch(() => {}); // rejected only when the emulator closes
-    return ready;
+    const out = session.infer(frame.pcm, frame.isFinal, delayMs, (ms) => ctx.lifecycle.sleep(ms));
+    out.ready.catch(() => {}); // rejected only when the emulator closes
+    return out;
   }
 
   /** End a live session: release what it holds and remember how it ended. */

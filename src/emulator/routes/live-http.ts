@@ -91,7 +91,7 @@ async function answerFrame(
     return;
   }
   const admit = (acquire?: () => Release) => ex.admit(acquire);
-  const { session, ready, after } = sessions.acceptFrame(
+  const { session, ready, now, after } = sessions.acceptFrame(
     frame,
     kind,
     httpScope(key),
@@ -106,6 +106,17 @@ async function answerFrame(
     return;
   }
   sessions.beginPost(session);
+  if (now !== undefined && !frame.isFinal) {
+    // The records are out at once: answered now, with no window to wait through. An answer
+    // that could not be completed (the client went away, a reset fault) cancels the stream.
+    try {
+      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...now] : now;
+      if (!(await ex.finishRecords(out))) sessions.end(session, 'cancelled');
+    } finally {
+      sessions.endPost(session);
+    }
+    return;
+  }
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');
   ex.signal.addEventListener('abort', onAbort, { once: true });

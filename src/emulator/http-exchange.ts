@@ -24,9 +24,10 @@ export class HttpExchange {
   plan: FaultPlan = NO_FAULTS;
   /** Set once the key is known (before the operation runs). */
   admission: RequestAdmission | undefined;
-  /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
-  readonly signal: AbortSignal;
-  readonly #abort = new AbortController();
+  /** Why the answer stopped: the client went away before it was complete, or the emulator closed. */
+  #stopped: Error | undefined;
+  /** Made when `signal` is first asked for (most live frames never wait, so never ask). */
+  #abort: AbortController | undefined;
   #cut = false;
   #meter: OutputMeter | undefined;
 
@@ -39,12 +40,26 @@ export class HttpExchange {
     this.op = op;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
-    this.signal = this.#abort.signal;
-    const onClose = ctx.lifecycle.onClose(() => this.#abort.abort(EMULATOR_CLOSED));
+    const onClose = ctx.lifecycle.onClose(() => this.#stop(EMULATOR_CLOSED));
     res.once('close', () => {
       onClose();
-      if (!res.writableFinished) this.#abort.abort(CLIENT_GONE);
+      if (!res.writableFinished) this.#stop(CLIENT_GONE);
     });
+  }
+
+  /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
+  get signal(): AbortSignal {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      if (this.#stopped) this.#abort.abort(this.#stopped);
+    }
+    return this.#abort.signal;
+  }
+
+  #stop(reason: Error): void {
+    if (this.#stopped) return;
+    this.#stopped = reason;
+    this.#abort?.abort(reason);
   }
 
   /** The request's URL (parsed when first asked for: most operations need only the path). */
@@ -55,7 +70,7 @@ export class HttpExchange {
 
   /** True once the client went away (or a reset fault cut the connection). */
   get gone(): boolean {
-    return this.signal.aborted || this.#cut || this.res.destroyed;
+    return this.#stopped !== undefined || this.#cut || this.res.destroyed;
   }
 
   /**
@@ -196,14 +211,15 @@ export class HttpExchange {
     if (this.gone) return false;
     let text = '';
     for (const record of records) text += `${JSON.stringify(record)}\n`;
-    const body = Buffer.from(text);
-    this.ctx.stats.bytesOut += body.length;
+    // A string, so Node sends it in one piece with the headers.
+    const length = Buffer.byteLength(text);
+    this.ctx.stats.bytesOut += length;
     this.res.writeHead(200, {
       'content-type': 'application/x-ndjson',
-      'content-length': body.length,
+      'content-length': length,
       'x-request-id': this.requestId,
     });
-    this.res.end(body);
+    this.res.end(text);
     return true;
   }
 

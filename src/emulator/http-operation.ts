@@ -3,7 +3,7 @@
 // own validation: rate, concurrency), and turn what it throws into the error answer.
 
 import { SpeechServiceError } from '../protocol/errors.ts';
-import { type FaultAnswer, failureRejection, faultAfterEffect, faultsBefore } from './faults.ts';
+import { type FaultAnswer, failureRejection, faultAfterEffect, faultsBefore, NO_FAULTS } from './faults.ts';
 import type { HttpExchange } from './http-exchange.ts';
 import { Rejection } from './rejection.ts';
 import type { EmulatorKey } from './types.ts';
@@ -30,7 +30,8 @@ export async function runHttpOperation(
   ctx.stats.request(ex.op);
   ex.plan = ctx.faults.plan({ op: ex.op, key: ex.keyHeader });
   try {
-    const before = await faultsBefore(ex.plan, ctx.lifecycle, ex.signal);
+    // Without faults (the usual case) nothing to wait for, and no abort signal to make.
+    const before = ex.plan === NO_FAULTS ? undefined : await faultsBefore(ex.plan, ctx.lifecycle, ex.signal);
     if (before) {
       await answerFault(ex, before);
       return;

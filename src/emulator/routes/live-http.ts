@@ -16,10 +16,16 @@ import type { EmulatorKey } from '../types.ts';
  * HTTP streams live in their account's namespace: another account's key cannot feed or read a
  * stream it does not own (its frames name an id that, for it, was never started).
  */
-const httpScope = (key: EmulatorKey): SessionScope => ({
-  transport: 'http',
-  scope: `account:${key.account}`,
-});
+const httpScope = (key: EmulatorKey): SessionScope => {
+  let scope = HTTP_SCOPES.get(key.account);
+  if (!scope) {
+    scope = Object.freeze({ transport: 'http', scope: `account:${key.account}` });
+    HTTP_SCOPES.set(key.account, scope);
+  }
+  return scope;
+};
+/** One scope object per account, made once: every live frame needs its account's. */
+const HTTP_SCOPES = new Map<string, SessionScope>();
 
 export async function liveHttp(
   ex: HttpExchange,

@@ -34,11 +34,14 @@ const RECORDER = `
     const log = (window['__' + id] = []);
     const el = document.getElementById(id);
     const record = () => {
+      // The time first: the layout read below takes longer for some texts than others, and a
+      // time taken after it made a cue's measured screen time short by the difference.
+      const t = performance.now();
       const text = el.textContent;
       if (text === (log.at(-1)?.text ?? '')) return;
       const lineHeight = parseFloat(getComputedStyle(el).lineHeight);
       const rendered = text === '' ? 0 : Math.round(el.getBoundingClientRect().height / lineHeight);
-      log.push({ t: performance.now(), text, rendered });
+      log.push({ t, text, rendered });
     };
     new MutationObserver(record).observe(el, { childList: true, subtree: true, characterData: true });
   };

@@ -13,9 +13,10 @@ import fc from 'fast-check';
 import { UploadAnalyzer } from '../src/emulator/audio-analysis.ts';
 import { EmulatorContext } from '../src/emulator/context.ts';
 import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recording.ts';
+import type { HttpExchange } from '../src/emulator/http-exchange.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
-import { PartDataSplitter } from '../src/emulator/upload.ts';
+import { PartDataSplitter, receiveUpload, releaseChunk, uploadRules } from '../src/emulator/upload.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { chunksOf, splitAt } from './helpers/chunks.ts';
@@ -389,6 +390,82 @@ describe('batch submission', () => {
       ),
       { numRuns: 500 },
     );
+  });
+
+  test('releaseChunk frees only a buffer that is the whole of its own memory', () => {
+    const own = Buffer.allocUnsafeSlow(64);
+    assert.equal(releaseChunk(own), true);
+    assert.equal(own.length, 0);
+    assert.equal(own.buffer.byteLength, 0);
+    const shared = Buffer.allocUnsafeSlow(64).fill(7);
+    for (const view of [shared.subarray(1), shared.subarray(0, 63)]) assert.equal(releaseChunk(view), false);
+    assert.deepEqual(shared, Buffer.alloc(64, 7));
+    const pooled = Buffer.from('pooled bytes');
+    assert.equal(releaseChunk(pooled), false);
+    assert.equal(pooled.toString(), 'pooled bytes');
+  });
+
+  test('the request chunks of an upload are freed once analysed, never while they are kept or read by another listener', async () => {
+    const ctx = new EmulatorContext({});
+    after(() => ctx.lifecycle.close());
+    const rules = uploadRules(ctx.limits, 'batch');
+    /** Reads of the body, each in memory of its own (as node:http gives them), through receiveUpload. */
+    const receive = async (reads: Buffer[], otherListener = false) => {
+      const owned = reads.map((r) => {
+        const b = Buffer.allocUnsafeSlow(r.length);
+        r.copy(b);
+        return b;
+      });
+      const req = Object.assign(Readable.from(owned), {
+        headers: { 'content-type': MULTIPART_TYPE },
+      });
+      if (otherListener) req.on('data', () => {});
+      const ex = { req, ctx, signal: new AbortController().signal } as unknown as HttpExchange;
+      const audio = await receiveUpload(ex, rules);
+      return { audio, freed: owned.map((b, i) => b.length === 0 && reads[i]!.length > 0) };
+    };
+    const expected = async (file: Buffer) => (await receive([multipart([filePart(file)])])).audio;
+
+    const body = multipart([filePart(speech)]);
+    const dataStart = body.indexOf('\r\n\r\n') + 4;
+    const closing = body.indexOf(`\r\n--${BOUNDARY}`, dataStart);
+    // The part headers with the start of the WAV header, its rest in 8-byte reads, the samples
+    // in 4 KiB reads, and a last read with the closing delimiter.
+    const cuts = [dataStart + 10];
+    for (let at = dataStart + 18; at < dataStart + 60; at += 8) cuts.push(at);
+    for (let at = dataStart + 4096; at < closing - 100; at += 4096) cuts.push(at);
+    cuts.push(closing - 100);
+    const reads = splitAt(body, cuts);
+    const whole = await expected(speech);
+    const split = await receive(reads);
+    assert.deepEqual(split.audio, whole);
+    // Not freed: the first read (busboy has the part headers), the reads of the WAV header
+    // while it is incomplete (kept to parse it), the last (busboy has the closing delimiter).
+    const headerEnd = dataStart + 44;
+    let end = 0;
+    const expectFreed = reads.map((r, i) => {
+      end += r.length;
+      return i > 0 && i < reads.length - 1 && end >= headerEnd;
+    });
+    assert.ok(expectFreed.filter(Boolean).length > 20);
+    assert.deepEqual(split.freed, expectFreed);
+
+    // Another reader of the request: nothing is freed.
+    const shared = await receive(reads, true);
+    assert.deepEqual(shared.audio, whole);
+    assert.equal(shared.freed.some(Boolean), false);
+
+    // Not WAV: the bytes go to a temp file for ffmpeg, written after the read returns.
+    const flac = await sineFile({ seconds: 2, rate: 16_000, codec: 'flac', format: 'flac' });
+    const flacBody = multipart([filePart(flac, 'a.flac')]);
+    const flacStart = flacBody.indexOf('\r\n\r\n') + 4;
+    const flacReads = splitAt(
+      flacBody,
+      Array.from({ length: 20 }, (_, i) => flacStart + 1 + i * 1024),
+    );
+    const decoded = await receive(flacReads);
+    assert.deepEqual(decoded.audio, await expected(flac));
+    assert.equal(decoded.freed.some(Boolean), false);
   });
 
   test('audio validation: unsupported, corrupt, empty or zero-duration audio is 422 VALIDATION_FILE_CORRUPT', async () => {

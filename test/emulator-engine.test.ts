@@ -35,6 +35,86 @@ function regionsOfReads(reads: Buffer[]): SpeechRegion[] {
   return got;
 }
 
+/**
+ * The regions as the detector found them when it took every window's level in dB (a logarithm
+ * per window): the reference for the detector, which compares mean squares instead.
+ */
+function regionsInDecibels(samples: Int16Array, rate: number): SpeechRegion[] {
+  const size = Math.max(1, Math.round(rate * 0.02));
+  const at = (window: number) => (window * size) / rate;
+  const recent: number[] = [];
+  let silentRun = 0;
+  let above = 0;
+  let below = 0;
+  let openAt = -1;
+  let quietFrom = -1;
+  let windows = 0;
+  const regions: SpeechRegion[] = [];
+  for (let from = 0; from < samples.length; from += size) {
+    const n = Math.min(size, samples.length - from);
+    let sumSq = 0;
+    for (let i = from; i < from + n; i++) sumSq += samples[i]! * samples[i]!;
+    const meanSq = sumSq / n;
+    const db = meanSq > 0 ? 10 * Math.log10(meanSq / (32768 * 32768)) : -120;
+    const index = windows++;
+    let counted: number | undefined = db;
+    if (db < -70) {
+      silentRun++;
+      counted = silentRun >= 10 ? -70 : undefined;
+    } else silentRun = 0;
+    if (counted !== undefined) {
+      recent.push(counted);
+      if (recent.length > 150) recent.shift();
+    }
+    const floor = Math.min(-40, ...recent);
+    const on = Math.max(-42, floor + 14);
+    const off = Math.max(-48, floor + 10);
+    if (openAt < 0) {
+      above = db > on ? above + 1 : 0;
+      if (above >= 2) {
+        openAt = index - 1;
+        above = 0;
+        below = 0;
+        quietFrom = -1;
+      }
+    } else if (db < off) {
+      if (below === 0) quietFrom = index;
+      below++;
+      if (below >= 15) {
+        regions.push({ start: at(openAt), end: at(quietFrom) });
+        openAt = -1;
+        below = 0;
+        quietFrom = -1;
+      }
+    } else {
+      below = 0;
+      quietFrom = -1;
+    }
+  }
+  if (openAt >= 0) {
+    regions.push({
+      start: at(openAt),
+      end: Math.min(samples.length / rate, at(quietFrom >= 0 ? quietFrom : windows)),
+    });
+  }
+  return regions;
+}
+
+/**
+ * PCM whose 20 ms windows have about the given mean squares: samples of ±a and ±(a + 1), as
+ * many of the larger as bring the window nearest its target.
+ */
+function windowsOfLevels(meanSquares: number[], rate: number): Int16Array {
+  const size = Math.round(rate * 0.02);
+  const out = new Int16Array(meanSquares.length * size);
+  meanSquares.forEach((target, w) => {
+    const a = Math.min(32766, Math.floor(Math.sqrt(target)));
+    const larger = Math.min(size, Math.round(((target - a * a) * size) / (2 * a + 1)));
+    for (let i = 0; i < size; i++) out[w * size + i] = (i < larger ? a + 1 : a) * (i % 2 === 0 ? 1 : -1);
+  });
+  return out;
+}
+
 describe('speech regions', () => {
   const pcm = speechPcm([
     { silence: 0.5 },
@@ -91,6 +171,44 @@ describe('speech regions', () => {
     const samples = new SpeechRegionDetector(RATE);
     samples.pushSamples(new Int16Array(long.buffer, long.byteOffset, long.length / 2));
     assert.deepEqual([...samples.takeClosed(), ...samples.end()], expected, 'pushSamples');
+  });
+
+  test('the levels compare as they do in dB, within a hair of every threshold too', () => {
+    const sq = (db: number) => 32768 * 32768 * 10 ** (db / 10);
+    // Windows at a floor, at the floor's start and end margins above it, at the absolute
+    // thresholds and the silence level, each moved by a few parts in 1e3 or less (where the
+    // levels in dB decide), and anywhere.
+    const level = (floorDb: number) =>
+      fc.oneof(
+        fc
+          .constantFrom(floorDb, floorDb + 14, floorDb + 10, -42, -48, -70, -40)
+          .chain((db) => fc.double({ min: -3e-3, max: 3e-3, noNaN: true }).map((e) => sq(db) * (1 + e))),
+        fc.double({ min: 0, max: sq(-10), noNaN: true }),
+        fc.constant(0),
+      );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(8_000, RATE, 22_050, 48_000),
+        fc
+          .double({ min: -75, max: -35, noNaN: true })
+          .chain((floorDb) =>
+            fc.array(fc.tuple(level(floorDb), fc.integer({ min: 1, max: 40 })), {
+              minLength: 1,
+              maxLength: 30,
+            }),
+          ),
+        fc.integer({ min: 0, max: 300 }),
+        (rate, runs, partial) => {
+          const levels = runs.flatMap(([meanSq, count]) => Array<number>(count).fill(meanSq));
+          const samples = windowsOfLevels(levels, rate);
+          // Some recordings end inside a window.
+          const pcm = samples.subarray(0, Math.max(1, samples.length - partial));
+          const bytes = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+          assert.deepEqual(detectRegions(bytes, rate), regionsInDecibels(pcm, rate));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   for (const [name, make] of [

@@ -60,6 +60,15 @@ export class UploadAnalyzer {
     this.#hash = options.hash ? createHash('sha256') : undefined;
   }
 
+  /**
+   * Whether bytes already written may still be read later: while the format is sniffed or a
+   * WAV header is incomplete (they are kept), and when they go to a temp file. Once a WAV's
+   * samples are being read, every `write` is done with its bytes when it returns.
+   */
+  get holdsInput(): boolean {
+    return !(this.#mode === 'wav' && this.#info !== undefined);
+  }
+
   write(chunk: Buffer): Promise<void> | undefined {
     if (chunk.length === 0) return;
     this.#bytes += chunk.length;

@@ -34,6 +34,34 @@ const FLOOR_MAX_DB = -40;
 const SILENCE_DB = -120;
 const FULL_SCALE_SQ = 32768 * 32768;
 
+/** A window's level in dB (relative to full scale) from its mean square. */
+const decibels = (meanSq: number): number =>
+  meanSq > 0 ? 10 * Math.log10(meanSq / FULL_SCALE_SQ) : SILENCE_DB;
+/** The mean square of a level in dB. */
+const meanSquare = (db: number): number => FULL_SCALE_SQ * 10 ** (db / 10);
+
+// The levels are compared as mean squares, without a logarithm per window: a mean square more
+// than MARGIN (relatively) above or below a threshold's is above or below it in dB too, MARGIN
+// being far wider than NEAR and than the rounding of the logarithm and of the thresholds' mean
+// squares (a few parts in 1e14). Within MARGIN the levels in dB are compared, as they were
+// for every window: the regions are the same.
+const MARGIN = 1e-3;
+/** Ring entries within this of the smallest are the candidates for the floor's exact level. */
+const NEAR = 1e-9;
+const ABS_ON_SQ = meanSquare(ABS_ON_DB);
+const ABS_OFF_SQ = meanSquare(ABS_OFF_DB);
+const FLOOR_ON_RATIO = 10 ** (FLOOR_ON_MARGIN_DB / 10);
+const FLOOR_OFF_RATIO = 10 ** (FLOOR_OFF_MARGIN_DB / 10);
+const FLOOR_SILENCE_SQ = meanSquare(FLOOR_SILENCE_DB);
+const FLOOR_MAX_SQ = meanSquare(FLOOR_MAX_DB);
+/** A ring entry for near digital silence (FLOOR_SILENCE_DB): below every mean square counted. */
+const COUNTED_SILENCE = -1;
+/** Which threshold a level is compared with. */
+const SILENT = 0;
+const ON = 1;
+const OFF = 2;
+type Threshold = typeof SILENT | typeof ON | typeof OFF;
+
 export class SpeechRegionDetector {
   readonly sampleRate: number;
   readonly #window: number;
@@ -41,12 +69,18 @@ export class SpeechRegionDetector {
   #inWindow = 0;
   #windows = 0;
   #carry: number | undefined;
-  /** The last FLOOR_WINDOWS window energies that count for the floor (a ring). */
+  /**
+   * The mean squares of the last FLOOR_WINDOWS windows that count for the floor (a ring; near
+   * digital silence as COUNTED_SILENCE).
+   */
   readonly #recent = new Float64Array(FLOOR_WINDOWS);
   #recentCount = 0;
   #recentNext = 0;
-  /** The smallest of the ring's energies (+Infinity while it is empty). */
+  /** The smallest of the ring's entries (+Infinity while it is empty). */
   #recentMin = Number.POSITIVE_INFINITY;
+  /** The start and end thresholds as mean squares, from the floor (see MARGIN). */
+  #onSq = Math.max(ABS_ON_SQ, FLOOR_MAX_SQ * FLOOR_ON_RATIO);
+  #offSq = Math.max(ABS_OFF_SQ, FLOOR_MAX_SQ * FLOOR_OFF_RATIO);
   #silentRun = 0;
   #above = 0;
   #below = 0;
@@ -153,13 +187,10 @@ export class SpeechRegionDetector {
     const meanSq = this.#sumSq / this.#inWindow;
     this.#sumSq = 0;
     this.#inWindow = 0;
-    const db = meanSq > 0 ? 10 * Math.log10(meanSq / FULL_SCALE_SQ) : SILENCE_DB;
     const index = this.#windows++;
-    const floor = this.#noteFloor(db);
-    const on = Math.max(ABS_ON_DB, floor + FLOOR_ON_MARGIN_DB);
-    const off = Math.max(ABS_OFF_DB, floor + FLOOR_OFF_MARGIN_DB);
+    this.#noteFloor(meanSq);
     if (this.#openAt < 0) {
-      this.#above = db > on ? this.#above + 1 : 0;
+      this.#above = this.#compare(meanSq, this.#onSq, ON) > 0 ? this.#above + 1 : 0;
       if (this.#above >= ONSET_WINDOWS) {
         this.#openAt = index - (ONSET_WINDOWS - 1);
         this.#above = 0;
@@ -168,7 +199,7 @@ export class SpeechRegionDetector {
       }
       return;
     }
-    if (db < off) {
+    if (this.#compare(meanSq, this.#offSq, OFF) < 0) {
       if (this.#below === 0) this.#quietFrom = index;
       this.#below++;
       if (this.#below >= HANGOVER_WINDOWS) {
@@ -183,28 +214,70 @@ export class SpeechRegionDetector {
     }
   }
 
-  /** Record a window's energy and return the noise floor. */
-  #noteFloor(db: number): number {
-    let counted: number | undefined = db;
-    if (db < FLOOR_SILENCE_DB) {
-      this.#silentRun++;
-      counted = this.#silentRun >= FLOOR_SILENCE_RUN ? FLOOR_SILENCE_DB : undefined;
-    } else this.#silentRun = 0;
-    if (counted !== undefined) {
-      const full = this.#recentCount === FLOOR_WINDOWS;
-      const evicted = this.#recent[this.#recentNext]!;
-      this.#recent[this.#recentNext] = counted;
-      this.#recentNext = (this.#recentNext + 1) % FLOOR_WINDOWS;
-      if (!full) this.#recentCount++;
-      // The minimum is rescanned only when the window that held it leaves the ring.
-      if (counted <= this.#recentMin) this.#recentMin = counted;
-      else if (full && evicted === this.#recentMin) {
-        let min = Number.POSITIVE_INFINITY;
-        for (let i = 0; i < FLOOR_WINDOWS; i++) if (this.#recent[i]! < min) min = this.#recent[i]!;
-        this.#recentMin = min;
-      }
+  /**
+   * The sign of (the window's level − the threshold's) in dB, from their mean squares unless
+   * they are within MARGIN of each other.
+   */
+  #compare(meanSq: number, thresholdSq: number, threshold: Threshold): number {
+    if (meanSq > thresholdSq * (1 + MARGIN)) return 1;
+    if (meanSq < thresholdSq * (1 - MARGIN)) return -1;
+    const db = decibels(meanSq);
+    const limit = this.#thresholdDb(threshold);
+    return db > limit ? 1 : db < limit ? -1 : 0;
+  }
+
+  /** A threshold in dB, as the floor in dB makes it. */
+  #thresholdDb(threshold: Threshold): number {
+    if (threshold === SILENT) return FLOOR_SILENCE_DB;
+    const floor = this.#floorDb();
+    return threshold === ON
+      ? Math.max(ABS_ON_DB, floor + FLOOR_ON_MARGIN_DB)
+      : Math.max(ABS_OFF_DB, floor + FLOOR_OFF_MARGIN_DB);
+  }
+
+  /** The noise floor in dB: the quietest level in the ring, at most FLOOR_MAX_DB. */
+  #floorDb(): number {
+    const min = this.#recentMin;
+    if (min === Number.POSITIVE_INFINITY) return FLOOR_MAX_DB;
+    // Counted silence is below every other entry, whose levels are all at least its own.
+    if (min === COUNTED_SILENCE) return Math.min(FLOOR_MAX_DB, FLOOR_SILENCE_DB);
+    // The smallest level of the entries nearest the smallest mean square: the same as the
+    // smallest level of all, without assuming that the logarithm's rounding keeps their order.
+    let db = Number.POSITIVE_INFINITY;
+    const near = min * (1 + NEAR);
+    for (let i = 0; i < this.#recentCount; i++) {
+      const sq = this.#recent[i]!;
+      if (sq <= near) db = Math.min(db, decibels(sq));
     }
-    return Math.min(FLOOR_MAX_DB, this.#recentMin);
+    return Math.min(FLOOR_MAX_DB, db);
+  }
+
+  /** Record a window's mean square for the noise floor, and set the thresholds from the floor. */
+  #noteFloor(meanSq: number): void {
+    let counted: number | undefined = meanSq;
+    if (this.#compare(meanSq, FLOOR_SILENCE_SQ, SILENT) < 0) {
+      this.#silentRun++;
+      counted = this.#silentRun >= FLOOR_SILENCE_RUN ? COUNTED_SILENCE : undefined;
+    } else this.#silentRun = 0;
+    if (counted === undefined) return;
+    const full = this.#recentCount === FLOOR_WINDOWS;
+    const evicted = this.#recent[this.#recentNext]!;
+    this.#recent[this.#recentNext] = counted;
+    this.#recentNext = (this.#recentNext + 1) % FLOOR_WINDOWS;
+    if (!full) this.#recentCount++;
+    const before = this.#recentMin;
+    // The minimum is rescanned only when the window that held it leaves the ring.
+    if (counted <= this.#recentMin) this.#recentMin = counted;
+    else if (full && evicted === this.#recentMin) {
+      let min = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < FLOOR_WINDOWS; i++) if (this.#recent[i]! < min) min = this.#recent[i]!;
+      this.#recentMin = min;
+    }
+    if (this.#recentMin === before) return;
+    const min = this.#recentMin;
+    const floorSq = Math.min(FLOOR_MAX_SQ, min === COUNTED_SILENCE ? FLOOR_SILENCE_SQ : min);
+    this.#onSq = Math.max(ABS_ON_SQ, floorSq * FLOOR_ON_RATIO);
+    this.#offSq = Math.max(ABS_OFF_SQ, floorSq * FLOOR_OFF_RATIO);
   }
 }
 

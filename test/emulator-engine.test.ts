@@ -189,14 +189,12 @@ describe('speech regions', () => {
     fc.assert(
       fc.property(
         fc.constantFrom(8_000, RATE, 22_050, 48_000),
-        fc
-          .double({ min: -75, max: -35, noNaN: true })
-          .chain((floorDb) =>
-            fc.array(fc.tuple(level(floorDb), fc.integer({ min: 1, max: 40 })), {
-              minLength: 1,
-              maxLength: 30,
-            }),
-          ),
+        fc.double({ min: -75, max: -35, noNaN: true }).chain((floorDb) =>
+          fc.array(fc.tuple(level(floorDb), fc.integer({ min: 1, max: 40 })), {
+            minLength: 1,
+            maxLength: 30,
+          }),
+        ),
         fc.integer({ min: 0, max: 300 }),
         (rate, runs, partial) => {
           const levels = runs.flatMap(([meanSq, count]) => Array<number>(count).fill(meanSq));

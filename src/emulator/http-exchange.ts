@@ -40,6 +40,12 @@ export class HttpExchange {
     this.op = op;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
+    if (res.closed) {
+      // The client went away before this exchange was made (a thread of several peeks at a
+      // live frame's first bytes before serving it): no 'close' is coming to tell us.
+      if (!res.writableFinished) this.#stopped = CLIENT_GONE;
+      return;
+    }
     const onClose = ctx.lifecycle.onClose(() => this.#stop(EMULATOR_CLOSED));
     res.once('close', () => {
       onClose();
@@ -145,12 +151,14 @@ export class HttpExchange {
       };
       const onError = (err: Error) => fail(err);
       const onClose = () => fail(PREMATURE_CLOSE);
+      if (req.readableEnded) return onEnd();
+      // Destroyed before it ended (its client went away): no 'end', 'error' or 'close' is coming.
+      if (req.destroyed) return reject(req.errored ?? PREMATURE_CLOSE);
       req.on('data', onData);
       req.on('end', onEnd);
       req.on('error', onError);
       req.on('close', onClose);
-      if (req.readableEnded) onEnd();
-      else req.resume();
+      req.resume();
     });
   }
 

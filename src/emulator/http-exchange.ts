@@ -336,14 +336,20 @@ export function requestUrl(target: string | undefined): URL {
 
 /**
  * The path of a request target, as `requestUrl(target).pathname` gives it: a plain path
- * (letters, digits, `/`, `-`, `_`; nothing a URL parser would change) is taken as it is, since
- * parsing a URL for every live frame costs more than answering it.
+ * (letters, digits, `/`, `-`, `_`, not starting with `//`, which a URL parser reads as an
+ * authority; nothing it would change) is taken as it is, since parsing a URL for every live
+ * frame costs more than answering it. A target the URL parser refuses (`//`, `//[`) is given
+ * back as it is: it names no operation (404), rather than throwing out of the request handler.
  */
 export function pathnameOf(target: string | undefined): string {
   if (target !== undefined && PLAIN_PATH.test(target)) return target;
-  return requestUrl(target).pathname;
+  try {
+    return requestUrl(target).pathname;
+  } catch {
+    return target ?? '/';
+  }
 }
-const PLAIN_PATH = /^\/[A-Za-z0-9_/-]*$/;
+const PLAIN_PATH = /^\/(?!\/)[A-Za-z0-9_/-]*$/;
 
 export function declaredLength(req: IncomingMessage): number | undefined {
   const raw = req.headers['content-length'];

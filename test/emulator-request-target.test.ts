@@ -94,3 +94,17 @@ test('a target starting with // routes the same with or without a query; one the
   assert.equal(await statusOf('//['), 404);
   assert.equal(await statusOf('/http/stt-stream'), 405);
 });
+
+test('an answer for no operation (404) or a wrong method (405) names its request in x-request-id too', async (t) => {
+  const emu = await startEmulator();
+  t.after(() => emu.close());
+  for (const [path, status] of [
+    ['/no/such/operation', 404],
+    ['/http/stt-stream', 405],
+  ] as const) {
+    const reply = await call(`${emu.url}${path}`, { key: emu.apiKey });
+    assert.equal(reply.status, status);
+    const body = reply.json() as { request_id?: string };
+    assert.equal(reply.headers['x-request-id'], body.request_id, path);
+  }
+});

@@ -20,6 +20,9 @@ test('pathnameOf gives the path the URL parser gives, for plain and unusual targ
     '/v1/transcribe/en?num_speakers=2',
     '/v1/transcribe/%65n',
     '/http//stt-stream',
+    '//x/http/stt-stream',
+    '//http/stt-stream',
+    '///http/stt-stream',
     '/a\\b',
     'http://other.example/http/stt-stream',
     '*',
@@ -69,4 +72,39 @@ test('every answer names its request in x-request-id: records, JSON, errors, and
   assert.equal(job.status, 404);
   idOf(job.headers);
   assert.equal(ids.size, 4, 'one id per request');
+});
+
+test('a target starting with // routes the same with or without a query; one the URL parser refuses is 404', async (t) => {
+  const emu = await startEmulator();
+  t.after(() => emu.close());
+  const { hostname, port } = new URL(emu.url);
+  /** The status of a GET sent with this exact request target. */
+  const statusOf = async (path: string) => {
+    const sent = request({ host: hostname, port, path, method: 'GET', agent: false });
+    sent.end();
+    const [res] = (await once(sent, 'response')) as [IncomingMessage];
+    res.resume();
+    return res.statusCode;
+  };
+  // As a URL reads it (the path after the authority `x`): the live operation, which is POST only.
+  assert.equal(await statusOf('//x/http/stt-stream?a=1'), 405);
+  assert.equal(await statusOf('//x/http/stt-stream'), 405);
+  // No path the URL parser can read: no operation there, and the emulator keeps serving.
+  assert.equal(await statusOf('//'), 404);
+  assert.equal(await statusOf('//['), 404);
+  assert.equal(await statusOf('/http/stt-stream'), 405);
+});
+
+test('an answer for no operation (404) or a wrong method (405) names its request in x-request-id too', async (t) => {
+  const emu = await startEmulator();
+  t.after(() => emu.close());
+  for (const [path, status] of [
+    ['/no/such/operation', 404],
+    ['/http/stt-stream', 405],
+  ] as const) {
+    const reply = await call(`${emu.url}${path}`, { key: emu.apiKey });
+    assert.equal(reply.status, status);
+    const body = reply.json() as { request_id?: string };
+    assert.equal(reply.headers['x-request-id'], body.request_id, path);
+  }
 });

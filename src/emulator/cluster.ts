@@ -167,10 +167,12 @@ export function forward(
         const rejection = new Rejection('SERVER_INTERNAL', {
           detail: 'the emulator thread holding this id could not be reached',
         });
-        const body = JSON.stringify(rejection.body(newRequestId()));
+        const requestId = newRequestId();
+        const body = JSON.stringify(rejection.body(requestId));
         res.writeHead(rejection.status, {
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(body),
+          'x-request-id': requestId,
         });
         res.end(body);
         req.resume();

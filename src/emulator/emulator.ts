@@ -161,10 +161,12 @@ export async function startEmulatorServer(
         })
       : reject('NOT_FOUND', `no operation at ${pathname}`, { status: 404 });
     ctx.stats.rejection(rejection.code);
-    const body = JSON.stringify(rejection.body(newRequestId()));
+    const requestId = newRequestId();
+    const body = JSON.stringify(rejection.body(requestId));
     res.writeHead(rejection.status, {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(body),
+      'x-request-id': requestId,
       ...rejection.headers(),
     });
     res.end(body);

@@ -40,6 +40,12 @@ export class HttpExchange {
     this.op = op;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
+    if (res.closed) {
+      // The client went away before this exchange was made (a thread of several peeks at a
+      // live frame's first bytes before serving it): no 'close' is coming to tell us.
+      if (!res.writableFinished) this.#stopped = CLIENT_GONE;
+      return;
+    }
     const onClose = ctx.lifecycle.onClose(() => this.#stop(EMULATOR_CLOSED));
     res.once('close', () => {
       onClose();
@@ -145,12 +151,14 @@ export class HttpExchange {
       };
       const onError = (err: Error) => fail(err);
       const onClose = () => fail(PREMATURE_CLOSE);
+      if (req.readableEnded) return onEnd();
+      // Destroyed before it ended (its client went away): no 'end', 'error' or 'close' is coming.
+      if (req.destroyed) return reject(req.errored ?? PREMATURE_CLOSE);
       req.on('data', onData);
       req.on('end', onEnd);
       req.on('error', onError);
       req.on('close', onClose);
-      if (req.readableEnded) onEnd();
-      else req.resume();
+      req.resume();
     });
   }
 
@@ -328,14 +336,20 @@ export function requestUrl(target: string | undefined): URL {
 
 /**
  * The path of a request target, as `requestUrl(target).pathname` gives it: a plain path
- * (letters, digits, `/`, `-`, `_`; nothing a URL parser would change) is taken as it is, since
- * parsing a URL for every live frame costs more than answering it.
+ * (letters, digits, `/`, `-`, `_`, not starting with `//`, which a URL parser reads as an
+ * authority; nothing it would change) is taken as it is, since parsing a URL for every live
+ * frame costs more than answering it. A target the URL parser refuses (`//`, `//[`) is given
+ * back as it is: it names no operation (404), rather than throwing out of the request handler.
  */
 export function pathnameOf(target: string | undefined): string {
   if (target !== undefined && PLAIN_PATH.test(target)) return target;
-  return requestUrl(target).pathname;
+  try {
+    return requestUrl(target).pathname;
+  } catch {
+    return target ?? '/';
+  }
 }
-const PLAIN_PATH = /^\/[A-Za-z0-9_/-]*$/;
+const PLAIN_PATH = /^\/(?!\/)[A-Za-z0-9_/-]*$/;
 
 export function declaredLength(req: IncomingMessage): number | undefined {
   const raw = req.headers['content-length'];

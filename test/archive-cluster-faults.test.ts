@@ -1,8 +1,8 @@
 // Cluster mode under faults, on a real Redis (redis-server on a free port, no mock): a follow
-// whose Redis goes away.
+// whose Redis goes away, a queue that loses its jobs or has no worker, results removed after a run.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -187,5 +187,39 @@ test(
     assert.equal(types.filter((t) => t === 'done').length, 2, types.join(' '));
     assert.equal(types.filter((t) => t === 'paused').length, 1, 'said once');
     assert.equal(types.at(-1), 'summary');
+  },
+);
+
+test(
+  'the results of a cluster run removed: the same run again writes them anew, not only records them done',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const { client, emulator } = await startService();
+    const dir = await archive(2);
+    const queueName = `faults-${process.pid}-removed`;
+    const out = join(root, 'out-removed');
+    const worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
+    const run = async () => {
+      const enqueued = await enqueue(redis, dir, queueName, out, 'fast');
+      const types: string[] = [];
+      for await (const event of enqueued.follow()) types.push(event.type);
+      return types;
+    };
+    try {
+      assert.equal((await within(run(), 20_000, 'the first run')).filter((t) => t === 'done').length, 2);
+      const outputs = [join(out, 'clip0.wav.txt'), join(out, 'clip1.wav.txt')];
+      for (const output of outputs) await access(output);
+      await rm(out, { recursive: true });
+      assert.equal((await within(run(), 20_000, 'the run again')).filter((t) => t === 'done').length, 2);
+      for (const output of outputs) await access(output);
+      assert.equal(emulator.stats().requests['fast.http'], 4, 'each input transcribed again');
+      assert.deepEqual(
+        (await readManifest(out)).map((e) => e.status),
+        ['done', 'done'],
+      );
+    } finally {
+      await worker.close();
+    }
   },
 );

@@ -9,6 +9,7 @@
 // bullmq, ioredis and prom-client are imported when used: `import 'speechpipe'` loads none.
 
 import { createHash } from 'node:crypto';
+import { access } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import type { Job, Queue, QueueEvents, Worker } from 'bullmq';
@@ -264,7 +265,8 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions, Archive
   formats?: readonly ArchiveFormat[];
   /**
    * Skip inputs the manifest says are done; retry this run's failed jobs; resume a queue a
-   * refused key stopped. Jobs already queued are followed in any case.
+   * refused key stopped. Jobs already queued are followed in any case (one done whose result
+   * files are gone runs again).
    */
   resume?: boolean;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
@@ -414,7 +416,13 @@ export async function enqueueArchive(
       for (const [k, job] of found.entries()) {
         if (job) {
           existing++;
-          if (resume && (await job.getState()) === 'failed') await job.retry('failed');
+          // A job done whose result files are gone since (removed, or the directory emptied)
+          // runs again: following it would record the input done with nothing written.
+          const state =
+            resume || !(await allExist(batch[k]!.data.outputs)) ? await job.getState() : undefined;
+          if (state === 'completed' && !(await allExist(batch[k]!.data.outputs)))
+            await job.retry('completed', RETRY_AFRESH);
+          else if (resume && state === 'failed') await job.retry('failed', RETRY_AFRESH);
         } else fresh.push(batch[k]!);
       }
     }
@@ -469,6 +477,22 @@ export async function enqueueArchive(
     await close();
     throw err;
   }
+}
+
+/** A job run again counts its attempts afresh (a connection failure is tried again). */
+const RETRY_AFRESH = { resetAttemptsMade: true, resetAttemptsStarted: true } as const;
+
+/** Whether every one of `paths` exists. */
+async function allExist(paths: readonly string[]): Promise<boolean> {
+  const found = await Promise.all(
+    paths.map((p) =>
+      access(p).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
+  return found.every(Boolean);
 }
 
 async function* followRun(run: {

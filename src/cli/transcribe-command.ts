@@ -51,7 +51,8 @@ Cluster mode (BullMQ on Redis; start workers with speechpipe worker --queue URL)
   --queue URL           redis://HOST:PORT: add each input as a job and follow the run to its
                         end (same display and manifest); inputs and DIR must be on storage
                         every worker sees. The same inputs with the same settings add no job
-                        again: running the command again follows the jobs already there
+                        again: running the command again follows the jobs already there (a
+                        job done whose result files are gone runs again)
   --no-wait             add the jobs and exit; run again (with --resume) to follow and write
                         the manifest
   --queue-name NAME     default speechpipe-archive

@@ -1,5 +1,6 @@
 // Cluster mode under faults, on a real Redis (redis-server on a free port, no mock): a follow
-// whose Redis goes away, a queue that loses its jobs or has no worker, results removed after a run.
+// whose Redis goes away, a queue that loses its jobs or has no worker, results removed after a run,
+// enqueuing aborted.
 
 import assert from 'node:assert/strict';
 import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -221,5 +222,29 @@ test(
     } finally {
       await worker.close();
     }
+  },
+);
+
+test(
+  'enqueuing aborted: it rejects with the reason, adds nothing more and leaves no connection',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const dir = await archive(3);
+    const queueName = `faults-${process.pid}-aborted`;
+    const reason = new Error('interrupted');
+    await assert.rejects(
+      enqueueArchive([dir], {
+        queue: redis.url,
+        queueName,
+        out: join(root, 'out-aborted'),
+        mode: 'fast',
+        signal: AbortSignal.abort(reason),
+      }),
+      (err) => err === reason,
+    );
+    const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-aborted'), 'fast');
+    await enqueued.close();
+    assert.equal(enqueued.added, 3, 'the aborted run added no job');
   },
 );

@@ -281,6 +281,11 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions, Archive
   probe?: boolean;
   /** Connection failures: attempts per input. Default 3. */
   attempts?: number;
+  /**
+   * Stops enqueuing (the walk, the jobs not added yet): enqueueArchive rejects with the
+   * signal's reason. Jobs added before stay queued; enqueuing again adds the rest.
+   */
+  signal?: AbortSignal;
 }
 
 /** A run added to the queue: what was added, and how to follow it. */
@@ -365,7 +370,11 @@ export async function enqueueArchive(
     const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
     const files: AudioFile[] = [];
     let notQueued = 0;
-    for await (const file of walkAudioFiles(roots, walkOptionsOf(options))) {
+    const { signal } = options;
+    for await (const file of walkAudioFiles(roots, {
+      ...walkOptionsOf(options),
+      ...(signal ? { signal } : {}),
+    })) {
       files.push(file);
       early.push({ type: 'queued', file });
       const plan = await store.plan(file);
@@ -411,6 +420,7 @@ export async function enqueueArchive(
     let existing = 0;
     const fresh: typeof toAdd = [];
     for (let i = 0; i < toAdd.length; i += 100) {
+      signal?.throwIfAborted();
       const batch = toAdd.slice(i, i + 100);
       const found = await Promise.all(batch.map((j) => queue!.getJob(j.opts.jobId)));
       for (const [k, job] of found.entries()) {
@@ -427,7 +437,8 @@ export async function enqueueArchive(
       }
     }
     const attempts = options.attempts ?? 3;
-    for (let i = 0; i < fresh.length; i += 100)
+    for (let i = 0; i < fresh.length; i += 100) {
+      signal?.throwIfAborted();
       await queue.addBulk(
         fresh.slice(i, i + 100).map((j) => ({
           ...j,
@@ -440,6 +451,7 @@ export async function enqueueArchive(
           },
         })),
       );
+    }
     if (resume) {
       // A refused key stopped the queue: the key was fixed, go on.
       await connection.control.del(queue.toKey(STOP_KEY));

@@ -299,8 +299,15 @@ async function runQueued(
       exclude: options.exclude,
       followSymlinks: options.followSymlinks,
       ...(options.accountConcurrency === undefined ? {} : { accountConcurrency: options.accountConcurrency }),
+      signal,
     });
   } catch (err) {
+    if (signal.aborted) {
+      process.stderr.write(
+        'interrupted: the jobs added so far stay queued; run the command again to add the rest\n',
+      );
+      return 130;
+    }
     const code = (err as { code?: string }).code;
     if (code !== 'ERR_QUEUE_UNREACHABLE' && code !== 'ERR_QUEUE_URL') throw err;
     process.stderr.write(`speechpipe transcribe: ${(err as Error).message}\n`);

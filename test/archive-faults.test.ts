@@ -1,5 +1,5 @@
 // Archive runs under faults: a manifest that cannot be written, a consumer that leaves early,
-// inputs given twice, a sink that fails while inputs decode.
+// inputs given twice, a sink that fails while inputs decode, an abort during the walk.
 
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -107,4 +107,27 @@ test('a sink that fails while inputs decode through ffmpeg: the pipeline settles
     /the sink broke/,
   );
   assert.deepEqual(ffmpegChildren(process.pid), [], 'ffmpeg still running after the pipeline settled');
+});
+
+test('aborted during the walk: the summary counts every input found as not attempted', async () => {
+  const controller = new AbortController();
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  for await (const event of transcribeArchive([archive], {
+    client,
+    out: join(root, 'out-walk-aborted'),
+    mode: 'fast',
+    formats: ['txt'],
+    signal: controller.signal,
+  })) {
+    events.push(event);
+    // The walk goes on listing the directory after the first input it yields.
+    if (event.type === 'queued') controller.abort();
+  }
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.type, 'summary');
+  assert.equal(summary.stopped?.code, 'ERR_INTERRUPTED');
+  assert.ok(summary.total >= 1 && summary.total < 6, `${summary.total} found`);
+  assert.equal(summary.done + summary.failed + summary.skipped + summary.notAttempted, summary.total);
+  const stopped = events.find((e) => e.type === 'stopped');
+  assert.equal(stopped?.type === 'stopped' && stopped.notAttempted, summary.total);
 });

@@ -422,18 +422,23 @@ export async function enqueueArchive(
     for (let i = 0; i < toAdd.length; i += 100) {
       signal?.throwIfAborted();
       const batch = toAdd.slice(i, i + 100);
-      const found = await Promise.all(batch.map((j) => queue!.getJob(j.opts.jobId)));
-      for (const [k, job] of found.entries()) {
-        if (job) {
-          existing++;
+      const found = await Promise.all(
+        batch.map(async ({ data, opts }) => {
+          const job = await queue!.getJob(opts.jobId);
+          if (!job) return false;
           // A job done whose result files are gone since (removed, or the directory emptied)
           // runs again: following it would record the input done with nothing written.
-          const state =
-            resume || !(await allExist(batch[k]!.data.outputs)) ? await job.getState() : undefined;
-          if (state === 'completed' && !(await allExist(batch[k]!.data.outputs)))
-            await job.retry('completed', RETRY_AFRESH);
+          const written = await allExist(data.outputs);
+          if (written && !resume) return true;
+          const state = await job.getState();
+          if (state === 'completed' && !written) await job.retry('completed', RETRY_AFRESH);
           else if (resume && state === 'failed') await job.retry('failed', RETRY_AFRESH);
-        } else fresh.push(batch[k]!);
+          return true;
+        }),
+      );
+      for (const [k, queued] of found.entries()) {
+        if (queued) existing++;
+        else fresh.push(batch[k]!);
       }
     }
     const attempts = options.attempts ?? 3;

@@ -298,6 +298,8 @@ export interface EnqueuedArchive {
   existing: number;
   /** Inputs not queued: skipped by the walk, unreadable, or done in an earlier run (resume). */
   notQueued: number;
+  /** Of those, inputs recorded failed (the walk could not read them). */
+  failed: number;
   /**
    * Follow the run to its end: every input's events (as a local run's) and, last, the summary.
    * The manifest is written here. Breaking out (or aborting `signal`) stops following; the
@@ -370,6 +372,7 @@ export async function enqueueArchive(
     const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
     const files: AudioFile[] = [];
     let notQueued = 0;
+    let failed = 0;
     const { signal } = options;
     for await (const file of walkAudioFiles(roots, {
       ...walkOptionsOf(options),
@@ -386,6 +389,7 @@ export async function enqueueArchive(
       }
       if (file.unreadable) {
         notQueued++;
+        failed++;
         await store.failed(file, file.unreadable);
         early.push({ type: 'failed', file, error: file.unreadable });
         continue;
@@ -470,6 +474,7 @@ export async function enqueueArchive(
       added: fresh.length,
       existing,
       notQueued,
+      failed,
       close,
       follow(followOptions = {}) {
         if (following) throw new Error('follow() was called already');

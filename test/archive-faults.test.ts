@@ -131,3 +131,31 @@ test('aborted during the walk: the summary counts every input found as not attem
   const stopped = events.find((e) => e.type === 'stopped');
   assert.equal(stopped?.type === 'stopped' && stopped.notAttempted, summary.total);
 });
+
+test('aborted mid-run: inputs the walk did not take are left for the resumed run too, and the counts add up', async () => {
+  const dir = join(root, 'with-hidden');
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'a.wav'), wav);
+  await writeFile(join(dir, 'b.wav'), wav);
+  await writeFile(join(dir, '.hidden.wav'), wav);
+  const controller = new AbortController();
+  let summary: ArchiveSummary | undefined;
+  for await (const event of transcribeArchive([dir], {
+    client,
+    out: join(root, 'out-with-hidden'),
+    mode: 'fast',
+    formats: ['txt'],
+    concurrency: 1,
+    probe: false,
+    signal: controller.signal,
+  })) {
+    if (event.type === 'started') controller.abort();
+    if (event.type === 'summary') summary = event;
+  }
+  assert.equal(summary?.total, 3);
+  assert.equal(
+    summary.done + summary.failed + summary.skipped + summary.notAttempted,
+    3,
+    JSON.stringify(summary),
+  );
+});

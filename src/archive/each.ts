@@ -278,7 +278,9 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
     highWaterMark: concurrency,
     transform(file: AudioFile, _encoding, callback: TransformCallback) {
       if (stopped !== undefined || controller.signal.aborted) {
-        if (!file.skipped) notAttempted++;
+        // Left unrecorded, as every input after the stop (a skipped one too): a resumed run
+        // records it.
+        notAttempted++;
         callback();
         return;
       }

@@ -278,7 +278,7 @@ export async function* transcribeArchive(
           count({
             type: 'stopped',
             reason: { code: 'ERR_INTERRUPTED', message: 'the run was aborted' },
-            notAttempted: files.filter((f) => !f.skipped).length,
+            notAttempted: files.length,
           });
         summary.stopped ??= { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
       } else {

@@ -1,6 +1,6 @@
 // Cluster mode under faults, on a real Redis (redis-server on a free port, no mock): a follow
 // whose Redis goes away, a queue that loses its jobs or has no worker, results removed after a run,
-// enqueuing aborted.
+// enqueuing aborted, paths given relative.
 
 import assert from 'node:assert/strict';
 import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -246,5 +246,43 @@ test(
     const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-aborted'), 'fast');
     await enqueued.close();
     assert.equal(enqueued.added, 3, 'the aborted run added no job');
+  },
+);
+
+test(
+  'inputs and --out given relative: workers elsewhere read and write the paths the enqueuer meant',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const { client } = await startService();
+    const base = await mkdtemp(join(root, 'relative-'));
+    await mkdir(join(base, 'in'));
+    await writeFile(join(base, 'in', 'clip.wav'), wav);
+    const queueName = `faults-${process.pid}-relative`;
+    const cwd = process.cwd();
+    let enqueued: Awaited<ReturnType<typeof enqueueArchive>>;
+    process.chdir(base);
+    try {
+      enqueued = await enqueueArchive(['in'], {
+        queue: redis.url,
+        queueName,
+        out: 'out',
+        mode: 'fast',
+        formats: ['txt'],
+      });
+    } finally {
+      // The worker runs from another directory, as on another machine or under a service manager.
+      process.chdir(cwd);
+    }
+    const worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
+    try {
+      const events: Array<ArchiveEvent | ArchiveSummary> = [];
+      for await (const event of enqueued.follow()) events.push(event);
+      const summary = events.at(-1) as ArchiveSummary;
+      assert.equal(summary.done, 1, JSON.stringify(events.filter((e) => e.type === 'failed')));
+      await access(join(base, 'out', 'clip.wav.txt'));
+    } finally {
+      await worker.close();
+    }
   },
 );

@@ -38,7 +38,10 @@ const STOP_KEY = 'speechpipe:stopped';
 
 /** What a queue job carries: everything a worker needs, nothing it must ask the enqueuer. */
 export interface ArchiveJobData {
-  /** The input's path, as the walk found it. */
+  /**
+   * The input's absolute path: a worker's working directory is not the enqueuer's, so a path
+   * given relative would name another file there, or none.
+   */
   input: string;
   /** The path relative to the root given (a file given directly: its base name). */
   relative: string;
@@ -48,7 +51,7 @@ export interface ArchiveJobData {
   mtimeMs: number;
   settings: ArchiveSettings;
   formats: ArchiveFormat[];
-  /** Result files, named by the enqueuer (the names a local run gives). */
+  /** Result files (absolute paths), named by the enqueuer (the names a local run gives). */
   outputs: string[];
   /** Batch: stop waiting for the service job after this long. Default 4 h. */
   jobTimeoutMs?: number;
@@ -404,13 +407,13 @@ export async function enqueueArchive(
         continue;
       }
       const data: ArchiveJobData = {
-        input: file.path,
+        input: resolve(file.path),
         relative: file.relative,
         size: file.size,
         mtimeMs: file.mtimeMs,
         settings,
         formats,
-        outputs: plan.outputs,
+        outputs: plan.outputs.map((o) => resolve(o)),
         ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
         // A job a local run submitted: waited for, not submitted again.
         ...(plan.pendingJob === undefined ? {} : { serviceJobId: plan.pendingJob }),

@@ -1,8 +1,9 @@
 // Cluster mode under faults, on a real Redis (redis-server on a free port, no mock): a follow
-// whose Redis goes away.
+// whose Redis goes away, a queue that loses its jobs or has no worker, results removed after a run,
+// enqueuing aborted, paths given relative.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -187,5 +188,101 @@ test(
     assert.equal(types.filter((t) => t === 'done').length, 2, types.join(' '));
     assert.equal(types.filter((t) => t === 'paused').length, 1, 'said once');
     assert.equal(types.at(-1), 'summary');
+  },
+);
+
+test(
+  'the results of a cluster run removed: the same run again writes them anew, not only records them done',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const { client, emulator } = await startService();
+    const dir = await archive(2);
+    const queueName = `faults-${process.pid}-removed`;
+    const out = join(root, 'out-removed');
+    const worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
+    const run = async () => {
+      const enqueued = await enqueue(redis, dir, queueName, out, 'fast');
+      const types: string[] = [];
+      for await (const event of enqueued.follow()) types.push(event.type);
+      return types;
+    };
+    try {
+      assert.equal((await within(run(), 20_000, 'the first run')).filter((t) => t === 'done').length, 2);
+      const outputs = [join(out, 'clip0.wav.txt'), join(out, 'clip1.wav.txt')];
+      for (const output of outputs) await access(output);
+      await rm(out, { recursive: true });
+      assert.equal((await within(run(), 20_000, 'the run again')).filter((t) => t === 'done').length, 2);
+      for (const output of outputs) await access(output);
+      assert.equal(emulator.stats().requests['fast.http'], 4, 'each input transcribed again');
+      assert.deepEqual(
+        (await readManifest(out)).map((e) => e.status),
+        ['done', 'done'],
+      );
+    } finally {
+      await worker.close();
+    }
+  },
+);
+
+test(
+  'enqueuing aborted: it rejects with the reason, adds nothing more and leaves no connection',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const dir = await archive(3);
+    const queueName = `faults-${process.pid}-aborted`;
+    const reason = new Error('interrupted');
+    await assert.rejects(
+      enqueueArchive([dir], {
+        queue: redis.url,
+        queueName,
+        out: join(root, 'out-aborted'),
+        mode: 'fast',
+        signal: AbortSignal.abort(reason),
+      }),
+      (err) => err === reason,
+    );
+    const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-aborted'), 'fast');
+    await enqueued.close();
+    assert.equal(enqueued.added, 3, 'the aborted run added no job');
+  },
+);
+
+test(
+  'inputs and --out given relative: workers elsewhere read and write the paths the enqueuer meant',
+  skip,
+  async () => {
+    const redis = await ownRedis();
+    const { client } = await startService();
+    const base = await mkdtemp(join(root, 'relative-'));
+    await mkdir(join(base, 'in'));
+    await writeFile(join(base, 'in', 'clip.wav'), wav);
+    const queueName = `faults-${process.pid}-relative`;
+    const cwd = process.cwd();
+    let enqueued: Awaited<ReturnType<typeof enqueueArchive>>;
+    process.chdir(base);
+    try {
+      enqueued = await enqueueArchive(['in'], {
+        queue: redis.url,
+        queueName,
+        out: 'out',
+        mode: 'fast',
+        formats: ['txt'],
+      });
+    } finally {
+      // The worker runs from another directory, as on another machine or under a service manager.
+      process.chdir(cwd);
+    }
+    const worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
+    try {
+      const events: Array<ArchiveEvent | ArchiveSummary> = [];
+      for await (const event of enqueued.follow()) events.push(event);
+      const summary = events.at(-1) as ArchiveSummary;
+      assert.equal(summary.done, 1, JSON.stringify(events.filter((e) => e.type === 'failed')));
+      await access(join(base, 'out', 'clip.wav.txt'));
+    } finally {
+      await worker.close();
+    }
   },
 );

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -232,6 +232,36 @@ test(
     assert.match(follow.stdout, /^4 done, 0 failed/);
     assert.equal((await readManifest(out)).filter((e) => e.status === 'done').length, 4);
     assert.equal(await w.stop(), 0);
+  },
+);
+
+test(
+  '--no-wait with an input the walk cannot read: recorded failed, exit 1 as a local run',
+  skip,
+  async () => {
+    const dir = await mkdtemp(join(root, 'in-unreadable-'));
+    await writeFile(join(dir, 'good.wav'), wav);
+    await symlink(join(dir, 'gone.wav'), join(dir, 'broken.wav'));
+    const out = join(root, 'out-nowait-unreadable');
+    const queued = await runCli([
+      'transcribe',
+      dir,
+      '--out',
+      out,
+      '--mode',
+      'fast',
+      '--queue',
+      redis.url,
+      '--queue-name',
+      queueName(),
+      '--no-wait',
+    ]);
+    assert.equal(queued.code, 1, queued.stderr);
+    assert.match(queued.stdout, /^1 added, 0 queued already, 1 not queued \(1 failed: see the manifest\)/);
+    assert.deepEqual(
+      (await readManifest(out)).map((e) => [e.status, e.error?.code]),
+      [['failed', 'ENOENT']],
+    );
   },
 );
 

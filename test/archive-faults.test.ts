@@ -1,13 +1,23 @@
 // Archive runs under faults: a manifest that cannot be written, a consumer that leaves early,
-// inputs given twice.
+// inputs given twice, a sink that fails while inputs decode, an abort during the walk.
 
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { after, test } from 'node:test';
-import { type ArchiveEvent, type ArchiveSummary, transcribeArchive } from '../src/archive/index.ts';
+import {
+  type ArchiveEvent,
+  type ArchiveSummary,
+  openArchiveStore,
+  transcribeArchive,
+  transcribeEach,
+  walkArchive,
+} from '../src/archive/index.ts';
 import { readManifest } from './helpers/cli.ts';
+import { ffmpegChildren, sineFile } from './helpers/ffmpeg.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
 import { within } from './helpers/timers.ts';
@@ -68,4 +78,84 @@ test('an input named twice (overlapping roots, a file inside a directory given):
   const manifest = await readManifest(out);
   assert.equal(manifest.length, 6, manifest.map((e) => e.input).join('\n'));
   assert.equal(new Set(manifest.map((e) => resolve(e.input))).size, 6);
+});
+
+test('a sink that fails while inputs decode through ffmpeg: the pipeline settles after the children exited', async () => {
+  const dir = join(root, 'mp3s');
+  await mkdir(dir, { recursive: true });
+  const mp3 = await sineFile({ seconds: 60, rate: 16000, codec: 'libmp3lame', format: 'mp3' });
+  for (let i = 0; i < 3; i++) await writeFile(join(dir, `tone${i}.mp3`), mp3);
+  const store = await openArchiveStore({
+    out: join(root, 'out-mp3s'),
+    mode: 'live',
+    language: 'en',
+    speakers: false,
+  });
+  const failing = new Writable({
+    objectMode: true,
+    write(event: ArchiveEvent, _encoding, callback) {
+      // Audio flows out of this input's ffmpeg: it is running now.
+      callback(event.type === 'progress' ? new Error('the sink broke') : null);
+    },
+  });
+  await assert.rejects(
+    within(
+      pipeline(walkArchive([dir]), transcribeEach({ client, store, concurrency: 3 }), failing),
+      20_000,
+      'the run',
+    ),
+    /the sink broke/,
+  );
+  assert.deepEqual(ffmpegChildren(process.pid), [], 'ffmpeg still running after the pipeline settled');
+});
+
+test('aborted during the walk: the summary counts every input found as not attempted', async () => {
+  const controller = new AbortController();
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  for await (const event of transcribeArchive([archive], {
+    client,
+    out: join(root, 'out-walk-aborted'),
+    mode: 'fast',
+    formats: ['txt'],
+    signal: controller.signal,
+  })) {
+    events.push(event);
+    // The walk goes on listing the directory after the first input it yields.
+    if (event.type === 'queued') controller.abort();
+  }
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.type, 'summary');
+  assert.equal(summary.stopped?.code, 'ERR_INTERRUPTED');
+  assert.ok(summary.total >= 1 && summary.total < 6, `${summary.total} found`);
+  assert.equal(summary.done + summary.failed + summary.skipped + summary.notAttempted, summary.total);
+  const stopped = events.find((e) => e.type === 'stopped');
+  assert.equal(stopped?.type === 'stopped' && stopped.notAttempted, summary.total);
+});
+
+test('aborted mid-run: inputs the walk did not take are left for the resumed run too, and the counts add up', async () => {
+  const dir = join(root, 'with-hidden');
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'a.wav'), wav);
+  await writeFile(join(dir, 'b.wav'), wav);
+  await writeFile(join(dir, '.hidden.wav'), wav);
+  const controller = new AbortController();
+  let summary: ArchiveSummary | undefined;
+  for await (const event of transcribeArchive([dir], {
+    client,
+    out: join(root, 'out-with-hidden'),
+    mode: 'fast',
+    formats: ['txt'],
+    concurrency: 1,
+    probe: false,
+    signal: controller.signal,
+  })) {
+    if (event.type === 'started') controller.abort();
+    if (event.type === 'summary') summary = event;
+  }
+  assert.equal(summary?.total, 3);
+  assert.equal(
+    summary.done + summary.failed + summary.skipped + summary.notAttempted,
+    3,
+    JSON.stringify(summary),
+  );
 });

@@ -1,8 +1,9 @@
 // The run manifest: read back line by line, a torn last line costs only itself, superseded
-// lines are compacted away, resume decisions compare settings and outputs.
+// lines are compacted away (whole, however the writes are cut), resume decisions compare settings
+// and outputs.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -92,4 +93,33 @@ test('isDone: the same input, settings and outputs; pendingJob: a job to wait fo
     error: { code: 'ERR_JOB_NOT_DONE', message: '' },
   });
   assert.equal(manifest.pendingJob(file('b'), batch), undefined, 'a job that failed is not waited for again');
+});
+
+test('compaction where writes take only part of what they are given (a disk filling up): nothing is cut', async (t) => {
+  const path = join(root, 'short-writes.ndjson');
+  const lines: string[] = [];
+  for (let run = 0; run < 3; run++)
+    for (let i = 0; i < 600; i++) lines.push(JSON.stringify({ ...done(`input-${i}`), at: String(run) }));
+  await writeFile(path, `${lines.join('\n')}\n`);
+  // Every write of the file handles takes at most 4 KiB, as write(2) may.
+  const probe = await open(join(root, 'probe'), 'w');
+  const FileHandle = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => Promise<unknown> };
+  await probe.close();
+  const write = FileHandle.write;
+  t.mock.method(
+    FileHandle,
+    'write',
+    function (this: unknown, data: unknown, offset?: number, length?: number) {
+      if (!Buffer.isBuffer(data) && typeof data !== 'string') return write.call(this, data, offset, length);
+      const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data);
+      const at = offset ?? 0;
+      return write.call(this, bytes, at, Math.min(length ?? bytes.length - at, 4096));
+    },
+  );
+  await Manifest.open(path);
+  t.mock.restoreAll();
+  const kept = (await readFile(path, 'utf8')).trim().split('\n');
+  assert.equal(kept.length, 600);
+  for (const line of kept) JSON.parse(line);
+  assert.equal((await Manifest.open(path)).entries().length, 600);
 });

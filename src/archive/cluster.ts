@@ -9,6 +9,7 @@
 // bullmq, ioredis and prom-client are imported when used: `import 'speechpipe'` loads none.
 
 import { createHash } from 'node:crypto';
+import { access } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import type { Job, Queue, QueueEvents, Worker } from 'bullmq';
@@ -37,7 +38,10 @@ const STOP_KEY = 'speechpipe:stopped';
 
 /** What a queue job carries: everything a worker needs, nothing it must ask the enqueuer. */
 export interface ArchiveJobData {
-  /** The input's path, as the walk found it. */
+  /**
+   * The input's absolute path: a worker's working directory is not the enqueuer's, so a path
+   * given relative would name another file there, or none.
+   */
   input: string;
   /** The path relative to the root given (a file given directly: its base name). */
   relative: string;
@@ -47,7 +51,7 @@ export interface ArchiveJobData {
   mtimeMs: number;
   settings: ArchiveSettings;
   formats: ArchiveFormat[];
-  /** Result files, named by the enqueuer (the names a local run gives). */
+  /** Result files (absolute paths), named by the enqueuer (the names a local run gives). */
   outputs: string[];
   /** Batch: stop waiting for the service job after this long. Default 4 h. */
   jobTimeoutMs?: number;
@@ -264,7 +268,8 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions, Archive
   formats?: readonly ArchiveFormat[];
   /**
    * Skip inputs the manifest says are done; retry this run's failed jobs; resume a queue a
-   * refused key stopped. Jobs already queued are followed in any case.
+   * refused key stopped. Jobs already queued are followed in any case (one done whose result
+   * files are gone runs again).
    */
   resume?: boolean;
   /** Batch: stop waiting for a job after this long. Default 4 h. */
@@ -279,6 +284,11 @@ export interface EnqueueArchiveOptions extends ClusterConnectionOptions, Archive
   probe?: boolean;
   /** Connection failures: attempts per input. Default 3. */
   attempts?: number;
+  /**
+   * Stops enqueuing (the walk, the jobs not added yet): enqueueArchive rejects with the
+   * signal's reason. Jobs added before stay queued; enqueuing again adds the rest.
+   */
+  signal?: AbortSignal;
 }
 
 /** A run added to the queue: what was added, and how to follow it. */
@@ -291,6 +301,8 @@ export interface EnqueuedArchive {
   existing: number;
   /** Inputs not queued: skipped by the walk, unreadable, or done in an earlier run (resume). */
   notQueued: number;
+  /** Of those, inputs recorded failed (the walk could not read them). */
+  failed: number;
   /**
    * Follow the run to its end: every input's events (as a local run's) and, last, the summary.
    * The manifest is written here. Breaking out (or aborting `signal`) stops following; the
@@ -363,7 +375,12 @@ export async function enqueueArchive(
     const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
     const files: AudioFile[] = [];
     let notQueued = 0;
-    for await (const file of walkAudioFiles(roots, walkOptionsOf(options))) {
+    let failed = 0;
+    const { signal } = options;
+    for await (const file of walkAudioFiles(roots, {
+      ...walkOptionsOf(options),
+      ...(signal ? { signal } : {}),
+    })) {
       files.push(file);
       early.push({ type: 'queued', file });
       const plan = await store.plan(file);
@@ -375,6 +392,7 @@ export async function enqueueArchive(
       }
       if (file.unreadable) {
         notQueued++;
+        failed++;
         await store.failed(file, file.unreadable);
         early.push({ type: 'failed', file, error: file.unreadable });
         continue;
@@ -389,13 +407,13 @@ export async function enqueueArchive(
         continue;
       }
       const data: ArchiveJobData = {
-        input: file.path,
+        input: resolve(file.path),
         relative: file.relative,
         size: file.size,
         mtimeMs: file.mtimeMs,
         settings,
         formats,
-        outputs: plan.outputs,
+        outputs: plan.outputs.map((o) => resolve(o)),
         ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
         // A job a local run submitted: waited for, not submitted again.
         ...(plan.pendingJob === undefined ? {} : { serviceJobId: plan.pendingJob }),
@@ -409,17 +427,30 @@ export async function enqueueArchive(
     let existing = 0;
     const fresh: typeof toAdd = [];
     for (let i = 0; i < toAdd.length; i += 100) {
+      signal?.throwIfAborted();
       const batch = toAdd.slice(i, i + 100);
-      const found = await Promise.all(batch.map((j) => queue!.getJob(j.opts.jobId)));
-      for (const [k, job] of found.entries()) {
-        if (job) {
-          existing++;
-          if (resume && (await job.getState()) === 'failed') await job.retry('failed');
-        } else fresh.push(batch[k]!);
+      const found = await Promise.all(
+        batch.map(async ({ data, opts }) => {
+          const job = await queue!.getJob(opts.jobId);
+          if (!job) return false;
+          // A job done whose result files are gone since (removed, or the directory emptied)
+          // runs again: following it would record the input done with nothing written.
+          const written = await allExist(data.outputs);
+          if (written && !resume) return true;
+          const state = await job.getState();
+          if (state === 'completed' && !written) await job.retry('completed', RETRY_AFRESH);
+          else if (resume && state === 'failed') await job.retry('failed', RETRY_AFRESH);
+          return true;
+        }),
+      );
+      for (const [k, queued] of found.entries()) {
+        if (queued) existing++;
+        else fresh.push(batch[k]!);
       }
     }
     const attempts = options.attempts ?? 3;
-    for (let i = 0; i < fresh.length; i += 100)
+    for (let i = 0; i < fresh.length; i += 100) {
+      signal?.throwIfAborted();
       await queue.addBulk(
         fresh.slice(i, i + 100).map((j) => ({
           ...j,
@@ -432,6 +463,7 @@ export async function enqueueArchive(
           },
         })),
       );
+    }
     if (resume) {
       // A refused key stopped the queue: the key was fixed, go on.
       await connection.control.del(queue.toKey(STOP_KEY));
@@ -445,6 +477,7 @@ export async function enqueueArchive(
       added: fresh.length,
       existing,
       notQueued,
+      failed,
       close,
       follow(followOptions = {}) {
         if (following) throw new Error('follow() was called already');
@@ -469,6 +502,22 @@ export async function enqueueArchive(
     await close();
     throw err;
   }
+}
+
+/** A job run again counts its attempts afresh (a connection failure is tried again). */
+const RETRY_AFRESH = { resetAttemptsMade: true, resetAttemptsStarted: true } as const;
+
+/** Whether every one of `paths` exists. */
+async function allExist(paths: readonly string[]): Promise<boolean> {
+  const found = await Promise.all(
+    paths.map((p) =>
+      access(p).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
+  return found.every(Boolean);
 }
 
 async function* followRun(run: {

@@ -255,6 +255,9 @@ function delay(ms: number, signal: AbortSignal): Promise<void> {
  * and a `stopped` event ends the output; the remaining inputs are consumed without being
  * attempted or recorded. Connection failures feed a circuit breaker (see `BreakerOptions`);
  * an input that failed on the connection runs again once the service answers.
+ *
+ * Destroying it (a pipeline whose sink failed) cancels the inputs in flight; it closes only once
+ * they have ended (their ffmpeg children exited), so a pipeline of it settles after them.
  */
 export function transcribeEach(options: TranscribeEachOptions): Transform {
   const concurrency = options.concurrency ?? planConcurrency(options.client, options.store.settings);
@@ -275,7 +278,9 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
     highWaterMark: concurrency,
     transform(file: AudioFile, _encoding, callback: TransformCallback) {
       if (stopped !== undefined || controller.signal.aborted) {
-        if (!file.skipped) notAttempted++;
+        // Left unrecorded, as every input after the stop (a skipped one too): a resumed run
+        // records it.
+        notAttempted++;
         callback();
         return;
       }
@@ -301,7 +306,9 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
     destroy(err, callback) {
       options.signal?.removeEventListener('abort', onOuterAbort);
       controller.abort(err ?? new SpeechpipeError('ERR_DESTROYED', 'transcribeEach was destroyed'));
-      callback(err);
+      // Closed once the inputs in flight have let go of what they hold (ffmpeg, sessions, the
+      // store): a pipeline of it settles only then, so nothing of the run outlives it.
+      Promise.allSettled(running).then(() => callback(err));
     },
   });
 

@@ -244,6 +244,7 @@ export async function* transcribeArchive(
   const work = (async () => {
     let probing: Promise<void> = Promise.resolve();
     let failed: { error: unknown } | undefined;
+    let walked = false;
     try {
       for await (const file of walkAudioFiles(roots, {
         ...walkOptionsOf(options),
@@ -254,6 +255,7 @@ export async function* transcribeArchive(
         summary.total++;
         count({ type: 'queued', file });
       }
+      walked = true;
       if (options.probe !== false) probing = probeAll(files, () => controller.signal.aborted, count);
       const ordered = options.order === 'walk' ? files : [...files].sort((a, b) => b.size - a.size);
       await pipeline(
@@ -270,7 +272,14 @@ export async function* transcribeArchive(
       );
     } catch (err) {
       if (controller.signal.aborted) {
-        // Aborted during the walk: nothing started.
+        // Aborted during the walk: nothing started, and every input found so far is left for a
+        // resumed run (as transcribeEach counts the inputs it did not start).
+        if (!walked)
+          count({
+            type: 'stopped',
+            reason: { code: 'ERR_INTERRUPTED', message: 'the run was aborted' },
+            notAttempted: files.length,
+          });
         summary.stopped ??= { code: 'ERR_INTERRUPTED', message: 'the run was aborted' };
       } else {
         // The run failed (a manifest or sink that cannot be written): the headers still

@@ -74,6 +74,24 @@ export function transcribeFile(file: AudioFile, options: TranscribeFileOptions):
   return transcribeLive(file, options);
 }
 
+/**
+ * Waits for every one of `work` to settle, then rejects with the first failure, if any. A
+ * failure reaches the other pipelines (through the tee, or the abort), and each must have let go
+ * of what it holds before the input ends: the decoder closes only after its ffmpeg child exited,
+ * later than a live stream fails, and Promise.all would reject while that child still ran.
+ */
+async function allSettled(work: ReadonlyArray<Promise<unknown> | undefined>): Promise<void> {
+  let failure: { error: unknown } | undefined;
+  await Promise.all(
+    work.map((p) =>
+      p?.catch((error: unknown) => {
+        failure ??= { error };
+      }),
+    ),
+  );
+  if (failure !== undefined) throw failure.error;
+}
+
 function collect<T>(into: T[]): Writable {
   return new Writable({
     objectMode: true,
@@ -92,7 +110,8 @@ async function transcribeLive(file: AudioFile, options: TranscribeFileOptions): 
   const decoder = decode(signal ? { signal } : {});
   decoder.on('warning', (w: SpeechpipeError) => warnings.push({ code: w.code, message: w.message }));
   let audioBytes = 0;
-  let reported = 0;
+  // The first audio is reported at once, then at most once a second.
+  let reported = Number.NEGATIVE_INFINITY;
   const counted = new PassThrough();
   counted.on('data', (chunk: Buffer) => {
     audioBytes += chunk.length;
@@ -107,7 +126,7 @@ async function transcribeLive(file: AudioFile, options: TranscribeFileOptions): 
   // The decoded audio feeds both streams; the slower one sets the pace.
   const split = tee(options.speakers ? 2 : 1);
   const [forAsr, forSpeakers] = split.branches;
-  await Promise.all([
+  await allSettled([
     pipeline(fromFile(file.path), decoder, counted, split.input, opts),
     pipeline(
       forAsr!,

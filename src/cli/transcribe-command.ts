@@ -51,8 +51,10 @@ Cluster mode (BullMQ on Redis; start workers with speechpipe worker --queue URL)
   --queue URL           redis://HOST:PORT: add each input as a job and follow the run to its
                         end (same display and manifest); inputs and DIR must be on storage
                         every worker sees. The same inputs with the same settings add no job
-                        again: running the command again follows the jobs already there
-  --no-wait             add the jobs and exit; run again (with --resume) to follow and write
+                        again: running the command again follows the jobs already there (a
+                        job done whose result files are gone runs again)
+  --no-wait             add the jobs and exit (1 when an input could not be read: it is
+                        recorded failed); run again (with --resume) to follow and write
                         the manifest
   --queue-name NAME     default speechpipe-archive
   --account-concurrency N
@@ -298,8 +300,15 @@ async function runQueued(
       exclude: options.exclude,
       followSymlinks: options.followSymlinks,
       ...(options.accountConcurrency === undefined ? {} : { accountConcurrency: options.accountConcurrency }),
+      signal,
     });
   } catch (err) {
+    if (signal.aborted) {
+      process.stderr.write(
+        'interrupted: the jobs added so far stay queued; run the command again to add the rest\n',
+      );
+      return 130;
+    }
     const code = (err as { code?: string }).code;
     if (code !== 'ERR_QUEUE_UNREACHABLE' && code !== 'ERR_QUEUE_URL') throw err;
     process.stderr.write(`speechpipe transcribe: ${(err as Error).message}\n`);
@@ -310,10 +319,12 @@ async function runQueued(
   );
   if (!options.wait) {
     await enqueued.close();
+    const failed = enqueued.failed > 0 ? ` (${enqueued.failed} failed: see the manifest)` : '';
     process.stdout.write(
-      `${enqueued.added} added, ${enqueued.existing} queued already, ${enqueued.notQueued} not queued; run again with --resume to follow and write the manifest\n`,
+      `${enqueued.added} added, ${enqueued.existing} queued already, ${enqueued.notQueued} not queued${failed}; run again with --resume to follow and write the manifest\n`,
     );
-    return 0;
+    // Inputs the walk could not read are recorded failed now, as a local run's are.
+    return enqueued.failed > 0 ? 1 : 0;
   }
   let summary: ArchiveSummary | undefined;
   for await (const event of enqueued.follow({ signal })) {

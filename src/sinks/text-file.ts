@@ -2,7 +2,7 @@
 // file renamed into place was on disk first (a power loss cannot leave it empty).
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 /** File names are at most 255 bytes on the usual file systems. */
@@ -28,6 +28,17 @@ export function isAtomicTemporary(name: string): boolean {
 }
 
 /**
+ * Write all of `text` at the handle's position. A write may take only part of what it is given
+ * (a disk filling up takes what fits, and only the next write fails with ENOSPC): the rest is
+ * written again, so a short write is never taken for the whole.
+ */
+async function writeAll(handle: FileHandle, text: string): Promise<void> {
+  const bytes = Buffer.from(text);
+  let done = 0;
+  while (done < bytes.length) done += (await handle.write(bytes, done, bytes.length - done)).bytesWritten;
+}
+
+/**
  * Write `data` to `path` through a temporary file in the same directory, synced, then rename.
  * `data` may be an iterable of strings (written in batches: no one string of the whole file).
  */
@@ -46,11 +57,11 @@ export async function writeFileAtomic(
         for (const piece of data) {
           batch.push(piece);
           if (batch.length === 1000) {
-            await handle.write(batch.join(''));
+            await writeAll(handle, batch.join(''));
             batch = [];
           }
         }
-        await handle.write(batch.join(''));
+        await writeAll(handle, batch.join(''));
       }
       await handle.sync();
     } finally {

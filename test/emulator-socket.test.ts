@@ -50,6 +50,18 @@ describe('Socket.IO payload size', () => {
         unit: 'bytes',
         bound: 'fast_audio_bytes',
       });
+      // Binary in a TTS request (a JSON body holds none) counts as its length: it is not
+      // serialized to measure it (JSON.stringify makes a Buffer an array of numbers, four times
+      // its size, and 60 MB of it blocked the emulator for 9 s).
+      const id = uuid();
+      const tts = (await socket.emitWithAck('tts_request', {
+        id,
+        text: 'hi',
+        voice_references: [{ audio: Buffer.alloc(2000, 255), text: 'x' }],
+      })) as { ok: boolean; error: { code: string; detail: string } };
+      assert.equal(tts.error.code, 'PAYLOAD_TOO_LARGE');
+      const json = JSON.stringify({ id, text: 'hi', voice_references: [{ audio: null, text: 'x' }] });
+      assert.match(tts.error.detail, new RegExp(`of ${Buffer.byteLength(json) + 2000} bytes`));
       // The documented infidelity: engine.io refuses the message itself, before the emulator sees it.
       const gone = new Promise<string>((resolve) => socket.once('disconnect', resolve));
       socket.emit('audio_file', { id: uuid(), audio: Buffer.alloc(2 * 1024 * 1024) });

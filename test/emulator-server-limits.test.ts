@@ -18,8 +18,9 @@ import {
 } from './helpers/emulator-fixtures.ts';
 
 const emu = await startEmulator({
-  limits: { accountConcurrency: { batch: 1 } },
+  limits: { accountConcurrency: { batch: 1, tts: 1 }, ttsInputCharacters: { standard: 4000 } },
   jobTiming: { queuedMs: 0, processingMs: 0 },
+  tts: { engine: 'synthetic' },
   server: {
     headersTimeoutMs: 300,
     requestTimeoutMs: 5_000,
@@ -27,6 +28,7 @@ const emu = await startEmulator({
     maxConnections: 6,
     minUploadBytesPerSecond: 50_000,
     uploadRateWindowMs: 300,
+    sendTimeoutMs: 300,
   },
 });
 after(() => emu.close());
@@ -90,6 +92,29 @@ test('an upload that drips is cut, and the batch slot it held is free again at o
     key: emu.apiKey,
     body,
     headers: { 'content-type': MULTIPART_TYPE },
+  });
+  assert.equal(next.status, 200, next.text);
+});
+
+test('a client that never reads its answer is disconnected, and the TTS slot it held is free again', async () => {
+  const tts = (text: string) => JSON.stringify({ id: crypto.randomUUID(), text, model: 'nebula' });
+  // About 9 MB of speech: more than the socket buffers between the two ends take in.
+  const body = tts('hello world '.repeat(250));
+  const socket = connect(Number(port), '127.0.0.1');
+  opened.push(socket);
+  socket.on('error', () => {});
+  socket.pause(); // never read
+  await once(socket, 'connect');
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  await until(() => emu.stats().concurrent.tts === 1, 'the answer holds the TTS slot');
+  await until(() => emu.stats().rejections.SEND_TIMEOUT === 1, 'the connection closed');
+  await until(() => emu.stats().concurrent.tts === 0, 'the slot given back');
+  const next = await call(`${emu.url}/http/tts`, {
+    key: emu.apiKey,
+    body: tts('hi there'),
+    headers: { 'content-type': 'application/json' },
   });
   assert.equal(next.status, 200, next.text);
 });

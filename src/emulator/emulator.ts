@@ -2,7 +2,7 @@
 // configured paths, and a `close()` that releases every connection, timer, process and file.
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Server as SocketServer } from 'socket.io';
 import { REALTIME_HTTP_PREFIXES } from '../protocol/http-paths.ts';
@@ -22,6 +22,7 @@ import { ttsHttp } from './routes/tts.ts';
 import {
   capConnections,
   DEFAULT_SERVER_LIMITS,
+  SendStallGuard,
   type ServerLimits,
   serverOptions,
   UploadRateGuard,
@@ -109,6 +110,7 @@ export async function startEmulatorServer(
   const adminEnabled = options.admin ?? true;
   const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
+  const sends = new SendStallGuard(serverLimits, () => ctx.stats.rejection('SEND_TIMEOUT'));
 
   /** The thread that owns what `req` names, when it is another one (several threads only). */
   const ownerElsewhere = async (req: IncomingMessage, op: OperationName, pathname: string) => {
@@ -175,6 +177,7 @@ export async function startEmulatorServer(
 
   const server = createServer(serverOptions(serverLimits), onRequest);
   capConnections(server, serverLimits);
+  server.on('connection', (socket: Socket) => sends.watch(socket));
   server.on('clientError', (_err, socket: Duplex) => {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     socket.destroy();
@@ -225,6 +228,7 @@ export async function startEmulatorServer(
       const pathname = pathnameOf(req.url);
       serve(req, res, pathname, route(req.method ?? 'GET', pathname));
     });
+    privateServer.on('connection', (socket: Socket) => sends.watch(socket));
     await new Promise<void>((resolve) => privateServer!.listen(0, '127.0.0.1', () => resolve()));
     privateAddress = { host: '127.0.0.1', port: (privateServer.address() as AddressInfo).port };
   }
@@ -238,6 +242,7 @@ export async function startEmulatorServer(
       const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
       ctx.lifecycle.close();
       uploads.close();
+      sends.close();
       sessions.closeAll();
       // Socket.IO closes its sockets and stops the HTTP server from accepting connections.
       for (const io of ioServers) void io.close();

@@ -73,6 +73,32 @@ describe('Socket.IO payload size', () => {
   });
 });
 
+test('an event sent without a payload, or with two, is answered on its acknowledgement', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    for (const event of ['audio_stream', 'diarization_stream', 'audio_file', 'tts_request']) {
+      for (const args of [
+        [],
+        [encodeFrame({ streamId: uuid(), isStart: true, language: 'en', pcm: Buffer.alloc(320) }), 2],
+      ]) {
+        const ack = (await socket.timeout(5_000).emitWithAck(event, ...args)) as {
+          ok: boolean;
+          error?: { code: string };
+        };
+        assert.equal(
+          ack.ok,
+          args.length > 0 && event.endsWith('_stream'),
+          `${event} (${args.length} arguments)`,
+        );
+        if (!ack.ok) assert.match(ack.error!.code, /^VALIDATION_/);
+      }
+    }
+  } finally {
+    socket.close();
+  }
+});
+
 describe('Socket.IO per-key request rate', () => {
   test('a negative acknowledgement RATE_LIMIT_EXCEEDED; events refused by validation take no token', async () => {
     const emu = await emulator({ rateLimit: { requestsPerSecond: 0.001, burst: 2 } });

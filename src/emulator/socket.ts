@@ -128,31 +128,46 @@ export function handleConnections(ctx: EmulatorContext, io: Server, sessions: Li
       sessions.cancelScope(where);
     });
     const op = new SocketOps(ctx, socket, state, sessions, where);
-    const frameHandler = (kind: SessionKind) => (payload: unknown, ack?: unknown) => {
-      const reply = typeof ack === 'function' ? (ack as Ack) : undefined;
-      const stream = streamIdOf(payload) ?? '';
-      const turn = (state.frames.get(stream) ?? Promise.resolve())
-        .then(() => op.frame(kind, payload, reply))
-        .catch(() => {}); // op.frame answers its own errors; a later frame must still run
-      state.frames.set(stream, turn);
-      // The last frame of a stream takes its entry with it: the map holds only streams in flight.
-      void turn.finally(() => {
-        if (state.frames.get(stream) === turn) state.frames.delete(stream);
-      });
-    };
+    const frameHandler =
+      (kind: SessionKind) =>
+      (...args: unknown[]) => {
+        const { payload, ack: reply } = eventArgs(args);
+        const stream = streamIdOf(payload) ?? '';
+        const turn = (state.frames.get(stream) ?? Promise.resolve())
+          .then(() => op.frame(kind, payload, reply))
+          .catch(() => {}); // op.frame answers its own errors; a later frame must still run
+        state.frames.set(stream, turn);
+        // The last frame of a stream takes its entry with it: the map holds only streams in flight.
+        void turn.finally(() => {
+          if (state.frames.get(stream) === turn) state.frames.delete(stream);
+        });
+      };
     socket.on(SOCKET_EVENTS.audioStream, frameHandler('asr'));
     socket.on(SOCKET_EVENTS.diarizationStream, frameHandler('diarization'));
-    socket.on(SOCKET_EVENTS.audioFile, (payload: unknown, ack?: unknown) => {
-      void op.audioFile(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    socket.on(SOCKET_EVENTS.audioFile, (...args: unknown[]) => {
+      const { payload, ack } = eventArgs(args);
+      void op.audioFile(payload, ack);
     });
-    socket.on(SOCKET_EVENTS.ttsRequest, (payload: unknown, ack?: unknown) => {
-      void op.tts(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    socket.on(SOCKET_EVENTS.ttsRequest, (...args: unknown[]) => {
+      const { payload, ack } = eventArgs(args);
+      void op.tts(payload, ack);
     });
     socket.on(SOCKET_EVENTS.listVoices, (...args: unknown[]) => {
-      const ack = args.at(-1);
-      void op.voices(typeof ack === 'function' ? (ack as Ack) : undefined);
+      void op.voices(eventArgs(args).ack);
     });
   });
+}
+
+/**
+ * An event's payload and acknowledgement. Socket.IO passes the acknowledgement last, after
+ * whatever arguments the client sent: an event sent with no payload (or two) still gets its
+ * answer as an acknowledgement (its payload is then missing, or the first argument), instead of
+ * an `error` event while the client waits for an acknowledgement that never comes.
+ */
+function eventArgs(args: unknown[]): { payload: unknown; ack: Ack | undefined } {
+  const last = args.at(-1);
+  const ack = typeof last === 'function' ? (last as Ack) : undefined;
+  return { payload: ack && args.length === 1 ? undefined : args[0], ack };
 }
 
 /** One socket's operations. */

@@ -73,6 +73,22 @@ describe('Socket.IO payload size', () => {
   });
 });
 
+test('a frame waiting behind a stalled one when its socket closes opens no stream', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  emu.faults.add({ operation: 'stt.socket', times: 1, action: { type: 'stall' } });
+  const id = uuid();
+  const start = encodeFrame({ streamId: id, isStart: true, language: 'en', pcm: Buffer.alloc(320) });
+  socket.emit('audio_stream', start); // stalls
+  socket.emit('audio_stream', start); // waits for its turn behind it
+  await until(() => emu.stats().faultsApplied.stall === 1, 'the first frame stalled');
+  socket.close();
+  await until(() => emu.stats().socketConnections.active === 0, 'the socket closed');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(emu.stats().sessions.opened, 0);
+  assert.equal(emu.stats().concurrent.realtime_asr, 0);
+});
+
 test('an event sent without a payload, or with two, is answered on its acknowledgement', async () => {
   const emu = await emulator();
   const socket = await connectSocket(emu.url, emu.apiKey);

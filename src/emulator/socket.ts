@@ -216,6 +216,10 @@ class SocketOps {
     let admission: RequestAdmission | undefined;
     try {
       const before = await faultsBefore(plan, ctx.lifecycle, this.#signal);
+      // The socket closed while this event waited (a delay, or an earlier frame of its stream
+      // that stalled): nobody is left to answer, and it must open nothing (a start frame opened
+      // a stream after its socket's streams were cancelled, holding concurrency until expiry).
+      if (this.#signal.aborted) return;
       if (before === 'reset') {
         this.#socket.disconnect(true);
         return;

@@ -135,9 +135,11 @@ export async function startEmulatorServer(
     }
     const found = route(req.method ?? 'GET', pathname);
     if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
+      // Watched from now: a frame whose first bytes never come is cut as any body that drips.
+      uploads.watch(req, res);
       void ownerElsewhere(req, found.op, pathname).then((peer) => {
         if (peer) forward(req, res, peer);
-        else serve(req, res, pathname, found);
+        else serve(req, res, pathname, found, true);
       });
       return;
     }
@@ -149,9 +151,10 @@ export async function startEmulatorServer(
     res: ServerResponse,
     pathname: string,
     found: Route | { allow: string } | undefined,
+    watched = false,
   ) => {
     if (found && 'op' in found) {
-      uploads.watch(req, res);
+      if (!watched) uploads.watch(req, res);
       const ex = new HttpExchange(ctx, req, res, found.op);
       void runHttpOperation(ex, (key) => found.run(ex, key));
       return;

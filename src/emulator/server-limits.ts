@@ -118,8 +118,11 @@ export class UploadRateGuard {
         continue;
       }
       const bytes = req.socket.bytesRead;
-      // Our side is not reading (a full buffer, a paused stream): not the client's fault.
-      if (req.readableLength >= req.readableHighWaterMark || req.isPaused()) {
+      // Our side is not reading (its buffer is full): not the client's fault. A paused request
+      // whose buffer is not full still receives what the client sends (Node stops reading the
+      // socket only once it is full), and one read with `read()` (a thread of several peeking
+      // at a live frame's stream id) counts as paused: neither is a reason to wait forever.
+      if (req.readableLength >= req.readableHighWaterMark) {
         upload.windowStart = now;
         upload.bytesAtWindowStart = bytes;
         continue;

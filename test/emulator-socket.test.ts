@@ -2,7 +2,10 @@
 // handshake says) and the per-key request rate over events.
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { describe, test } from 'node:test';
+import { startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { call, connectSocket, emulatorsForFile, until, uuid } from './helpers/emulator-fixtures.ts';
 
@@ -24,6 +27,31 @@ describe('Socket.IO transport', () => {
     socket.close();
     assert.equal(emu.stats().socketConnections.opened, 1);
   });
+});
+
+test('close() does not wait for a websocket client that never answers the closing handshake', async () => {
+  const emu = await startEmulator();
+  const { port } = new URL(emu.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  try {
+    socket.on('error', () => {});
+    await once(socket, 'connect');
+    socket.write(
+      `GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nx-api-key: ${emu.apiKey}\r\norigin: ${emu.url}\r\n\r\n`,
+    );
+    const [answer] = (await once(socket, 'data')) as [Buffer];
+    assert.match(answer.toString('latin1'), /^HTTP\/1\.1 101 /);
+    socket.pause(); // reads nothing more: the server's closing frame is never answered
+    let closed = false;
+    void emu.close().then(() => {
+      closed = true;
+    });
+    // ws waits 30 s for the answer; close() used to wait with it.
+    await until(() => closed, 'close() finished');
+  } finally {
+    socket.destroy();
+    await emu.close();
+  }
 });
 
 describe('Socket.IO payload size', () => {

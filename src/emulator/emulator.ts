@@ -210,9 +210,16 @@ export async function startEmulatorServer(
     return io;
   });
   // Upgrades for no Socket.IO path would otherwise hang: refuse them.
+  /** Connections upgraded to websockets: `closeAllConnections` does not reach them. */
+  const upgraded = new Set<Duplex>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     const path = (req.url ?? '/').split('?')[0]!;
-    if (!socketPaths.some((p) => path === p || path.startsWith(`${p}/`))) socket.destroy();
+    if (!socketPaths.some((p) => path === p || path.startsWith(`${p}/`))) {
+      socket.destroy();
+      return;
+    }
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
   });
 
   await new Promise<void>((resolve, rejectListen) => {
@@ -255,6 +262,10 @@ export async function startEmulatorServer(
         privateServer.closeAllConnections();
         privateServer.close();
       }
+      // A websocket closes with a handshake that a client which does not read never answers
+      // (ws then waits 30 s, and so did close()): those still open after a moment are destroyed.
+      await allClosed(upgraded, WEBSOCKET_CLOSE_GRACE_MS);
+      for (const socket of upgraded) socket.destroy();
       await closed;
     })();
     return closing;
@@ -270,6 +281,27 @@ export async function startEmulatorServer(
     close,
   };
   return privateAddress ? { emulator, ctx, privateAddress } : { emulator, ctx };
+}
+
+/** How long `close()` lets websockets finish their closing handshake before destroying them. */
+const WEBSOCKET_CLOSE_GRACE_MS = 1000;
+
+/** Resolves once every socket of `sockets` has closed, or after `ms`, whichever comes first. */
+function allClosed(sockets: Set<Duplex>, ms: number): Promise<void> {
+  if (sockets.size === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      for (const socket of sockets) socket.off('close', check);
+      resolve();
+    };
+    const check = () => {
+      // The set's own 'close' listener, added first, has removed the socket already.
+      if (sockets.size === 0) done();
+    };
+    const timer = setTimeout(done, ms);
+    for (const socket of sockets) socket.once('close', check);
+  });
 }
 
 function safeDecode(segment: string): string {

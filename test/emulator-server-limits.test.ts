@@ -119,6 +119,31 @@ test('a client that never reads its answer is disconnected, and the TTS slot it 
   assert.equal(next.status, 200, next.text);
 });
 
+test('bytes that do not parse, sent while an answer is streaming on the connection, do not write into it', async () => {
+  const slow = emu.faults.add({
+    operation: 'tts.http',
+    action: { type: 'slowBody', bytesPerSecond: 20_000 },
+  });
+  const socket = await open();
+  try {
+    const body = JSON.stringify({ id: crypto.randomUUID(), text: 'hello there' });
+    let received = '';
+    socket.on('data', (d: Buffer) => {
+      received += d.toString('latin1');
+    });
+    socket.write(
+      `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    await until(() => received.length > 1000, 'the answer is streaming');
+    socket.write('NOT HTTP\r\n\r\n');
+    await closed(socket);
+    assert.match(received, /^HTTP\/1\.1 200 /);
+    assert.doesNotMatch(received.slice(1), /HTTP\/1\.1 400/, 'no answer written into the streaming one');
+  } finally {
+    slow.remove();
+  }
+});
+
 test('connections beyond the cap are closed as they arrive; those before it still work', async () => {
   const held: Socket[] = [];
   for (let i = 0; i < 6; i++) held.push(await open());

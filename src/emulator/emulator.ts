@@ -181,10 +181,10 @@ export async function startEmulatorServer(
   const server = createServer(serverOptions(serverLimits), onRequest);
   capConnections(server, serverLimits);
   server.on('connection', (socket: Socket) => sends.watch(socket));
-  server.on('clientError', (_err, socket: Duplex) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-    socket.destroy();
-  });
+  // A request Node cannot parse gets Node's own answer (400; 431 for headers too large; 408
+  // when the request timed out) and the connection closes. No 'clientError' listener of ours:
+  // Node's holds its answer back when a response is already being sent on the connection (bytes
+  // that do not parse after a pipelined request), where ours wrote a 400 into that response.
 
   const { limits } = ctx;
   const maxHttpBufferSize =

@@ -144,6 +144,30 @@ test('bytes that do not parse, sent while an answer is streaming on the connecti
   }
 });
 
+test('a body that drips after its request was answered (an unknown key) is cut too', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  let answer = '';
+  socket.once('data', (d: Buffer) => {
+    answer = d.toString('latin1');
+  });
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: not-a-key\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  const drip = setInterval(() => socket.writable && socket.write(' '), 100);
+  try {
+    await closed(socket);
+  } finally {
+    clearInterval(drip);
+  }
+  assert.match(answer, /^HTTP\/1\.1 401 /);
+  assert.equal(
+    emu.stats().rejections.UPLOAD_TOO_SLOW,
+    before + 1,
+    'cut by the upload rate, not the request timeout',
+  );
+});
+
 test('connections beyond the cap are closed as they arrive; those before it still work', async () => {
   const held: Socket[] = [];
   for (let i = 0; i < 6; i++) held.push(await open());

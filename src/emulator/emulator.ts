@@ -133,13 +133,14 @@ export async function startEmulatorServer(
       void handleAdmin(ctx, req, res, pathname);
       return;
     }
+    // Every body is watched, from its headers to its end, whatever answers it and when (a
+    // frame a thread peeks at, a body drained after an early answer).
+    uploads.watch(req, res);
     const found = route(req.method ?? 'GET', pathname);
     if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
-      // Watched from now: a frame whose first bytes never come is cut as any body that drips.
-      uploads.watch(req, res);
       void ownerElsewhere(req, found.op, pathname).then((peer) => {
         if (peer) forward(req, res, peer);
-        else serve(req, res, pathname, found, true);
+        else serve(req, res, pathname, found);
       });
       return;
     }
@@ -151,10 +152,8 @@ export async function startEmulatorServer(
     res: ServerResponse,
     pathname: string,
     found: Route | { allow: string } | undefined,
-    watched = false,
   ) => {
     if (found && 'op' in found) {
-      if (!watched) uploads.watch(req, res);
       const ex = new HttpExchange(ctx, req, res, found.op);
       void runHttpOperation(ex, (key) => found.run(ex, key));
       return;
@@ -236,6 +235,7 @@ export async function startEmulatorServer(
   if (member) {
     privateServer = createServer(serverOptions(serverLimits), (req, res) => {
       const pathname = pathnameOf(req.url);
+      uploads.watch(req, res);
       serve(req, res, pathname, route(req.method ?? 'GET', pathname));
     });
     privateServer.on('connection', (socket: Socket) => sends.watch(socket));

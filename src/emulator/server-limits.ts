@@ -84,7 +84,11 @@ export class UploadRateGuard {
     this.#onCut = onCut;
   }
 
-  /** Watch this request's body until it is complete or the exchange closes. */
+  /**
+   * Watch this request's body until it is complete or the connection closes, also after it was
+   * answered (an error answered at once, the rest of the body drained): a body that drips after
+   * its answer held its connection until the request timeout (15 min).
+   */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (this.#limits.minUploadBytesPerSecond <= 0 || req.complete) return;
     const now = performance.now();
@@ -101,7 +105,7 @@ export class UploadRateGuard {
       if (this.#uploads.size === 0) this.#stop();
     };
     req.once('end', done);
-    res.once('close', done);
+    req.once('close', done);
     this.#timer ??= setInterval(
       () => this.#check(),
       Math.min(1000, Math.max(10, this.#limits.uploadRateWindowMs / 4)),
@@ -132,7 +136,9 @@ export class UploadRateGuard {
       if (received < (rate * windowMs) / 1000) {
         this.#uploads.delete(upload);
         this.#onCut();
+        // The connection, not only the response: one already answered is detached from it.
         upload.res.destroy();
+        req.socket.destroy();
         req.destroy();
         continue;
       }

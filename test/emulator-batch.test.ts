@@ -182,6 +182,19 @@ describe('batch submission', () => {
       400,
       'VALIDATION_INVALID_FORMAT',
     );
+    // A content type the multipart parser cannot read (a boundary with a space, unquoted) is
+    // malformed too: it was 500 SERVER_INTERNAL.
+    for (const type of [
+      `multipart/form-data; boundary=a ${BOUNDARY}`,
+      `multipart/form-data; boundary=${BOUNDARY}/x`,
+      `multipart/form-data; x; boundary=${BOUNDARY}`,
+    ]) {
+      errorOf(
+        await submit(emu, 'en', multipart([filePart(speech)]), { 'content-type': type }),
+        400,
+        'VALIDATION_INVALID_FORMAT',
+      );
+    }
     errorOf(
       await submit(emu, 'en', multipart([{ name: 'note', data: 'hi' }, filePart(speech)])),
       400,

@@ -18,8 +18,9 @@ import {
 } from './helpers/emulator-fixtures.ts';
 
 const emu = await startEmulator({
-  limits: { accountConcurrency: { batch: 1 } },
+  limits: { accountConcurrency: { batch: 1, tts: 1 }, ttsInputCharacters: { standard: 4000 } },
   jobTiming: { queuedMs: 0, processingMs: 0 },
+  tts: { engine: 'synthetic' },
   server: {
     headersTimeoutMs: 300,
     requestTimeoutMs: 5_000,
@@ -27,6 +28,7 @@ const emu = await startEmulator({
     maxConnections: 6,
     minUploadBytesPerSecond: 50_000,
     uploadRateWindowMs: 300,
+    sendTimeoutMs: 300,
   },
 });
 after(() => emu.close());
@@ -92,6 +94,78 @@ test('an upload that drips is cut, and the batch slot it held is free again at o
     headers: { 'content-type': MULTIPART_TYPE },
   });
   assert.equal(next.status, 200, next.text);
+});
+
+test('a client that never reads its answer is disconnected, and the TTS slot it held is free again', async () => {
+  const tts = (text: string) => JSON.stringify({ id: crypto.randomUUID(), text, model: 'nebula' });
+  // About 9 MB of speech: more than the socket buffers between the two ends take in.
+  const body = tts('hello world '.repeat(250));
+  const socket = connect(Number(port), '127.0.0.1');
+  opened.push(socket);
+  socket.on('error', () => {});
+  socket.pause(); // never read
+  await once(socket, 'connect');
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  await until(() => emu.stats().concurrent.tts === 1, 'the answer holds the TTS slot');
+  await until(() => emu.stats().rejections.SEND_TIMEOUT === 1, 'the connection closed');
+  await until(() => emu.stats().concurrent.tts === 0, 'the slot given back');
+  const next = await call(`${emu.url}/http/tts`, {
+    key: emu.apiKey,
+    body: tts('hi there'),
+    headers: { 'content-type': 'application/json' },
+  });
+  assert.equal(next.status, 200, next.text);
+});
+
+test('bytes that do not parse, sent while an answer is streaming on the connection, do not write into it', async () => {
+  const slow = emu.faults.add({
+    operation: 'tts.http',
+    action: { type: 'slowBody', bytesPerSecond: 20_000 },
+  });
+  const socket = await open();
+  try {
+    const body = JSON.stringify({ id: crypto.randomUUID(), text: 'hello there' });
+    let received = '';
+    socket.on('data', (d: Buffer) => {
+      received += d.toString('latin1');
+    });
+    socket.write(
+      `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    await until(() => received.length > 1000, 'the answer is streaming');
+    socket.write('NOT HTTP\r\n\r\n');
+    await closed(socket);
+    assert.match(received, /^HTTP\/1\.1 200 /);
+    assert.doesNotMatch(received.slice(1), /HTTP\/1\.1 400/, 'no answer written into the streaming one');
+  } finally {
+    slow.remove();
+  }
+});
+
+test('a body that drips after its request was answered (an unknown key) is cut too', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  let answer = '';
+  socket.once('data', (d: Buffer) => {
+    answer = d.toString('latin1');
+  });
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: not-a-key\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  const drip = setInterval(() => socket.writable && socket.write(' '), 100);
+  try {
+    await closed(socket);
+  } finally {
+    clearInterval(drip);
+  }
+  assert.match(answer, /^HTTP\/1\.1 401 /);
+  assert.equal(
+    emu.stats().rejections.UPLOAD_TOO_SLOW,
+    before + 1,
+    'cut by the upload rate, not the request timeout',
+  );
 });
 
 test('connections beyond the cap are closed as they arrive; those before it still work', async () => {

@@ -2,7 +2,10 @@
 // handshake says) and the per-key request rate over events.
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { describe, test } from 'node:test';
+import { startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { call, connectSocket, emulatorsForFile, until, uuid } from './helpers/emulator-fixtures.ts';
 
@@ -24,6 +27,31 @@ describe('Socket.IO transport', () => {
     socket.close();
     assert.equal(emu.stats().socketConnections.opened, 1);
   });
+});
+
+test('close() does not wait for a websocket client that never answers the closing handshake', async () => {
+  const emu = await startEmulator();
+  const { port } = new URL(emu.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  try {
+    socket.on('error', () => {});
+    await once(socket, 'connect');
+    socket.write(
+      `GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nx-api-key: ${emu.apiKey}\r\norigin: ${emu.url}\r\n\r\n`,
+    );
+    const [answer] = (await once(socket, 'data')) as [Buffer];
+    assert.match(answer.toString('latin1'), /^HTTP\/1\.1 101 /);
+    socket.pause(); // reads nothing more: the server's closing frame is never answered
+    let closed = false;
+    void emu.close().then(() => {
+      closed = true;
+    });
+    // ws waits 30 s for the answer; close() used to wait with it.
+    await until(() => closed, 'close() finished');
+  } finally {
+    socket.destroy();
+    await emu.close();
+  }
 });
 
 describe('Socket.IO payload size', () => {
@@ -50,6 +78,18 @@ describe('Socket.IO payload size', () => {
         unit: 'bytes',
         bound: 'fast_audio_bytes',
       });
+      // Binary in a TTS request (a JSON body holds none) counts as its length: it is not
+      // serialized to measure it (JSON.stringify makes a Buffer an array of numbers, four times
+      // its size, and 60 MB of it blocked the emulator for 9 s).
+      const id = uuid();
+      const tts = (await socket.emitWithAck('tts_request', {
+        id,
+        text: 'hi',
+        voice_references: [{ audio: Buffer.alloc(2000, 255), text: 'x' }],
+      })) as { ok: boolean; error: { code: string; detail: string } };
+      assert.equal(tts.error.code, 'PAYLOAD_TOO_LARGE');
+      const json = JSON.stringify({ id, text: 'hi', voice_references: [{ audio: null, text: 'x' }] });
+      assert.match(tts.error.detail, new RegExp(`of ${Buffer.byteLength(json) + 2000} bytes`));
       // The documented infidelity: engine.io refuses the message itself, before the emulator sees it.
       const gone = new Promise<string>((resolve) => socket.once('disconnect', resolve));
       socket.emit('audio_file', { id: uuid(), audio: Buffer.alloc(2 * 1024 * 1024) });
@@ -59,6 +99,48 @@ describe('Socket.IO payload size', () => {
       socket.close();
     }
   });
+});
+
+test('a frame waiting behind a stalled one when its socket closes opens no stream', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  emu.faults.add({ operation: 'stt.socket', times: 1, action: { type: 'stall' } });
+  const id = uuid();
+  const start = encodeFrame({ streamId: id, isStart: true, language: 'en', pcm: Buffer.alloc(320) });
+  socket.emit('audio_stream', start); // stalls
+  socket.emit('audio_stream', start); // waits for its turn behind it
+  await until(() => emu.stats().faultsApplied.stall === 1, 'the first frame stalled');
+  socket.close();
+  await until(() => emu.stats().socketConnections.active === 0, 'the socket closed');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(emu.stats().sessions.opened, 0);
+  assert.equal(emu.stats().concurrent.realtime_asr, 0);
+});
+
+test('an event sent without a payload, or with two, is answered on its acknowledgement', async () => {
+  const emu = await emulator();
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    for (const event of ['audio_stream', 'diarization_stream', 'audio_file', 'tts_request']) {
+      for (const args of [
+        [],
+        [encodeFrame({ streamId: uuid(), isStart: true, language: 'en', pcm: Buffer.alloc(320) }), 2],
+      ]) {
+        const ack = (await socket.timeout(5_000).emitWithAck(event, ...args)) as {
+          ok: boolean;
+          error?: { code: string };
+        };
+        assert.equal(
+          ack.ok,
+          args.length > 0 && event.endsWith('_stream'),
+          `${event} (${args.length} arguments)`,
+        );
+        if (!ack.ok) assert.match(ack.error!.code, /^VALIDATION_/);
+      }
+    }
+  } finally {
+    socket.close();
+  }
 });
 
 describe('Socket.IO per-key request rate', () => {

@@ -218,6 +218,33 @@ test('an aborted frame cancels its stream, and a reset fault resets, whichever t
   }
 });
 
+test('a frame whose body stops before its stream id is cut at the minimum upload rate, as with one thread', async () => {
+  const slow = await startEmulatorWorkers({
+    workers: 2,
+    server: { minUploadBytesPerSecond: 50_000, uploadRateWindowMs: 300 },
+  });
+  const { port } = new URL(slow.url);
+  const sockets = Array.from({ length: 4 }, () => connect(Number(port), '127.0.0.1'));
+  let closed = 0;
+  try {
+    for (const socket of sockets) {
+      socket.on('error', () => {});
+      socket.on('close', () => closed++);
+      socket.resume();
+      // Five bytes of a frame, then nothing: the thread waits for its stream id (16 bytes).
+      socket.write(
+        `POST /http/stt-stream HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${slow.apiKey}\r\ncontent-length: 1000\r\n\r\nabcde`,
+      );
+    }
+    await until(() => closed === sockets.length, 'every stalled frame cut');
+    const stats = await slow.stats();
+    assert.equal(stats.rejections.UPLOAD_TOO_SLOW, 4);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await slow.close();
+  }
+});
+
 test('Socket.IO: each socket stays on one thread; the account limit holds across sockets on any thread', async () => {
   const sockets = await Promise.all(Array.from({ length: 6 }, () => connectSocket(emu.url, emu.apiKey)));
   try {

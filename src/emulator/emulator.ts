@@ -2,7 +2,7 @@
 // configured paths, and a `close()` that releases every connection, timer, process and file.
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Server as SocketServer } from 'socket.io';
 import { REALTIME_HTTP_PREFIXES } from '../protocol/http-paths.ts';
@@ -22,6 +22,7 @@ import { ttsHttp } from './routes/tts.ts';
 import {
   capConnections,
   DEFAULT_SERVER_LIMITS,
+  SendStallGuard,
   type ServerLimits,
   serverOptions,
   UploadRateGuard,
@@ -109,6 +110,7 @@ export async function startEmulatorServer(
   const adminEnabled = options.admin ?? true;
   const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));
+  const sends = new SendStallGuard(serverLimits, () => ctx.stats.rejection('SEND_TIMEOUT'));
 
   /** The thread that owns what `req` names, when it is another one (several threads only). */
   const ownerElsewhere = async (req: IncomingMessage, op: OperationName, pathname: string) => {
@@ -131,6 +133,9 @@ export async function startEmulatorServer(
       void handleAdmin(ctx, req, res, pathname);
       return;
     }
+    // Every body is watched, from its headers to its end, whatever answers it and when (a
+    // frame a thread peeks at, a body drained after an early answer).
+    uploads.watch(req, res);
     const found = route(req.method ?? 'GET', pathname);
     if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
       void ownerElsewhere(req, found.op, pathname).then((peer) => {
@@ -149,7 +154,6 @@ export async function startEmulatorServer(
     found: Route | { allow: string } | undefined,
   ) => {
     if (found && 'op' in found) {
-      uploads.watch(req, res);
       const ex = new HttpExchange(ctx, req, res, found.op);
       void runHttpOperation(ex, (key) => found.run(ex, key));
       return;
@@ -175,10 +179,11 @@ export async function startEmulatorServer(
 
   const server = createServer(serverOptions(serverLimits), onRequest);
   capConnections(server, serverLimits);
-  server.on('clientError', (_err, socket: Duplex) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-    socket.destroy();
-  });
+  server.on('connection', (socket: Socket) => sends.watch(socket));
+  // A request Node cannot parse gets Node's own answer (400; 431 for headers too large; 408
+  // when the request timed out) and the connection closes. No 'clientError' listener of ours:
+  // Node's holds its answer back when a response is already being sent on the connection (bytes
+  // that do not parse after a pipelined request), where ours wrote a 400 into that response.
 
   const { limits } = ctx;
   const maxHttpBufferSize =
@@ -204,9 +209,16 @@ export async function startEmulatorServer(
     return io;
   });
   // Upgrades for no Socket.IO path would otherwise hang: refuse them.
+  /** Connections upgraded to websockets: `closeAllConnections` does not reach them. */
+  const upgraded = new Set<Duplex>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     const path = (req.url ?? '/').split('?')[0]!;
-    if (!socketPaths.some((p) => path === p || path.startsWith(`${p}/`))) socket.destroy();
+    if (!socketPaths.some((p) => path === p || path.startsWith(`${p}/`))) {
+      socket.destroy();
+      return;
+    }
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
   });
 
   await new Promise<void>((resolve, rejectListen) => {
@@ -223,8 +235,10 @@ export async function startEmulatorServer(
   if (member) {
     privateServer = createServer(serverOptions(serverLimits), (req, res) => {
       const pathname = pathnameOf(req.url);
+      uploads.watch(req, res);
       serve(req, res, pathname, route(req.method ?? 'GET', pathname));
     });
+    privateServer.on('connection', (socket: Socket) => sends.watch(socket));
     await new Promise<void>((resolve) => privateServer!.listen(0, '127.0.0.1', () => resolve()));
     privateAddress = { host: '127.0.0.1', port: (privateServer.address() as AddressInfo).port };
   }
@@ -238,6 +252,7 @@ export async function startEmulatorServer(
       const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
       ctx.lifecycle.close();
       uploads.close();
+      sends.close();
       sessions.closeAll();
       // Socket.IO closes its sockets and stops the HTTP server from accepting connections.
       for (const io of ioServers) void io.close();
@@ -247,6 +262,10 @@ export async function startEmulatorServer(
         privateServer.closeAllConnections();
         privateServer.close();
       }
+      // A websocket closes with a handshake that a client which does not read never answers
+      // (ws then waits 30 s, and so did close()): those still open after a moment are destroyed.
+      await allClosed(upgraded, WEBSOCKET_CLOSE_GRACE_MS);
+      for (const socket of upgraded) socket.destroy();
       await closed;
     })();
     return closing;
@@ -262,6 +281,27 @@ export async function startEmulatorServer(
     close,
   };
   return privateAddress ? { emulator, ctx, privateAddress } : { emulator, ctx };
+}
+
+/** How long `close()` lets websockets finish their closing handshake before destroying them. */
+const WEBSOCKET_CLOSE_GRACE_MS = 1000;
+
+/** Resolves once every socket of `sockets` has closed, or after `ms`, whichever comes first. */
+function allClosed(sockets: Set<Duplex>, ms: number): Promise<void> {
+  if (sockets.size === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      for (const socket of sockets) socket.off('close', check);
+      resolve();
+    };
+    const check = () => {
+      // The set's own 'close' listener, added first, has removed the socket already.
+      if (sockets.size === 0) done();
+    };
+    const timer = setTimeout(done, ms);
+    for (const socket of sockets) socket.once('close', check);
+  });
 }
 
 function safeDecode(segment: string): string {

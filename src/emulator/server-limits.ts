@@ -1,8 +1,10 @@
 // What a production HTTP server has and the emulator needs too, as the default test bed and the
-// embedded service: header, request and keep-alive timeouts, a cap on open connections, and a
-// minimum upload rate (a body that drips in is cut, and what its request held is released).
+// embedded service: header, request and keep-alive timeouts, a cap on open connections, a
+// minimum upload rate (a body that drips in is cut, and what its request held is released), and
+// a send timeout (a client that stops reading its answer is disconnected, and the same).
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 
 /**
  * The emulator's HTTP server limits, as a production server has them (`EmulatorOptions.server`).
@@ -23,11 +25,18 @@ export interface ServerLimits {
   minUploadBytesPerSecond: number;
   /** The window of the minimum upload rate, and the grace before it applies. Default 10 s. */
   uploadRateWindowMs: number;
+  /**
+   * A connection whose unsent output makes no progress for this long (its client does not read
+   * its answer) is closed, and what its request held is released. Default 120 s; 0 disables.
+   * Progress is the kernel taking bytes, which it does for a slow reader in blocks of up to half
+   * the socket's send buffer: a reader at real-time TTS speed (32 kB/s) showed none for 45 s.
+   */
+  sendTimeoutMs: number;
 }
 
 /**
  * The server limits where `EmulatorOptions.server` gives none: headers 20 s, request 15 min,
- * keep-alive 5 s, 1000 connections, uploads at least 16 KiB/s over 10 s.
+ * keep-alive 5 s, 1000 connections, uploads at least 16 KiB/s over 10 s, send timeout 120 s.
  */
 export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   headersTimeoutMs: 20_000,
@@ -36,6 +45,7 @@ export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxConnections: 1000,
   minUploadBytesPerSecond: 16 * 1024,
   uploadRateWindowMs: 10_000,
+  sendTimeoutMs: 120_000,
 });
 
 /** Options for `http.createServer`: the timeouts, checked often enough to matter. */
@@ -74,7 +84,11 @@ export class UploadRateGuard {
     this.#onCut = onCut;
   }
 
-  /** Watch this request's body until it is complete or the exchange closes. */
+  /**
+   * Watch this request's body until it is complete or the connection closes, also after it was
+   * answered (an error answered at once, the rest of the body drained): a body that drips after
+   * its answer held its connection until the request timeout (15 min).
+   */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (this.#limits.minUploadBytesPerSecond <= 0 || req.complete) return;
     const now = performance.now();
@@ -91,7 +105,7 @@ export class UploadRateGuard {
       if (this.#uploads.size === 0) this.#stop();
     };
     req.once('end', done);
-    res.once('close', done);
+    req.once('close', done);
     this.#timer ??= setInterval(
       () => this.#check(),
       Math.min(1000, Math.max(10, this.#limits.uploadRateWindowMs / 4)),
@@ -108,8 +122,11 @@ export class UploadRateGuard {
         continue;
       }
       const bytes = req.socket.bytesRead;
-      // Our side is not reading (a full buffer, a paused stream): not the client's fault.
-      if (req.readableLength >= req.readableHighWaterMark || req.isPaused()) {
+      // Our side is not reading (its buffer is full): not the client's fault. A paused request
+      // whose buffer is not full still receives what the client sends (Node stops reading the
+      // socket only once it is full), and one read with `read()` (a thread of several peeking
+      // at a live frame's stream id) counts as paused: neither is a reason to wait forever.
+      if (req.readableLength >= req.readableHighWaterMark) {
         upload.windowStart = now;
         upload.bytesAtWindowStart = bytes;
         continue;
@@ -119,7 +136,9 @@ export class UploadRateGuard {
       if (received < (rate * windowMs) / 1000) {
         this.#uploads.delete(upload);
         this.#onCut();
+        // The connection, not only the response: one already answered is detached from it.
         upload.res.destroy();
+        req.socket.destroy();
         req.destroy();
         continue;
       }
@@ -136,6 +155,89 @@ export class UploadRateGuard {
 
   close(): void {
     this.#uploads.clear();
+    this.#stop();
+  }
+}
+
+interface Watched {
+  /** Bytes the socket had not written, and libuv's part of them, when last seen to change. */
+  pending: number;
+  queued: number;
+  since: number;
+}
+
+/**
+ * Bytes libuv still holds for a socket (what the kernel has not taken yet). Node's own socket
+ * timeout reads the same field to tell a write in progress from a stalled one; `writableLength`
+ * alone moves only when a whole write completes, so a slow reader of one large write would look
+ * stalled.
+ */
+function queuedBytes(socket: Socket): number {
+  return (socket as unknown as { _handle?: { writeQueueSize?: number } })._handle?.writeQueueSize ?? 0;
+}
+
+/**
+ * Watches the output of every connection (HTTP, and the websockets upgraded from them): one
+ * whose unsent bytes make no progress for `sendTimeoutMs` is destroyed, so the operation
+ * writing to it sees its client gone and releases what it held (a TTS answer waiting for a
+ * client that never reads held its account's TTS slot for good). Nothing waiting to be sent is
+ * never a stall: a held answer or a `stall` fault writes nothing. One timer for all connections,
+ * running only while there are some.
+ */
+export class SendStallGuard {
+  readonly #limits: ServerLimits;
+  readonly #sockets = new Map<Socket, Watched>();
+  readonly #onCut: () => void;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(limits: ServerLimits, onCut: () => void) {
+    this.#limits = limits;
+    this.#onCut = onCut;
+  }
+
+  /** Watch this connection until it closes. */
+  watch(socket: Socket): void {
+    if (this.#limits.sendTimeoutMs <= 0 || socket.destroyed) return;
+    this.#sockets.set(socket, { pending: 0, queued: 0, since: performance.now() });
+    socket.once('close', () => {
+      this.#sockets.delete(socket);
+      if (this.#sockets.size === 0) this.#stop();
+    });
+    if (!this.#timer) {
+      this.#timer = setInterval(
+        () => this.#check(),
+        Math.min(1000, Math.max(10, this.#limits.sendTimeoutMs / 4)),
+      );
+      this.#timer.unref();
+    }
+  }
+
+  #check(): void {
+    const now = performance.now();
+    for (const [socket, watched] of this.#sockets) {
+      const pending = socket.destroyed ? 0 : socket.writableLength;
+      const queued = pending === 0 ? 0 : queuedBytes(socket);
+      if (pending === 0 || pending !== watched.pending || queued !== watched.queued) {
+        watched.pending = pending;
+        watched.queued = queued;
+        watched.since = now;
+        continue;
+      }
+      if (now - watched.since < this.#limits.sendTimeoutMs) continue;
+      this.#sockets.delete(socket);
+      this.#onCut();
+      socket.destroy();
+    }
+    if (this.#sockets.size === 0) this.#stop();
+  }
+
+  #stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  close(): void {
+    this.#sockets.clear();
     this.#stop();
   }
 }

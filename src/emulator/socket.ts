@@ -128,31 +128,46 @@ export function handleConnections(ctx: EmulatorContext, io: Server, sessions: Li
       sessions.cancelScope(where);
     });
     const op = new SocketOps(ctx, socket, state, sessions, where);
-    const frameHandler = (kind: SessionKind) => (payload: unknown, ack?: unknown) => {
-      const reply = typeof ack === 'function' ? (ack as Ack) : undefined;
-      const stream = streamIdOf(payload) ?? '';
-      const turn = (state.frames.get(stream) ?? Promise.resolve())
-        .then(() => op.frame(kind, payload, reply))
-        .catch(() => {}); // op.frame answers its own errors; a later frame must still run
-      state.frames.set(stream, turn);
-      // The last frame of a stream takes its entry with it: the map holds only streams in flight.
-      void turn.finally(() => {
-        if (state.frames.get(stream) === turn) state.frames.delete(stream);
-      });
-    };
+    const frameHandler =
+      (kind: SessionKind) =>
+      (...args: unknown[]) => {
+        const { payload, ack: reply } = eventArgs(args);
+        const stream = streamIdOf(payload) ?? '';
+        const turn = (state.frames.get(stream) ?? Promise.resolve())
+          .then(() => op.frame(kind, payload, reply))
+          .catch(() => {}); // op.frame answers its own errors; a later frame must still run
+        state.frames.set(stream, turn);
+        // The last frame of a stream takes its entry with it: the map holds only streams in flight.
+        void turn.finally(() => {
+          if (state.frames.get(stream) === turn) state.frames.delete(stream);
+        });
+      };
     socket.on(SOCKET_EVENTS.audioStream, frameHandler('asr'));
     socket.on(SOCKET_EVENTS.diarizationStream, frameHandler('diarization'));
-    socket.on(SOCKET_EVENTS.audioFile, (payload: unknown, ack?: unknown) => {
-      void op.audioFile(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    socket.on(SOCKET_EVENTS.audioFile, (...args: unknown[]) => {
+      const { payload, ack } = eventArgs(args);
+      void op.audioFile(payload, ack);
     });
-    socket.on(SOCKET_EVENTS.ttsRequest, (payload: unknown, ack?: unknown) => {
-      void op.tts(payload, typeof ack === 'function' ? (ack as Ack) : undefined);
+    socket.on(SOCKET_EVENTS.ttsRequest, (...args: unknown[]) => {
+      const { payload, ack } = eventArgs(args);
+      void op.tts(payload, ack);
     });
     socket.on(SOCKET_EVENTS.listVoices, (...args: unknown[]) => {
-      const ack = args.at(-1);
-      void op.voices(typeof ack === 'function' ? (ack as Ack) : undefined);
+      void op.voices(eventArgs(args).ack);
     });
   });
+}
+
+/**
+ * An event's payload and acknowledgement. Socket.IO passes the acknowledgement last, after
+ * whatever arguments the client sent: an event sent with no payload (or two) still gets its
+ * answer as an acknowledgement (its payload is then missing, or the first argument), instead of
+ * an `error` event while the client waits for an acknowledgement that never comes.
+ */
+function eventArgs(args: unknown[]): { payload: unknown; ack: Ack | undefined } {
+  const last = args.at(-1);
+  const ack = typeof last === 'function' ? (last as Ack) : undefined;
+  return { payload: ack && args.length === 1 ? undefined : args[0], ack };
 }
 
 /** One socket's operations. */
@@ -201,6 +216,10 @@ class SocketOps {
     let admission: RequestAdmission | undefined;
     try {
       const before = await faultsBefore(plan, ctx.lifecycle, this.#signal);
+      // The socket closed while this event waited (a delay, or an earlier frame of its stream
+      // that stalled): nobody is left to answer, and it must open nothing (a start frame opened
+      // a stream after its socket's streams were cancelled, holding concurrency until expiry).
+      if (this.#signal.aborted) return;
       if (before === 'reset') {
         this.#socket.disconnect(true);
         return;
@@ -369,7 +388,7 @@ class SocketOps {
       () => rawId,
       async (plan, out, admit) => {
         const ctx = this.#ctx;
-        const bodyBytes = Buffer.byteLength(JSON.stringify(payload ?? null));
+        const bodyBytes = jsonBytes(payload);
         ctx.stats.bytesIn += bodyBytes;
         const check = checkTtsRequest(payload, { tier: this.#state.key.tier, limits: ctx.limits, bodyBytes });
         const admitted = admitTts(ctx, check, this.#state.key, admit);
@@ -477,6 +496,27 @@ class Emitter {
 function streamIdOf(payload: unknown): string | undefined {
   const bytes = binary(payload);
   return bytes && bytes.length >= 16 && !isZeroUuid(bytes) ? bytesToUuid(bytes) : undefined;
+}
+
+/**
+ * The bytes of a payload as the JSON body it stands for (a TTS request's size limit). Binary
+ * values, which a JSON body cannot hold, count as their length and are not serialized:
+ * `JSON.stringify` makes a Buffer an array of numbers about four times its size, and one event
+ * carrying 60 MB of it held the emulator's event loop for 9 s.
+ */
+function jsonBytes(payload: unknown): number {
+  let binaryBytes = 0;
+  const strip = (value: unknown): unknown => {
+    const bytes = binary(value);
+    if (bytes) {
+      binaryBytes += bytes.length;
+      return null;
+    }
+    if (Array.isArray(value)) return value.map(strip);
+    if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, strip(v)]));
+    return value;
+  };
+  return Buffer.byteLength(JSON.stringify(strip(payload ?? null)) ?? '') + binaryBytes;
 }
 
 /** A binary Socket.IO payload as a Buffer, or undefined. */

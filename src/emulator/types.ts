@@ -131,8 +131,10 @@ export interface EmulatorOptions {
   socketPaths?: string[];
   /**
    * The HTTP server's own limits, as a production server has them: header (20 s), request
-   * (15 min) and keep-alive (5 s) timeouts, a cap on open connections (1000), and a minimum
-   * upload rate (16 KiB/s over 10 s; a slower body is cut and what it held released).
+   * (15 min) and keep-alive (5 s) timeouts, a cap on open connections (1000), a minimum
+   * upload rate (16 KiB/s over 10 s; a slower body is cut and what it held released), and a
+   * send timeout (120 s without a byte of an answer taken by a client that does not read it:
+   * the connection is closed and what its request held released).
    */
   server?: Partial<ServerLimits>;
   /**

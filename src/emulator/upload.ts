@@ -3,6 +3,7 @@
 // batch) at most so many bytes after the recording. The audio is analysed while it arrives,
 // taken from the request's own chunks (busboy parses the structure around it).
 
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import type { Limits } from '../protocol/limits.ts';
@@ -58,11 +59,24 @@ export function multipartBoundary(contentType: string | undefined): string {
 }
 
 /**
+ * The multipart parser for an upload, or 400 when it cannot read the content type (its grammar
+ * is stricter than the boundary's pattern: `boundary=a b`, a parameter without a value).
+ */
+function multipartParser(headers: IncomingHttpHeaders): busboy.Busboy {
+  try {
+    return busboy({ headers, limits: { fieldSize: 1024 * 1024 } });
+  } catch (err) {
+    throw reject('VALIDATION_INVALID_FORMAT', `malformed multipart content type: ${(err as Error).message}`);
+  }
+}
+
+/**
  * What the headers alone decide, before admission: a multipart body (400) within the byte
  * limit by its declared Content-Length (413). Returns the boundary.
  */
 export function checkUploadHeaders(ex: HttpExchange, rules: UploadRules): string {
   const boundary = multipartBoundary(ex.req.headers['content-type']);
+  multipartParser(ex.req.headers);
   const declared = declaredLength(ex.req);
   if (declared !== undefined && declared > rules.maxBytes)
     throw tooLarge(rules.bytesBound, rules.maxBytes, declared, 'the request body');
@@ -221,7 +235,7 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     signal: ex.signal,
     hash: ex.ctx.hashUploads,
   });
-  const bb = busboy({ headers: ex.req.headers, limits: { fieldSize: 1024 * 1024 } });
+  const bb = multipartParser(ex.req.headers);
   const req = ex.req;
   const stats = ex.ctx.stats;
 

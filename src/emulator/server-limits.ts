@@ -74,24 +74,22 @@ export class UploadRateGuard {
     this.#onCut = onCut;
   }
 
-  /** Watch this request's body until it is complete or the exchange closes. */
+  /**
+   * Watch this request's body until it is complete or the exchange closes. Nothing is added to
+   * the request: a live frame costs one set entry, and the check drops what has ended. The
+   * timer stops when a check finds nothing left to watch, not as each body ends (a stream of
+   * small requests would start and stop it for every one).
+   */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (this.#limits.minUploadBytesPerSecond <= 0 || req.complete) return;
     const now = performance.now();
-    const upload: Upload = {
+    this.#uploads.add({
       req,
       res,
       startedAt: now,
       windowStart: now,
       bytesAtWindowStart: req.socket.bytesRead,
-    };
-    this.#uploads.add(upload);
-    const done = () => {
-      this.#uploads.delete(upload);
-      if (this.#uploads.size === 0) this.#stop();
-    };
-    req.once('end', done);
-    res.once('close', done);
+    });
     this.#timer ??= setInterval(
       () => this.#check(),
       Math.min(1000, Math.max(10, this.#limits.uploadRateWindowMs / 4)),
@@ -102,8 +100,8 @@ export class UploadRateGuard {
     const now = performance.now();
     const { uploadRateWindowMs: windowMs, minUploadBytesPerSecond: rate } = this.#limits;
     for (const upload of [...this.#uploads]) {
-      const { req } = upload;
-      if (req.complete || req.destroyed) {
+      const { req, res } = upload;
+      if (req.complete || req.destroyed || res.closed) {
         this.#uploads.delete(upload);
         continue;
       }

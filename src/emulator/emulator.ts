@@ -72,8 +72,22 @@ export async function startEmulatorServer(
   const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });
   const sessions = new LiveSessions(ctx);
 
+  /** The Realtime HTTP operations, by path (both spellings), made once: every live frame is one. */
+  const REALTIME_ROUTES = new Map<string, Route>();
+  for (const prefix of REALTIME_HTTP_PREFIXES) {
+    const asr: Route = { op: 'stt.http', run: (ex, key) => liveHttp(ex, key, 'asr', sessions) };
+    REALTIME_ROUTES.set(`${prefix}/stt-stream`, asr);
+    REALTIME_ROUTES.set(`${prefix}/realtime-asr`, asr);
+    REALTIME_ROUTES.set(`${prefix}/diarization-stream`, {
+      op: 'diarization.http',
+      run: (ex, key) => liveHttp(ex, key, 'diarization', sessions),
+    });
+    REALTIME_ROUTES.set(`${prefix}/stt`, { op: 'fast.http', run: fastHttp });
+    REALTIME_ROUTES.set(`${prefix}/tts`, { op: 'tts.http', run: ttsHttp });
+  }
+
   const route = (method: string, path: string): Route | { allow: string } | undefined => {
-    const segments = path.split('/').slice(1);
+    const segments = path.startsWith('/v1/') ? path.split('/').slice(1) : [];
     if (
       segments[0] === 'v1' &&
       segments[1] === 'transcribe' &&
@@ -89,24 +103,10 @@ export async function startEmulatorServer(
         return { op: 'batch.getLegacy', run: (ex, key) => getJob(ex, key, a, true, jobs) };
       return { allow: 'GET' };
     }
-    for (const prefix of REALTIME_HTTP_PREFIXES) {
-      if (!path.startsWith(`${prefix}/`)) continue;
-      const name = path.slice(prefix.length + 1);
-      let found: Route | undefined;
-      if (name === 'stt-stream' || name === 'realtime-asr')
-        found = { op: 'stt.http', run: (ex, key) => liveHttp(ex, key, 'asr', sessions) };
-      else if (name === 'diarization-stream')
-        found = {
-          op: 'diarization.http',
-          run: (ex, key) => liveHttp(ex, key, 'diarization', sessions),
-        };
-      else if (name === 'stt') found = { op: 'fast.http', run: fastHttp };
-      else if (name === 'tts') found = { op: 'tts.http', run: ttsHttp };
-      if (found) return method === 'POST' ? found : { allow: 'POST' };
-    }
+    const found = REALTIME_ROUTES.get(path);
+    if (found) return method === 'POST' ? found : { allow: 'POST' };
     return undefined;
   };
-
   const adminEnabled = options.admin ?? true;
   const serverLimits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...options.server };
   const uploads = new UploadRateGuard(serverLimits, () => ctx.stats.rejection('UPLOAD_TOO_SLOW'));

@@ -26,7 +26,10 @@ export class HttpExchange {
   admission: RequestAdmission | undefined;
   /** Why the answer stopped: the client went away before it was complete, or the emulator closed. */
   #stopped: Error | undefined;
-  /** Made when `signal` is first asked for (most live frames never wait, so never ask). */
+  /**
+   * Made when `signal` is first asked for, with the listeners that abort it: most live frames
+   * are answered at once and never ask, and `gone` needs no listener.
+   */
   #abort: AbortController | undefined;
   #cut = false;
   #meter: OutputMeter | undefined;
@@ -40,25 +43,25 @@ export class HttpExchange {
     this.op = op;
     const header = req.headers['x-api-key'];
     this.keyHeader = Array.isArray(header) ? header[0] : header;
-    if (res.closed) {
-      // The client went away before this exchange was made (a thread of several peeks at a
-      // live frame's first bytes before serving it): no 'close' is coming to tell us.
-      if (!res.writableFinished) this.#stopped = CLIENT_GONE;
-      return;
-    }
-    const onClose = ctx.lifecycle.onClose(() => this.#stop(EMULATOR_CLOSED));
-    res.once('close', () => {
-      onClose();
-      if (!res.writableFinished) this.#stop(CLIENT_GONE);
-    });
   }
 
   /** Aborted when the client goes away before the answer is complete, or the emulator closes. */
   get signal(): AbortSignal {
-    if (!this.#abort) {
-      this.#abort = new AbortController();
-      if (this.#stopped) this.#abort.abort(this.#stopped);
+    if (this.#abort) return this.#abort.signal;
+    this.#abort = new AbortController();
+    const { res, ctx } = this;
+    if (res.closed) {
+      // The client went away already (a thread of several peeks at a live frame's first bytes
+      // before serving it), or the answer is over: no 'close' is coming to tell us.
+      if (!res.writableFinished) this.#stop(CLIENT_GONE);
+    } else {
+      const onClose = ctx.lifecycle.onClose(() => this.#stop(EMULATOR_CLOSED));
+      res.once('close', () => {
+        onClose();
+        if (!res.writableFinished) this.#stop(CLIENT_GONE);
+      });
     }
+    if (ctx.lifecycle.closed) this.#stop(EMULATOR_CLOSED);
     return this.#abort.signal;
   }
 
@@ -76,7 +79,8 @@ export class HttpExchange {
 
   /** True once the client went away (or a reset fault cut the connection). */
   get gone(): boolean {
-    return this.#stopped !== undefined || this.#cut || this.res.destroyed;
+    // A response whose client went away is destroyed (as is one answered and closed).
+    return this.#stopped !== undefined || this.#cut || this.res.destroyed || this.ctx.lifecycle.closed;
   }
 
   /**

@@ -74,14 +74,21 @@ function legacyError(status: number): string {
 
 /** The first 24 characters of a random UUID (through its variant group and the dash after it). */
 const REQUEST_ID_HEAD = randomUUID().slice(0, 24);
-const REQUEST_SEQ_SPAN = 2 ** 48;
-let requestSeq = Math.floor(Math.random() * REQUEST_SEQ_SPAN);
+/** The counter after the head: 12 hex digits, kept as two 24-bit halves (no float arithmetic). */
+const HALF_SPAN = 2 ** 24;
+let seqHigh = Math.floor(Math.random() * HALF_SPAN);
+let seqLow = Math.floor(Math.random() * HALF_SPAN);
+let highText = seqHigh.toString(16).padStart(6, '0');
 /** A fresh request id: `request_id` of error bodies and the `x-request-id` header. */
 export const newRequestId = (): string => {
   // A random head per process (and thread) and a counter: unique, UUID-shaped, and without the
   // entropy refill a random UUID per request costs (every live frame gets an id).
-  requestSeq = (requestSeq + 1) % REQUEST_SEQ_SPAN;
-  return REQUEST_ID_HEAD + requestSeq.toString(16).padStart(12, '0');
+  if (++seqLow === HALF_SPAN) {
+    seqLow = 0;
+    seqHigh = (seqHigh + 1) % HALF_SPAN;
+    highText = seqHigh.toString(16).padStart(6, '0');
+  }
+  return REQUEST_ID_HEAD + highText + seqLow.toString(16).padStart(6, '0');
 };
 
 /** `data` of a limit rejection: `observed` is forced above `limit`, durations rounded up. */

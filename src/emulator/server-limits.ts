@@ -87,25 +87,21 @@ export class UploadRateGuard {
   /**
    * Watch this request's body until it is complete or the connection closes, also after it was
    * answered (an error answered at once, the rest of the body drained): a body that drips after
-   * its answer held its connection until the request timeout (15 min).
+   * its answer held its connection until the request timeout (15 min). Nothing is added to the
+   * request: a live frame costs one set entry, and the check drops what has ended. The timer
+   * stops when a check finds nothing left to watch, not as each body ends (a stream of small
+   * requests would start and stop it for every one).
    */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (this.#limits.minUploadBytesPerSecond <= 0 || req.complete) return;
     const now = performance.now();
-    const upload: Upload = {
+    this.#uploads.add({
       req,
       res,
       startedAt: now,
       windowStart: now,
       bytesAtWindowStart: req.socket.bytesRead,
-    };
-    this.#uploads.add(upload);
-    const done = () => {
-      this.#uploads.delete(upload);
-      if (this.#uploads.size === 0) this.#stop();
-    };
-    req.once('end', done);
-    req.once('close', done);
+    });
     this.#timer ??= setInterval(
       () => this.#check(),
       Math.min(1000, Math.max(10, this.#limits.uploadRateWindowMs / 4)),
@@ -115,7 +111,8 @@ export class UploadRateGuard {
   #check(): void {
     const now = performance.now();
     const { uploadRateWindowMs: windowMs, minUploadBytesPerSecond: rate } = this.#limits;
-    for (const upload of [...this.#uploads]) {
+    // A set may lose entries while it is iterated: each is visited once.
+    for (const upload of this.#uploads) {
       const { req } = upload;
       if (req.complete || req.destroyed) {
         this.#uploads.delete(upload);

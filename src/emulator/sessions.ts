@@ -41,7 +41,6 @@ export class LiveSession {
   readonly kind: SessionKind;
   readonly transport: 'http' | 'socket';
   readonly where: SessionScope;
-  readonly mapKey: string;
   state: 'live' | SessionEnd = 'live';
   /** The final frame was accepted: the stream is finishing and takes no more frames. */
   finalAccepted = false;
@@ -71,7 +70,6 @@ export class LiveSession {
     frame: LiveFrame,
     kind: SessionKind,
     where: SessionScope,
-    mapKey: string,
     burst: number,
     release: Release,
     transcript: string | undefined,
@@ -80,7 +78,6 @@ export class LiveSession {
     this.kind = kind;
     this.transport = where.transport;
     this.where = where;
-    this.mapKey = mapKey;
     this.tokens = burst;
     this.release = release;
     this.engine =
@@ -143,6 +140,12 @@ export class LiveSession {
   }
 }
 
+/** A scope's live streams, per kind, by id. */
+interface LiveScope {
+  asr: Map<string, LiveSession>;
+  diarization: Map<string, LiveSession>;
+}
+
 /** What a scope (HTTP, or one socket) remembers of its ended streams, keyed `kind:id`. */
 interface ScopeMemory {
   /** Tombstones: retired ids, kept for the emulator's life (or the socket's). */
@@ -158,22 +161,33 @@ interface ScopeMemory {
 
 export class LiveSessions {
   readonly #ctx: EmulatorContext;
-  readonly #live = new Map<string, LiveSession>();
+  /** Live streams per scope (`transport:scope`), then per kind, by id. */
+  readonly #live = new Map<string, LiveScope>();
   /** Ended ids per scope (`transport:scope`). */
   readonly #memory = new Map<string, ScopeMemory>();
-  /** Diarization streams (map keys) with a POST in flight. */
+  /** Diarization streams (`scope id`) with a POST in flight. */
   readonly #posting = new Set<string>();
+  /**
+   * Each scope object's `transport:scope`, made once: maps are looked up by it for every live
+   * frame, and a key made per lookup cost more than the rest of finding the stream.
+   */
+  readonly #scopeKeys = new WeakMap<SessionScope, string>();
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
   }
 
-  static key(kind: SessionKind, id: string, where: SessionScope): string {
-    return `${where.transport}:${where.scope}:${kind}:${id}`;
+  #scopeKey(where: SessionScope): string {
+    let key = this.#scopeKeys.get(where);
+    if (key === undefined) {
+      key = `${where.transport}:${where.scope}`;
+      this.#scopeKeys.set(where, key);
+    }
+    return key;
   }
 
   find(kind: SessionKind, id: string, where: SessionScope): LiveSession | undefined {
-    return this.#live.get(LiveSessions.key(kind, id, where));
+    return this.#live.get(this.#scopeKey(where))?.[kind].get(id);
   }
 
   /**
@@ -188,22 +202,22 @@ export class LiveSessions {
     key: EmulatorKey,
     admit: Admit,
   ): LiveSession {
-    const mapKey = LiveSessions.key(kind, frame.streamId, where);
     const now = performance.now();
-    let session = this.#live.get(mapKey);
+    let session = this.find(kind, frame.streamId, where);
     const quiet = session && this.#quietDue(session);
     if (session && quiet?.idle && now >= quiet.due) {
       // Idle too long: retired now, if its timer has not done it yet.
       this.#retireIdle(session);
       session = undefined;
     }
-    this.#answerIdle(kind, frame.streamId, where, now);
+    // A live stream's id is in no idle memory (it was retired to get there, and is retired still).
+    if (!session) this.#answerIdle(kind, frame.streamId, where, now);
     if (frame.isStart) {
       if (session) throw reject('SESSION_EXPIRED', 'is_start for a stream that is already live');
       if (this.#ended(kind, frame.streamId, where) === 'retired')
         throw reject('SESSION_EXPIRED', 'the stream was retired; start a new stream with a fresh UUID');
       this.#checkAudio(frame, undefined);
-      session = this.#open(frame, kind, where, key, mapKey, admit);
+      session = this.#open(frame, kind, where, key, admit);
     } else {
       if (!session) {
         const ended = this.#ended(kind, frame.streamId, where);
@@ -315,7 +329,6 @@ export class LiveSessions {
     kind: SessionKind,
     where: SessionScope,
     key: EmulatorKey,
-    mapKey: string,
     admit: Admit,
   ): LiveSession {
     const workload = kind === 'asr' ? 'realtime_asr' : 'diarization';
@@ -339,13 +352,18 @@ export class LiveSessions {
       frame,
       kind,
       where,
-      mapKey,
       this.#ctx.limits.sessionAudioRateBurstBytes,
       release,
       transcript,
     );
     this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
-    this.#live.set(mapKey, session);
+    const scopeKey = this.#scopeKey(where);
+    let live = this.#live.get(scopeKey);
+    if (!live) {
+      live = { asr: new Map(), diarization: new Map() };
+      this.#live.set(scopeKey, live);
+    }
+    live[kind].set(frame.streamId, session);
     this.#ctx.stats.sessionOpened();
     return session;
   }
@@ -369,22 +387,30 @@ export class LiveSessions {
     this.#ctx.lifecycle.clear(session.timer);
     session.timer = undefined;
     session.release();
-    this.#live.delete(session.mapKey);
+    const scopeKey = this.#scopeKey(session.where);
+    const live = this.#live.get(scopeKey);
+    if (live?.[session.kind].get(session.id) === session) {
+      live[session.kind].delete(session.id);
+      if (live.asr.size === 0 && live.diarization.size === 0) this.#live.delete(scopeKey);
+    }
     this.#remember(session.kind, session.id, session.where, how);
     this.#ctx.stats.sessionEnded(how);
   }
 
   /** Cancel every live stream of a scope (a Socket.IO connection that closed) and forget its ids. */
   cancelScope(where: SessionScope): void {
-    const prefix = `${where.transport}:${where.scope}:`;
-    for (const session of [...this.#live.values()]) {
-      if (session.mapKey.startsWith(prefix)) this.end(session, 'cancelled');
-    }
-    this.#memory.delete(`${where.transport}:${where.scope}`);
+    const scopeKey = this.#scopeKey(where);
+    const live = this.#live.get(scopeKey);
+    if (live)
+      for (const session of [...live.asr.values(), ...live.diarization.values()])
+        this.end(session, 'cancelled');
+    this.#memory.delete(scopeKey);
   }
 
   closeAll(): void {
-    for (const session of [...this.#live.values()]) this.end(session, 'cancelled');
+    for (const live of [...this.#live.values()])
+      for (const session of [...live.asr.values(), ...live.diarization.values()])
+        this.end(session, 'cancelled');
   }
 
   /**
@@ -397,7 +423,7 @@ export class LiveSessions {
    */
   claimDiarizationPost(head: Buffer, where: SessionScope): Release {
     if (isZeroUuid(head)) return NOTHING; // the frame is refused when it is decoded
-    const name = LiveSessions.key('diarization', bytesToUuid(head), where);
+    const name = `${this.#scopeKey(where)} ${bytesToUuid(head)}`;
     if (this.#posting.has(name)) {
       throw reject(
         'CONCURRENCY_LIMIT_EXCEEDED',
@@ -485,7 +511,7 @@ export class LiveSessions {
   #memoryOf(where: SessionScope, create: true): ScopeMemory;
   #memoryOf(where: SessionScope, create: false): ScopeMemory | undefined;
   #memoryOf(where: SessionScope, create: boolean): ScopeMemory | undefined {
-    const scope = `${where.transport}:${where.scope}`;
+    const scope = this.#scopeKey(where);
     let memory = this.#memory.get(scope);
     if (!memory && create) {
       memory = { retired: new Set(), ended: new Map(), idle: new Map() };

@@ -36,10 +36,10 @@ export async function liveHttp(
   const { limits } = ex.ctx;
   const HTTP_SCOPE = httpScope(key);
   let post: Release = NOTHING;
-  /** The stream the frame names, once its first 16 bytes have arrived. */
-  let streamId: string | undefined;
+  /** The stream the frame names, once its first 16 bytes have arrived (read only if it fails). */
+  let streamHead: Buffer | undefined;
   const seen = (head: Buffer) => {
-    if (!isZeroUuid(head)) streamId = bytesToUuid(head);
+    if (!isZeroUuid(head)) streamHead = head;
     // Diarization: one POST in flight per stream, from the moment the header names it.
     if (kind === 'diarization') post = sessions.claimDiarizationPost(head, HTTP_SCOPE);
   };
@@ -60,8 +60,8 @@ export async function liveHttp(
             );
     } catch (err) {
       // The client went away while its frame was arriving: that aborted POST cancels the stream.
-      if (!(err instanceof Rejection) && streamId !== undefined) {
-        const live = sessions.find(kind, streamId, HTTP_SCOPE);
+      if (!(err instanceof Rejection) && streamHead !== undefined) {
+        const live = sessions.find(kind, bytesToUuid(streamHead), HTTP_SCOPE);
         if (live) sessions.end(live, 'cancelled');
       }
       throw err;

@@ -28,7 +28,7 @@ import { unwrap } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
 import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
-import { checkUploadBytes, multipartBody } from './multipart.ts';
+import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
 import {
   anySignal,
   backoffDelay,
@@ -239,19 +239,22 @@ export class BatchApi {
               size: source.size,
             });
             attempts++;
-            const res = await http.send({
-              operation: 'batch.submit',
-              method: 'POST',
-              path: batchSubmitPath(options.language ?? 'auto'),
-              query,
-              headers: {
-                'content-type': multipart.contentType,
-                ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
-              },
-              body: multipart.body,
-              signal: options.signal,
-              headersTimeoutMs: http.timeouts.uploadHeadersMs,
-            });
+            const res = await withInputError(
+              multipart,
+              http.send({
+                operation: 'batch.submit',
+                method: 'POST',
+                path: batchSubmitPath(options.language ?? 'auto'),
+                query,
+                headers: {
+                  'content-type': multipart.contentType,
+                  ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+                },
+                body: multipart.body,
+                signal: options.signal,
+                headersTimeoutMs: http.timeouts.uploadHeadersMs,
+              }),
+            );
             if (res.status !== 200) {
               const err = await http.errorOf(res, 'batch.submit');
               // A 5xx may come after the job was created.

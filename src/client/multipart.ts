@@ -18,6 +18,11 @@ export interface MultipartBody {
   contentType: string;
   /** Total bytes, when the file size is known. */
   length: number | undefined;
+  /**
+   * The file stream's own error, once it failed (a file that cannot be opened, a read error):
+   * the upload failed because of its input, not the connection, so it is not a transport failure.
+   */
+  readonly inputError: unknown;
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it replaces
@@ -87,6 +92,7 @@ export function multipartBody(file: MultipartFile): MultipartBody {
     yield tail;
   }
   const chunks = parts();
+  let inputError: unknown;
   const body = new Readable({
     highWaterMark: 64 * 1024,
     read() {
@@ -102,9 +108,32 @@ export function multipartBody(file: MultipartFile): MultipartBody {
       callback(err);
     },
   });
+  // Listened to from the start: a file stream fails as soon as it cannot be opened, before the
+  // body is read (the request may still be connecting), and an 'error' without a listener
+  // would be an uncaught exception. The body fails with it.
+  file.stream.on('error', (err) => {
+    inputError ??= err;
+    body.destroy(err);
+  });
   return {
     body,
     contentType: `multipart/form-data; boundary=${boundary}`,
     length: file.size === undefined ? undefined : head.length + file.size + tail.length,
+    get inputError() {
+      return inputError;
+    },
   };
+}
+
+/**
+ * The answer to a request that sent `multipart`. When the input failed, the request fails
+ * with the input's own error: not a connection failure (nothing to retry), and the caller who
+ * gave the input can recognise it.
+ */
+export async function withInputError<T>(multipart: MultipartBody, request: Promise<T>): Promise<T> {
+  try {
+    return await request;
+  } catch (err) {
+    throw multipart.inputError ?? err;
+  }
 }

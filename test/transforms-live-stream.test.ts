@@ -855,3 +855,24 @@ test('destroying the stream aborts the session and leaves nothing open', async (
   const after = emulator.stats().sessions;
   assert.equal(after.active, before.active - 1, 'the stream is still live at the service');
 });
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: a frame still waiting when the stream is destroyed opens no session and holds no slot`, async () => {
+    const own = newClient();
+    const opened = emulator.stats().sessions.opened;
+    const stt = sttStream({ coalesceMs: 0, client: own, transport });
+    stt.on('error', () => {});
+    const frame = encodeFrame({
+      streamId: randomUuid(),
+      isStart: true,
+      language: 'en',
+      pcm: pcm.subarray(0, 3200),
+    });
+    // The write's callback comes once the frame was sent or given up.
+    const written = new Promise((resolve) => stt.write(frame, resolve));
+    stt.destroy();
+    await written;
+    assert.equal(emulator.stats().sessions.opened, opened, 'a session was opened after the destroy');
+    assert.equal(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running, 0);
+  });
+}

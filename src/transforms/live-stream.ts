@@ -457,6 +457,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
     // `accepted`: a session took this frame (it is then in that session's replay buffer).
     let accepted = false;
     for (;;) {
+      // A frame that waited (for the reader, a restart) while the stream was destroyed opens
+      // no session: nothing would end it, and it would hold its slot.
+      if (this.destroyed) throw this.#destroyed.signal.reason;
       if (this.#session === undefined && this.#restartDelayMs > 0) {
         const pause = this.#restartDelayMs;
         this.#restartDelayMs = 0;

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, test } from 'node:test';
@@ -876,3 +877,24 @@ for (const transport of ['http', 'socketio'] as const) {
     assert.equal(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running, 0);
   });
 }
+
+test('a long-lived signal keeps no listener of the streams it was given once they end', async () => {
+  const shutdown = new AbortController();
+  for (let i = 0; i < 3; i++) {
+    await pipeline(
+      source(pcm.subarray(0, 32000)),
+      toFrames({ language: 'en' }),
+      sttStream({ client, signal: shutdown.signal }),
+      collect([]),
+    );
+  }
+  assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0);
+  // And the signal still stops a stream with its reason.
+  const reason = new Error('shutting down');
+  const stt = sttStream({ client, signal: shutdown.signal });
+  stt.once('data', () => shutdown.abort(reason));
+  await assert.rejects(
+    pipeline(source(pcm), toFrames({ language: 'en' }), stt, collect([])),
+    (e) => e === reason,
+  );
+});

@@ -22,6 +22,7 @@ import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
+import { destroyOnAbort } from './abort.ts';
 import {
   DEFAULT_REPLAY_LIMITS,
   type Replay,
@@ -295,11 +296,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
     if (!(coalesceMs >= 0) || !Number.isFinite(coalesceMs))
       throw new InvalidArgumentError(`${kind}Stream: coalesceMs must be a number >= 0, got ${coalesceMs}`);
     this.#coalesceBytes = Math.round((coalesceMs * 16_000) / 1000) * 2;
-    if (options.signal) {
-      if (options.signal.aborted) this.destroy(options.signal.reason);
-      else
-        options.signal.addEventListener('abort', () => this.destroy(options.signal!.reason), { once: true });
-    }
+    // Its listener leaves the signal when the stream closes: a long-lived signal given to
+    // stream after stream must not hold every one of them.
+    destroyOnAbort(this, options.signal);
   }
 
   /** The current session's UUID. */

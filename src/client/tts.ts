@@ -246,16 +246,22 @@ export class TtsApi {
           cause: transportError(err, 'tts.http', true),
         });
       } finally {
-        res.body.destroy();
-        release();
+        done();
       }
     }
-    const audio = Readable.from(pcm(), { objectMode: false });
-    // A generator that never started skips its finally: release on close as well.
-    audio.once('close', () => {
+    // The caller's abort ends the synthesis whether or not its audio is ever read: the body
+    // and the slot are released at once (the audio fails with the reason when it is read).
+    const signal = options.signal;
+    const done = () => {
+      signal?.removeEventListener('abort', done);
       res.body.destroy();
       release();
-    });
+    };
+    if (signal?.aborted) done();
+    else signal?.addEventListener('abort', done, { once: true });
+    const audio = Readable.from(pcm(), { objectMode: false });
+    // A generator that never started skips its finally: release on close as well.
+    audio.once('close', done);
     return { id, transport: 'http', sampleRate: HTTP_TTS_SAMPLE_RATE, channels: 1, audio };
   }
 

@@ -167,6 +167,8 @@ export interface BatchDeps {
   limits: Limits;
   retry: RetryOptions;
   onAmbiguousSubmit: AmbiguousSubmitPolicy;
+  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
+  closed?: AbortSignal;
 }
 
 function flag(value: boolean | undefined): string | undefined {
@@ -297,7 +299,7 @@ export class BatchApi {
           throw err;
         await sleep(
           backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          options.signal,
+          anySignal(options.signal, this.#deps.closed),
         );
       }
     }
@@ -373,7 +375,7 @@ export class BatchApi {
         if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
         pause = Math.min(pause, left);
       }
-      await sleep(pause, options.signal);
+      await sleep(pause, anySignal(options.signal, this.#deps.closed));
       interval = Math.min(maxInterval, interval * factor);
     }
   }
@@ -441,7 +443,7 @@ export class BatchApi {
         if (saveResult !== true && lost === undefined && mayHaveBeenRead(err)) lost = err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          signal,
+          anySignal(signal, this.#deps.closed),
         );
       }
     }

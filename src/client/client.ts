@@ -128,6 +128,7 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       onAmbiguousSubmit: options.onAmbiguousSubmit ?? 'fail',
+      closed: this.#closing.signal,
     });
     this.fast = new FastApi({
       http: this.#http,
@@ -136,6 +137,7 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       realtimePrefix: prefix,
+      closed: this.#closing.signal,
     });
     this.tts = new TtsApi({
       http: this.#http,
@@ -146,6 +148,7 @@ export class SpeechClient {
       retry,
       realtimePrefix: prefix,
       socketAckTimeoutMs,
+      closed: this.#closing.signal,
     });
     const deps = {
       http: this.#http,

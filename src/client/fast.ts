@@ -19,7 +19,14 @@ import { type Admission, isAdmissionRejection } from './admission.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
 import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
 import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
-import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
+import {
+  anySignal,
+  backoffDelay,
+  DEFAULT_RETRY,
+  isRetryableFailure,
+  type RetryOptions,
+  sleep,
+} from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** Options of {@link FastApi.transcribe} and {@link FastApi.transcribeFinal}. */
@@ -49,6 +56,8 @@ export interface FastDeps {
   limits: Limits;
   retry: RetryOptions;
   realtimePrefix: string;
+  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
+  closed?: AbortSignal;
 }
 
 /**
@@ -115,7 +124,7 @@ export class FastApi {
         if (!socketio && !source.reopenable) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          options.signal,
+          anySignal(options.signal, this.#deps.closed),
         );
       } finally {
         slot.release();

@@ -13,6 +13,7 @@ import {
   TransportError,
 } from '../src/index.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
+import { until } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -144,6 +145,23 @@ test('abort cancels what is in flight and releases the slot', async () => {
 
 const running = (c: typeof client, workload: 'realtime_asr' | 'diarization' = 'realtime_asr') =>
   c.admissionStats().find((s) => s.workload === workload)!.running;
+
+test('a session aborted just as its slot is granted gives the slot back', async () => {
+  const one = newClient({ concurrency: { realtime_asr: 1 } });
+  const first = one.live.stt();
+  await first.send(pcm.subarray(0, 3200));
+  const second = one.live.stt();
+  const sent = second.send(pcm.subarray(0, 3200)).catch(() => {});
+  await until(() => one.admissionStats().find((s) => s.workload === 'realtime_asr')!.queued === 1);
+  first.abort();
+  // The first session's slot is free: the second one's wait ends in the same turn as this.
+  await first.ended;
+  second.abort();
+  await sent;
+  await second.ended;
+  await new Promise((resolve) => setImmediate(resolve)); // a released slot leaves the queue
+  assert.equal(running(one), 0, 'the slot granted to the aborted session is held for good');
+});
 
 test('invalid PCM is refused (typed) and leaves the session usable: first chunk, then final chunk', async () => {
   const own = newClient();

@@ -378,7 +378,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   async #open(frame: Buffer, signal?: AbortSignal): Promise<void> {
     if (this.transport === 'socketio') this.#routeSocket();
     for (let attempt = 0; ; attempt++) {
-      this.#slot = await this.#acquire(attempt, signal);
+      const slot = await this.#acquire(attempt, signal);
+      if (this.#error !== undefined) {
+        // Aborted as the slot came: the session's cleanup has run, and would not release it.
+        slot.release();
+        throw this.#error;
+      }
+      this.#slot = slot;
       try {
         this.#serviceOpen = true;
         await this.#sendFrame(frame, signal, true);
@@ -388,8 +394,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         if (!isAdmissionRejection(err) || attempt >= 100) throw err;
         // Nothing was consumed and the id is not live: wait in the queue, then start again.
         this.#serviceOpen = false;
-        this.#slot.rejected(err, attempt);
-        this.#slot.release();
+        slot.rejected(err, attempt);
+        slot.release();
         this.#slot = undefined;
       }
     }

@@ -411,3 +411,23 @@ test('live over HTTP: records before a bad NDJSON line are delivered, then the s
     fault.remove();
   }
 });
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: a session failed by a 503 is ended at the service even when its closing frame meets a 503 too`, async () => {
+    const session = client.live.stt({ transport });
+    await session.send(pcm.subarray(0, 3200));
+    const live = emulator.stats().sessions.active;
+    const fault = emulator.faults.add({
+      operation: transport === 'http' ? 'stt.http' : 'stt.socket',
+      times: 2, // the frame, then the first closing frame
+      action: { type: 'status', status: 503, retryAfter: 0.05 },
+    });
+    try {
+      await assert.rejects(session.send(pcm.subarray(0, 3200)), { status: 503 });
+      await session.ended;
+      assert.equal(emulator.stats().sessions.active, live - 1, 'the stream is still live at the service');
+    } finally {
+      fault.remove();
+    }
+  });
+}

@@ -741,15 +741,20 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
           }
           await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1000 }, retryAfterMs), ctl.signal);
         }
-      } else if (this.#deps.socket.connected) {
-        const event =
-          this.kind === 'stt'
-            ? this.#deps.socket.events.audioStream
-            : this.#deps.socket.events.diarizationStream;
-        await this.#deps.socket.emitWithAck(this.#operation, event, frame, {
-          timeoutMs: this.#options.endTimeoutMs,
-          signal: ctl.signal,
-        });
+      } else {
+        const { socket } = this.#deps;
+        const event = this.kind === 'stt' ? socket.events.audioStream : socket.events.diarizationStream;
+        // As over HTTP: a 429 or a 5xx left the stream live, so the frame goes again until the
+        // deadline. A lost connection ended the stream (the service drops a connection's).
+        for (let attempt = 0; socket.connected; attempt++) {
+          const ack = await socket.emitWithAck(this.#operation, event, frame, {
+            timeoutMs: this.#options.endTimeoutMs,
+            signal: ctl.signal,
+          });
+          const refused = socket.ackError(ack, this.#operation);
+          if (!refused || (refused.status < 500 && refused.status !== 429)) break;
+          await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1000 }, refused.retryAfterMs), ctl.signal);
+        }
       }
     } catch {
       // Best effort: the service's own expiry ends what could not be ended here.

@@ -431,3 +431,18 @@ for (const transport of ['http', 'socketio'] as const) {
     }
   });
 }
+
+test("a send's signal ends its wait for a consumer that takes no more records", {
+  timeout: 10_000,
+}, async () => {
+  const session = client.live.stt({ transport: 'http' });
+  await session.send(pcm.subarray(0, 3200));
+  session.pause(); // the consumer is full: sends wait for it
+  const reason = new Error('gave up on this frame');
+  const ctl = new AbortController();
+  const sent = session.send(pcm.subarray(0, 3200), { signal: ctl.signal });
+  ctl.abort(reason);
+  await assert.rejects(sent, (err: unknown) => err === reason);
+  await session.ended;
+  assert.equal(running(client), 0);
+});

@@ -313,8 +313,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
 
   async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
-    await this.#waitForConsumer();
     try {
+      await this.#waitForConsumer(signal);
       if (first) await this.#open(frame, signal);
       else await this.#sendFrame(frame, signal);
       this.#sentFrames++;
@@ -602,9 +602,18 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     return this.#paused || (this.#buffer !== undefined && this.#buffer.length >= this.#options.highWaterMark);
   }
 
-  async #waitForConsumer(): Promise<void> {
+  /** `signal`: a send's, which ends its wait as it ends the wait for a slot. */
+  async #waitForConsumer(signal?: AbortSignal): Promise<void> {
     while (this.#consumerFull && this.#error === undefined && this.#state !== 'finished') {
-      await new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => reject(signal!.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.#drainWaiters.push(() => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        });
+      });
     }
   }
 

@@ -898,3 +898,26 @@ test('a long-lived signal keeps no listener of the streams it was given once the
     (e) => e === reason,
   );
 });
+
+test('client.close() during the pause before a restart fails the stream at once with ERR_CLIENT_CLOSED', {
+  timeout: 20_000,
+}, async () => {
+  const own = newClient();
+  // Ten minutes: a stream that sleeps it out after close() would outlast the test.
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 2,
+    times: 1,
+    action: { type: 'status', status: 503, retryAfter: 600 },
+  });
+  try {
+    const stt = sttStream({ coalesceMs: 0, client: own });
+    stt.once('session-error', () => void own.close());
+    await assert.rejects(
+      pipeline(source(pcm), toFrames({ language: 'en', frameMs: 500 }), stt, collect([])),
+      { name: 'TransportError', code: 'ERR_CLIENT_CLOSED' },
+    );
+  } finally {
+    fault.remove();
+  }
+});

@@ -7,9 +7,9 @@
 
 import { Duplex } from 'node:stream';
 import { MediaError } from '../audio/media-error.ts';
-import type { SpeechClient } from '../client/client.ts';
+import { closingSignalOf, type SpeechClient } from '../client/client.ts';
 import type { LiveKind, LiveSession, LiveSessionOptions, LiveTransport } from '../client/live.ts';
-import { type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
+import { anySignal, type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
 import {
   IncompleteStreamError,
   InvalidArgumentError,
@@ -462,7 +462,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
       if (this.#session === undefined && this.#restartDelayMs > 0) {
         const pause = this.#restartDelayMs;
         this.#restartDelayMs = 0;
-        await sleep(pause, this.#destroyed.signal);
+        // A pause that may be a long Retry-After ends when the stream is destroyed, and when
+        // the client closes (the next session would fail with ERR_CLIENT_CLOSED anyway).
+        await sleep(pause, anySignal(this.#destroyed.signal, closingSignalOf(this.#options.client)));
       }
       const session = this.#session ?? this.#startSession(language);
       try {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { getEventListeners } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { test } from 'node:test';
 import { LiveSession } from '../src/client/index.ts';
 import type { LiveDeps } from '../src/client/live.ts';
@@ -445,4 +445,27 @@ test("a send's signal ends its wait for a consumer that takes no more records", 
   await assert.rejects(sent, (err: unknown) => err === reason);
   await session.ended;
   assert.equal(running(client), 0);
+});
+
+test("a send's signal ends its wait for the previous answer, read slowly for a full consumer", {
+  timeout: 10_000,
+}, async () => {
+  const slow = emulator.faults.add({
+    operation: 'stt.http',
+    action: { type: 'slowBody', bytesPerSecond: 2000 },
+  });
+  try {
+    const session = client.live.stt({ transport: 'http', highWaterMark: 1, language: 'en' });
+    session.records(); // never read: one record fills it
+    await session.send(pcm.subarray(0, 32000)); // its answer's records still to come
+    const ctl = new AbortController();
+    const sent = session.send(pcm.subarray(32000, 64000), { signal: ctl.signal });
+    await once(session, 'record'); // the consumer is full now; the answer waits for it
+    const reason = new Error('gave up on this frame');
+    ctl.abort(reason);
+    await assert.rejects(sent, (err: unknown) => err === reason);
+    await session.ended;
+  } finally {
+    slow.remove();
+  }
 });

@@ -455,7 +455,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
 
   async #postFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
     // One exchange at a time per stream: records arrive in order, and diarization requires it.
-    await this.#previous;
+    // The previous answer may be read slowly, or wait for a full consumer: the send's signal
+    // ends this wait as it ends the others.
+    await untilAborted(this.#previous, signal);
     if (this.#error !== undefined) throw this.#error;
     const op = this.kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream;
     const isFinal = (frame[16]! & 0b10) !== 0;
@@ -771,6 +773,17 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
       clearTimeout(timer);
     }
   }
+}
+
+/** `promise`, or the rejection with `signal`'s reason if it aborts first (no listener left). */
+function untilAborted(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** 20 ms of silence: the closing frame must carry audio (an empty terminator is invalid). */

@@ -147,3 +147,27 @@ test("an upload whose input fails fails with the input's own error: never uncaug
   await new Promise((resolve) => setImmediate(resolve)); // a released slot leaves the queue
   for (const w of client.admissionStats()) assert.equal(w.running, 0, w.workload);
 });
+
+test('an upload whose input gives more or fewer bytes than its declared size fails as the input: not ambiguous, not retried', async () => {
+  const { client } = await startService();
+  const wav = encodeWav(Buffer.alloc(32_000), 16_000);
+  for (const size of [wav.length - 100, wav.length + 100]) {
+    let opened = 0;
+    // A file that grew or shrank after its size was read gives the same.
+    const input = {
+      stream: () => {
+        opened++;
+        return Readable.from([wav.subarray(0, 1000), wav.subarray(1000)]);
+      },
+      size,
+      filename: 'a.wav',
+    };
+    for (const upload of [() => client.batch.submit(input), () => client.fast.transcribeFinal(input)]) {
+      opened = 0;
+      const err = (await upload().catch((e: unknown) => e)) as { code?: string; ambiguous?: boolean };
+      assert.equal(err.code, 'ERR_INVALID_ARGUMENT', `declared ${size} of ${wav.length}: ${err}`);
+      assert.notEqual(err.ambiguous, true);
+      assert.equal(opened, 1, 'not retried');
+    }
+  }
+});

@@ -3,7 +3,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { localServiceError } from '../protocol/errors.ts';
+import { InvalidArgumentError, localServiceError } from '../protocol/errors.ts';
 import type { OperationName } from '../protocol/operations.ts';
 
 export interface MultipartFile {
@@ -86,13 +86,28 @@ export function checkUploadBytes(
 export function multipartBody(file: MultipartFile): MultipartBody {
   const boundary = newBoundary();
   const { head, tail } = envelope(boundary, file.filename, file.contentType);
+  let inputError: unknown;
+  // The declared length goes out as Content-Length: an input that gives more or fewer bytes
+  // (a file that grew or shrank after its size was read) fails as the input, before undici
+  // would fail the request as a lost connection (and, cut short, as one that may have acted).
+  const wrongSize = (what: string) => {
+    inputError ??= new InvalidArgumentError(
+      `the input ${what} the ${file.size} bytes of its declared size (it changed while it was read?)`,
+    );
+    return inputError;
+  };
   async function* parts() {
     yield head;
-    for await (const chunk of file.stream) yield chunk as Buffer;
+    let bytes = 0;
+    for await (const chunk of file.stream) {
+      bytes += (chunk as Buffer).length;
+      if (file.size !== undefined && bytes > file.size) throw wrongSize('gives more than');
+      yield chunk as Buffer;
+    }
+    if (file.size !== undefined && bytes < file.size) throw wrongSize(`ended after ${bytes} of`);
     yield tail;
   }
   const chunks = parts();
-  let inputError: unknown;
   const body = new Readable({
     highWaterMark: 64 * 1024,
     read() {

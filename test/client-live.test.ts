@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { getEventListeners } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { test } from 'node:test';
 import { LiveSession } from '../src/client/index.ts';
 import type { LiveDeps } from '../src/client/live.ts';
@@ -13,6 +13,7 @@ import {
   TransportError,
 } from '../src/index.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
+import { until } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
@@ -144,6 +145,23 @@ test('abort cancels what is in flight and releases the slot', async () => {
 
 const running = (c: typeof client, workload: 'realtime_asr' | 'diarization' = 'realtime_asr') =>
   c.admissionStats().find((s) => s.workload === workload)!.running;
+
+test('a session aborted just as its slot is granted gives the slot back', async () => {
+  const one = newClient({ concurrency: { realtime_asr: 1 } });
+  const first = one.live.stt();
+  await first.send(pcm.subarray(0, 3200));
+  const second = one.live.stt();
+  const sent = second.send(pcm.subarray(0, 3200)).catch(() => {});
+  await until(() => one.admissionStats().find((s) => s.workload === 'realtime_asr')!.queued === 1);
+  first.abort();
+  // The first session's slot is free: the second one's wait ends in the same turn as this.
+  await first.ended;
+  second.abort();
+  await sent;
+  await second.ended;
+  await new Promise((resolve) => setImmediate(resolve)); // a released slot leaves the queue
+  assert.equal(running(one), 0, 'the slot granted to the aborted session is held for good');
+});
 
 test('invalid PCM is refused (typed) and leaves the session usable: first chunk, then final chunk', async () => {
   const own = newClient();
@@ -391,5 +409,63 @@ test('live over HTTP: records before a bad NDJSON line are delivered, then the s
     assert.ok(err instanceof ProtocolError && err.code === 'ERR_NDJSON_INVALID_JSON', String(err));
   } finally {
     fault.remove();
+  }
+});
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: a session failed by a 503 is ended at the service even when its closing frame meets a 503 too`, async () => {
+    const session = client.live.stt({ transport });
+    await session.send(pcm.subarray(0, 3200));
+    const live = emulator.stats().sessions.active;
+    const fault = emulator.faults.add({
+      operation: transport === 'http' ? 'stt.http' : 'stt.socket',
+      times: 2, // the frame, then the first closing frame
+      action: { type: 'status', status: 503, retryAfter: 0.05 },
+    });
+    try {
+      await assert.rejects(session.send(pcm.subarray(0, 3200)), { status: 503 });
+      await session.ended;
+      assert.equal(emulator.stats().sessions.active, live - 1, 'the stream is still live at the service');
+    } finally {
+      fault.remove();
+    }
+  });
+}
+
+test("a send's signal ends its wait for a consumer that takes no more records", {
+  timeout: 10_000,
+}, async () => {
+  const session = client.live.stt({ transport: 'http' });
+  await session.send(pcm.subarray(0, 3200));
+  session.pause(); // the consumer is full: sends wait for it
+  const reason = new Error('gave up on this frame');
+  const ctl = new AbortController();
+  const sent = session.send(pcm.subarray(0, 3200), { signal: ctl.signal });
+  ctl.abort(reason);
+  await assert.rejects(sent, (err: unknown) => err === reason);
+  await session.ended;
+  assert.equal(running(client), 0);
+});
+
+test("a send's signal ends its wait for the previous answer, read slowly for a full consumer", {
+  timeout: 10_000,
+}, async () => {
+  const slow = emulator.faults.add({
+    operation: 'stt.http',
+    action: { type: 'slowBody', bytesPerSecond: 2000 },
+  });
+  try {
+    const session = client.live.stt({ transport: 'http', highWaterMark: 1, language: 'en' });
+    session.records(); // never read: one record fills it
+    await session.send(pcm.subarray(0, 32000)); // its answer's records still to come
+    const ctl = new AbortController();
+    const sent = session.send(pcm.subarray(32000, 64000), { signal: ctl.signal });
+    await once(session, 'record'); // the consumer is full now; the answer waits for it
+    const reason = new Error('gave up on this frame');
+    ctl.abort(reason);
+    await assert.rejects(sent, (err: unknown) => err === reason);
+    await session.ended;
+  } finally {
+    slow.remove();
   }
 });

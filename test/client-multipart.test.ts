@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createReadStream } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,8 @@ import { after, test } from 'node:test';
 import busboy from 'busboy';
 import { uploadSource } from '../src/client/input.ts';
 import { multipartBody } from '../src/client/multipart.ts';
+import { encodeWav } from '../src/index.ts';
+import { startService } from './helpers/service.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'speechpipe-mp-'));
 after(() => rm(dir, { recursive: true, force: true }));
@@ -103,4 +106,68 @@ test('destroying the multipart body releases a stalled input stream at once', {
   mp.body.destroy();
   await new Promise((resolve) => mp.body.once('close', resolve));
   assert.ok(stalled.destroyed, 'the input is released, not left waiting for its next chunk');
+});
+
+test("an upload whose input fails fails with the input's own error: never uncaught, not a lost connection, not retried", async () => {
+  const { client } = await startService();
+  const wav = encodeWav(Buffer.alloc(32_000), 16_000);
+  let opened = 0;
+  const inputs = {
+    // Fails when the file is opened: before the request body is read, the request still connecting.
+    'cannot be opened': () => {
+      opened++;
+      return createReadStream(join(dir, 'gone.wav'));
+    },
+    'fails while read': () => {
+      opened++;
+      let sent = false;
+      return new Readable({
+        read() {
+          if (sent) this.destroy(Object.assign(new Error('read failed'), { code: 'EIO' }));
+          else this.push(wav.subarray(0, 1000));
+          sent = true;
+        },
+      });
+    },
+  };
+  for (const [name, input] of Object.entries(inputs)) {
+    for (const upload of [
+      () => client.batch.submit(input),
+      () => client.fast.transcribeFinal(input),
+      () => client.fast.transcribeFinal(input, { transport: 'socketio' }),
+    ]) {
+      opened = 0;
+      const err = (await upload().catch((e: unknown) => e)) as NodeJS.ErrnoException;
+      assert.equal(err.code, name === 'cannot be opened' ? 'ENOENT' : 'EIO', `${name}: ${err}`);
+      assert.equal(opened, 1, `${name}: opened once, not retried`);
+    }
+  }
+  // Nothing held: the next upload goes through.
+  assert.equal((await client.fast.transcribeFinal(wav)).is_final, true);
+  await new Promise((resolve) => setImmediate(resolve)); // a released slot leaves the queue
+  for (const w of client.admissionStats()) assert.equal(w.running, 0, w.workload);
+});
+
+test('an upload whose input gives more or fewer bytes than its declared size fails as the input: not ambiguous, not retried', async () => {
+  const { client } = await startService();
+  const wav = encodeWav(Buffer.alloc(32_000), 16_000);
+  for (const size of [wav.length - 100, wav.length + 100]) {
+    let opened = 0;
+    // A file that grew or shrank after its size was read gives the same.
+    const input = {
+      stream: () => {
+        opened++;
+        return Readable.from([wav.subarray(0, 1000), wav.subarray(1000)]);
+      },
+      size,
+      filename: 'a.wav',
+    };
+    for (const upload of [() => client.batch.submit(input), () => client.fast.transcribeFinal(input)]) {
+      opened = 0;
+      const err = (await upload().catch((e: unknown) => e)) as { code?: string; ambiguous?: boolean };
+      assert.equal(err.code, 'ERR_INVALID_ARGUMENT', `declared ${size} of ${wav.length}: ${err}`);
+      assert.notEqual(err.ambiguous, true);
+      assert.equal(opened, 1, 'not retried');
+    }
+  }
 });

@@ -11,7 +11,15 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { Server } from 'socket.io';
-import { createClient, IncompleteStreamError, sttStream, TransportError, toFrames } from '../src/index.ts';
+import {
+  createClient,
+  IncompleteStreamError,
+  randomUuid,
+  type SpeechClient,
+  sttStream,
+  TransportError,
+  toFrames,
+} from '../src/index.ts';
 import { speechPcm, until, wavOf } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 
@@ -223,4 +231,43 @@ test('sttStream over HTTP: eight transient 500s restart the session without a co
   // Failed sessions are ended in the background; the client holds each slot until then.
   await until(() => limited.client.admissionStats().every((s) => s.running === 0), 'client slots released');
   assert.equal(limited.emulator.stats().concurrent.realtime_asr, 0);
+});
+
+test('client.close() ends a pause before a retry at once: every operation that waits out a Retry-After', {
+  timeout: 30_000,
+}, async () => {
+  const wav = wavOf(speechPcm([{ speech: 1 }]));
+  const operations = {
+    'tts.http': (c: SpeechClient) => c.tts.synthesize({ text: 'Hello.' }),
+    'fast.http': (c: SpeechClient) => c.fast.transcribeFinal(wav),
+    'batch.submit': (c: SpeechClient) => c.batch.submit(wav, { onAmbiguousSubmit: 'resubmit' }),
+    'batch.get': (c: SpeechClient) => c.batch.get(randomUuid()),
+  } as const;
+  for (const [operation, run] of Object.entries(operations)) {
+    const own = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
+    // Ten minutes: a client that sleeps it out after close() would hold the test past its timeout.
+    const rule = emulator.faults.add({
+      operation: operation as keyof typeof operations,
+      action: { type: 'status', status: 503, retryAfter: 600 },
+    });
+    try {
+      const applied = emulator.stats().faultsApplied.status ?? 0;
+      const pending = run(own).catch((e: unknown) => e);
+      await until(() => (emulator.stats().faultsApplied.status ?? 0) > applied, `${operation} answered 503`);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the answer read, the pause begun
+      await own.close();
+      const err = await pending;
+      assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', `${operation}: ${err}`);
+    } finally {
+      rule.remove();
+      await own.close();
+    }
+  }
+  // And the pause between polls of a job still queued.
+  const queued = await startService({ jobTiming: { queuedMs: 600_000 } });
+  const { jobId } = await queued.client.batch.submit(wav);
+  const err = await queued.client.batch
+    .wait(jobId, { initialIntervalMs: 600_000, onStatus: () => void queued.client.close() })
+    .catch((e: unknown) => e);
+  assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', `batch.wait: ${err}`);
 });

@@ -35,6 +35,25 @@ test('close() while the Socket.IO connection is opening fails its operations wit
   }
 });
 
+test('close() while an acknowledgement is awaited on an open connection fails it with ERR_CLIENT_CLOSED', {
+  timeout: 10_000,
+}, async () => {
+  const c = newClient();
+  await c.tts.listVoices(); // connected
+  const stall = emulator.faults.add({ operation: 'voices.socket', action: { type: 'stall' } });
+  try {
+    const voices = c.tts.listVoices();
+    await nextTurn();
+    await c.close();
+    await assert.rejects(voices, (err: unknown) => {
+      assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', String(err));
+      return true;
+    });
+  } finally {
+    stall.remove();
+  }
+});
+
 test('a Socket.IO error whose code is not in the catalog keeps the status its code names', async () => {
   const fault = emulator.faults.add({
     operation: 'voices.socket',

@@ -291,3 +291,23 @@ test('Socket.IO TTS whose final audio event comes before the acknowledgement lea
   assert.equal(timers.pending(), 0, 'no idle timer outlives the synthesis');
   assert.equal(admission.stats().find((s) => s.workload === 'tts')!.running, 0);
 });
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport} TTS aborted after output began and never read: the slot is released at once`, async () => {
+    const own = newClient({ concurrency: { tts: 1 } });
+    const ctl = new AbortController();
+    const synthesis = await own.tts.synthesize({
+      text: 'A sentence nobody listens to.',
+      transport,
+      signal: ctl.signal,
+    });
+    const reason = new Error('the caller gave up');
+    ctl.abort(reason);
+    // No read, no destroy: the abort alone gives the slot back, and the next synthesis runs.
+    assert.equal((await ttsStats(own)).running, 0);
+    const next = await own.tts.synthesizeToBuffer({ text: 'Next one.', transport });
+    assert.ok(next.pcm.length > 0);
+    // Read later, the audio says why it ended.
+    assert.equal(await drain(synthesis.audio), reason);
+  });
+}

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, test } from 'node:test';
@@ -854,4 +855,69 @@ test('destroying the stream aborts the session and leaves nothing open', async (
   );
   const after = emulator.stats().sessions;
   assert.equal(after.active, before.active - 1, 'the stream is still live at the service');
+});
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: a frame still waiting when the stream is destroyed opens no session and holds no slot`, async () => {
+    const own = newClient();
+    const opened = emulator.stats().sessions.opened;
+    const stt = sttStream({ coalesceMs: 0, client: own, transport });
+    stt.on('error', () => {});
+    const frame = encodeFrame({
+      streamId: randomUuid(),
+      isStart: true,
+      language: 'en',
+      pcm: pcm.subarray(0, 3200),
+    });
+    // The write's callback comes once the frame was sent or given up.
+    const written = new Promise((resolve) => stt.write(frame, resolve));
+    stt.destroy();
+    await written;
+    assert.equal(emulator.stats().sessions.opened, opened, 'a session was opened after the destroy');
+    assert.equal(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running, 0);
+  });
+}
+
+test('a long-lived signal keeps no listener of the streams it was given once they end', async () => {
+  const shutdown = new AbortController();
+  for (let i = 0; i < 3; i++) {
+    await pipeline(
+      source(pcm.subarray(0, 32000)),
+      toFrames({ language: 'en' }),
+      sttStream({ client, signal: shutdown.signal }),
+      collect([]),
+    );
+  }
+  assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0);
+  // And the signal still stops a stream with its reason.
+  const reason = new Error('shutting down');
+  const stt = sttStream({ client, signal: shutdown.signal });
+  stt.once('data', () => shutdown.abort(reason));
+  await assert.rejects(
+    pipeline(source(pcm), toFrames({ language: 'en' }), stt, collect([])),
+    (e) => e === reason,
+  );
+});
+
+test('client.close() during the pause before a restart fails the stream at once with ERR_CLIENT_CLOSED', {
+  timeout: 20_000,
+}, async () => {
+  const own = newClient();
+  // Ten minutes: a stream that sleeps it out after close() would outlast the test.
+  const fault = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 2,
+    times: 1,
+    action: { type: 'status', status: 503, retryAfter: 600 },
+  });
+  try {
+    const stt = sttStream({ coalesceMs: 0, client: own });
+    stt.once('session-error', () => void own.close());
+    await assert.rejects(
+      pipeline(source(pcm), toFrames({ language: 'en', frameMs: 500 }), stt, collect([])),
+      { name: 'TransportError', code: 'ERR_CLIENT_CLOSED' },
+    );
+  } finally {
+    fault.remove();
+  }
 });

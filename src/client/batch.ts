@@ -28,7 +28,7 @@ import { unwrap } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
 import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
-import { checkUploadBytes, multipartBody } from './multipart.ts';
+import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
 import {
   anySignal,
   backoffDelay,
@@ -167,6 +167,8 @@ export interface BatchDeps {
   limits: Limits;
   retry: RetryOptions;
   onAmbiguousSubmit: AmbiguousSubmitPolicy;
+  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
+  closed?: AbortSignal;
 }
 
 function flag(value: boolean | undefined): string | undefined {
@@ -239,19 +241,22 @@ export class BatchApi {
               size: source.size,
             });
             attempts++;
-            const res = await http.send({
-              operation: 'batch.submit',
-              method: 'POST',
-              path: batchSubmitPath(options.language ?? 'auto'),
-              query,
-              headers: {
-                'content-type': multipart.contentType,
-                ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
-              },
-              body: multipart.body,
-              signal: options.signal,
-              headersTimeoutMs: http.timeouts.uploadHeadersMs,
-            });
+            const res = await withInputError(
+              multipart,
+              http.send({
+                operation: 'batch.submit',
+                method: 'POST',
+                path: batchSubmitPath(options.language ?? 'auto'),
+                query,
+                headers: {
+                  'content-type': multipart.contentType,
+                  ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+                },
+                body: multipart.body,
+                signal: options.signal,
+                headersTimeoutMs: http.timeouts.uploadHeadersMs,
+              }),
+            );
             if (res.status !== 200) {
               const err = await http.errorOf(res, 'batch.submit');
               // A 5xx may come after the job was created.
@@ -294,7 +299,7 @@ export class BatchApi {
           throw err;
         await sleep(
           backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          options.signal,
+          anySignal(options.signal, this.#deps.closed),
         );
       }
     }
@@ -370,7 +375,7 @@ export class BatchApi {
         if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
         pause = Math.min(pause, left);
       }
-      await sleep(pause, options.signal);
+      await sleep(pause, anySignal(options.signal, this.#deps.closed));
       interval = Math.min(maxInterval, interval * factor);
     }
   }
@@ -438,7 +443,7 @@ export class BatchApi {
         if (saveResult !== true && lost === undefined && mayHaveBeenRead(err)) lost = err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          signal,
+          anySignal(signal, this.#deps.closed),
         );
       }
     }

@@ -57,6 +57,18 @@ export interface ClientOptions extends ConfigOptions {
   userAgent?: string;
 }
 
+const closingSignals = new WeakMap<SpeechClient, AbortSignal>();
+
+/**
+ * Aborted when `client.close()` is called (reason: `TransportError` `ERR_CLIENT_CLOSED`), so a
+ * wait of the client's user that is not an operation (sttStream's pause before a restart) ends
+ * with it. `undefined` for an object that is not a `SpeechClient`.
+ * @internal
+ */
+export function closingSignalOf(client: SpeechClient): AbortSignal | undefined {
+  return closingSignals.get(client);
+}
+
 /** Opens live sessions (`client.live`); a session starts at its first `send()`. */
 export interface LiveApi {
   /** A realtime ASR session (records: ASR records). */
@@ -102,6 +114,7 @@ export class SpeechClient {
    */
   constructor(options: ClientOptions = {}) {
     this.config = resolveConfig(options);
+    closingSignals.set(this, this.#closing.signal);
     // The same environment as the configuration: TTS_MAX_INPUT_CHARACTERS_* overrides apply.
     this.limits = resolveLimits(
       options.limits,
@@ -128,6 +141,7 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       onAmbiguousSubmit: options.onAmbiguousSubmit ?? 'fail',
+      closed: this.#closing.signal,
     });
     this.fast = new FastApi({
       http: this.#http,
@@ -136,6 +150,7 @@ export class SpeechClient {
       limits: this.limits,
       retry,
       realtimePrefix: prefix,
+      closed: this.#closing.signal,
     });
     this.tts = new TtsApi({
       http: this.#http,
@@ -146,6 +161,7 @@ export class SpeechClient {
       retry,
       realtimePrefix: prefix,
       socketAckTimeoutMs,
+      closed: this.#closing.signal,
     });
     const deps = {
       http: this.#http,

@@ -18,8 +18,15 @@ import { randomUuid } from '../protocol/uuid.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
 import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
-import { checkUploadBytes, multipartBody } from './multipart.ts';
-import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
+import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
+import {
+  anySignal,
+  backoffDelay,
+  DEFAULT_RETRY,
+  isRetryableFailure,
+  type RetryOptions,
+  sleep,
+} from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** Options of {@link FastApi.transcribe} and {@link FastApi.transcribeFinal}. */
@@ -49,6 +56,8 @@ export interface FastDeps {
   limits: Limits;
   retry: RetryOptions;
   realtimePrefix: string;
+  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
+  closed?: AbortSignal;
 }
 
 /**
@@ -115,7 +124,7 @@ export class FastApi {
         if (!socketio && !source.reopenable) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          options.signal,
+          anySignal(options.signal, this.#deps.closed),
         );
       } finally {
         slot.release();
@@ -158,20 +167,23 @@ export class FastApi {
       stream,
       size: source.size,
     });
-    const res = await http.send({
-      operation: 'fast.http',
-      method: 'POST',
-      path: realtimePath(this.#deps.realtimePrefix, REALTIME_OPERATIONS.fastStt),
-      query: { id, language: options.language ?? 'auto', asr: options.model },
-      headers: {
-        'content-type': multipart.contentType,
-        accept: 'application/x-ndjson',
-        ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
-      },
-      body: multipart.body,
-      signal: options.signal,
-      headersTimeoutMs: http.timeouts.uploadHeadersMs,
-    });
+    const res = await withInputError(
+      multipart,
+      http.send({
+        operation: 'fast.http',
+        method: 'POST',
+        path: realtimePath(this.#deps.realtimePrefix, REALTIME_OPERATIONS.fastStt),
+        query: { id, language: options.language ?? 'auto', asr: options.model },
+        headers: {
+          'content-type': multipart.contentType,
+          accept: 'application/x-ndjson',
+          ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+        },
+        body: multipart.body,
+        signal: options.signal,
+        headersTimeoutMs: http.timeouts.uploadHeadersMs,
+      }),
+    );
     if (res.status !== 200) throw await http.errorOf(res, 'fast.http');
     accepted();
     const decoder = new NdjsonDecoder();

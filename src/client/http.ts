@@ -107,6 +107,8 @@ export function transportError(
   );
 }
 
+const ignore = () => {};
+
 export class HttpTransport {
   readonly #config: ServiceConfig;
   readonly #agent: Dispatcher;
@@ -149,7 +151,12 @@ export class HttpTransport {
   async send(req: HttpRequest): Promise<HttpResponse> {
     req.signal?.throwIfAborted();
     let bodyConsumed = req.body === undefined || req.body === null || Buffer.isBuffer(req.body);
-    if (req.body && !Buffer.isBuffer(req.body)) req.body.once('end', () => (bodyConsumed = true));
+    if (req.body && !Buffer.isBuffer(req.body)) {
+      req.body.once('end', () => (bodyConsumed = true));
+      // A body that fails before undici reads it (its input could not be opened) must not be
+      // an uncaught 'error': the request fails with it, and the caller says why.
+      req.body.on('error', ignore);
+    }
     try {
       const res = await request(this.url(req.path, req.query), {
         dispatcher: this.#agent,

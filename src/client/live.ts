@@ -313,8 +313,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
 
   async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
-    await this.#waitForConsumer();
     try {
+      await this.#waitForConsumer(signal);
       if (first) await this.#open(frame, signal);
       else await this.#sendFrame(frame, signal);
       this.#sentFrames++;
@@ -378,7 +378,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   async #open(frame: Buffer, signal?: AbortSignal): Promise<void> {
     if (this.transport === 'socketio') this.#routeSocket();
     for (let attempt = 0; ; attempt++) {
-      this.#slot = await this.#acquire(attempt, signal);
+      const slot = await this.#acquire(attempt, signal);
+      if (this.#error !== undefined) {
+        // Aborted as the slot came: the session's cleanup has run, and would not release it.
+        slot.release();
+        throw this.#error;
+      }
+      this.#slot = slot;
       try {
         this.#serviceOpen = true;
         await this.#sendFrame(frame, signal, true);
@@ -388,8 +394,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         if (!isAdmissionRejection(err) || attempt >= 100) throw err;
         // Nothing was consumed and the id is not live: wait in the queue, then start again.
         this.#serviceOpen = false;
-        this.#slot.rejected(err, attempt);
-        this.#slot.release();
+        slot.rejected(err, attempt);
+        slot.release();
         this.#slot = undefined;
       }
     }
@@ -449,7 +455,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
 
   async #postFrame(frame: Buffer, signal?: AbortSignal): Promise<void> {
     // One exchange at a time per stream: records arrive in order, and diarization requires it.
-    await this.#previous;
+    // The previous answer may be read slowly, or wait for a full consumer: the send's signal
+    // ends this wait as it ends the others.
+    await untilAborted(this.#previous, signal);
     if (this.#error !== undefined) throw this.#error;
     const op = this.kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream;
     const isFinal = (frame[16]! & 0b10) !== 0;
@@ -596,9 +604,18 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     return this.#paused || (this.#buffer !== undefined && this.#buffer.length >= this.#options.highWaterMark);
   }
 
-  async #waitForConsumer(): Promise<void> {
+  /** `signal`: a send's, which ends its wait as it ends the wait for a slot. */
+  async #waitForConsumer(signal?: AbortSignal): Promise<void> {
     while (this.#consumerFull && this.#error === undefined && this.#state !== 'finished') {
-      await new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => reject(signal!.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.#drainWaiters.push(() => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        });
+      });
     }
   }
 
@@ -735,15 +752,20 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
           }
           await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1000 }, retryAfterMs), ctl.signal);
         }
-      } else if (this.#deps.socket.connected) {
-        const event =
-          this.kind === 'stt'
-            ? this.#deps.socket.events.audioStream
-            : this.#deps.socket.events.diarizationStream;
-        await this.#deps.socket.emitWithAck(this.#operation, event, frame, {
-          timeoutMs: this.#options.endTimeoutMs,
-          signal: ctl.signal,
-        });
+      } else {
+        const { socket } = this.#deps;
+        const event = this.kind === 'stt' ? socket.events.audioStream : socket.events.diarizationStream;
+        // As over HTTP: a 429 or a 5xx left the stream live, so the frame goes again until the
+        // deadline. A lost connection ended the stream (the service drops a connection's).
+        for (let attempt = 0; socket.connected; attempt++) {
+          const ack = await socket.emitWithAck(this.#operation, event, frame, {
+            timeoutMs: this.#options.endTimeoutMs,
+            signal: ctl.signal,
+          });
+          const refused = socket.ackError(ack, this.#operation);
+          if (!refused || (refused.status < 500 && refused.status !== 429)) break;
+          await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1000 }, refused.retryAfterMs), ctl.signal);
+        }
       }
     } catch {
       // Best effort: the service's own expiry ends what could not be ended here.
@@ -751,6 +773,17 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
       clearTimeout(timer);
     }
   }
+}
+
+/** `promise`, or the rejection with `signal`'s reason if it aborts first (no listener left). */
+function untilAborted(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** 20 ms of silence: the closing frame must carry audio (an empty terminator is invalid). */

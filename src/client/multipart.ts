@@ -3,7 +3,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { localServiceError } from '../protocol/errors.ts';
+import { InvalidArgumentError, localServiceError } from '../protocol/errors.ts';
 import type { OperationName } from '../protocol/operations.ts';
 
 export interface MultipartFile {
@@ -18,6 +18,11 @@ export interface MultipartBody {
   contentType: string;
   /** Total bytes, when the file size is known. */
   length: number | undefined;
+  /**
+   * The file stream's own error, once it failed (a file that cannot be opened, a read error):
+   * the upload failed because of its input, not the connection, so it is not a transport failure.
+   */
+  readonly inputError: unknown;
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it replaces
@@ -81,9 +86,25 @@ export function checkUploadBytes(
 export function multipartBody(file: MultipartFile): MultipartBody {
   const boundary = newBoundary();
   const { head, tail } = envelope(boundary, file.filename, file.contentType);
+  let inputError: unknown;
+  // The declared length goes out as Content-Length: an input that gives more or fewer bytes
+  // (a file that grew or shrank after its size was read) fails as the input, before undici
+  // would fail the request as a lost connection (and, cut short, as one that may have acted).
+  const wrongSize = (what: string) => {
+    inputError ??= new InvalidArgumentError(
+      `the input ${what} the ${file.size} bytes of its declared size (it changed while it was read?)`,
+    );
+    return inputError;
+  };
   async function* parts() {
     yield head;
-    for await (const chunk of file.stream) yield chunk as Buffer;
+    let bytes = 0;
+    for await (const chunk of file.stream) {
+      bytes += (chunk as Buffer).length;
+      if (file.size !== undefined && bytes > file.size) throw wrongSize('gives more than');
+      yield chunk as Buffer;
+    }
+    if (file.size !== undefined && bytes < file.size) throw wrongSize(`ended after ${bytes} of`);
     yield tail;
   }
   const chunks = parts();
@@ -102,9 +123,32 @@ export function multipartBody(file: MultipartFile): MultipartBody {
       callback(err);
     },
   });
+  // Listened to from the start: a file stream fails as soon as it cannot be opened, before the
+  // body is read (the request may still be connecting), and an 'error' without a listener
+  // would be an uncaught exception. The body fails with it.
+  file.stream.on('error', (err) => {
+    inputError ??= err;
+    body.destroy(err);
+  });
   return {
     body,
     contentType: `multipart/form-data; boundary=${boundary}`,
     length: file.size === undefined ? undefined : head.length + file.size + tail.length,
+    get inputError() {
+      return inputError;
+    },
   };
+}
+
+/**
+ * The answer to a request that sent `multipart`. When the input failed, the request fails
+ * with the input's own error: not a connection failure (nothing to retry), and the caller who
+ * gave the input can recognise it.
+ */
+export async function withInputError<T>(multipart: MultipartBody, request: Promise<T>): Promise<T> {
+  try {
+    return await request;
+  } catch (err) {
+    throw multipart.inputError ?? err;
+  }
 }

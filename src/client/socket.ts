@@ -288,11 +288,14 @@ export class SocketTransport {
       const onDisconnect = () =>
         finish(() =>
           reject(
-            new TransportError(
-              'ERR_SOCKET_DISCONNECTED',
-              `${operation}: connection lost before acknowledgement`,
-              { operation, ambiguous: true },
-            ),
+            // close() disconnects too: then the operation ends because the client closed.
+            this.#closed
+              ? new TransportError('ERR_CLIENT_CLOSED', `${operation}: the client was closed`, { operation })
+              : new TransportError(
+                  'ERR_SOCKET_DISCONNECTED',
+                  `${operation}: connection lost before acknowledgement`,
+                  { operation, ambiguous: true },
+                ),
           ),
         );
       options.signal?.addEventListener('abort', onAbort, { once: true });

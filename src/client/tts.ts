@@ -23,7 +23,14 @@ import { isUuid, randomUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
-import { backoffDelay, DEFAULT_RETRY, isRetryableFailure, type RetryOptions, sleep } from './retry.ts';
+import {
+  anySignal,
+  backoffDelay,
+  DEFAULT_RETRY,
+  isRetryableFailure,
+  type RetryOptions,
+  sleep,
+} from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** A reference recording of the voice to synthesize with, and its transcript. */
@@ -98,6 +105,8 @@ export interface TtsDeps {
   realtimePrefix: string;
   /** Wait for Socket.IO acknowledgements. Default: the Socket.IO transport's (30 s). */
   socketAckTimeoutMs?: number;
+  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
+  closed?: AbortSignal;
 }
 
 /**
@@ -174,7 +183,7 @@ export class TtsApi {
         if (options.signal?.aborted || !isRetryableFailure(err) || attempt + 1 >= maxAttempts) throw err;
         await sleep(
           backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          options.signal,
+          anySignal(options.signal, this.#deps.closed),
         );
       }
     }
@@ -246,16 +255,22 @@ export class TtsApi {
           cause: transportError(err, 'tts.http', true),
         });
       } finally {
-        res.body.destroy();
-        release();
+        done();
       }
     }
-    const audio = Readable.from(pcm(), { objectMode: false });
-    // A generator that never started skips its finally: release on close as well.
-    audio.once('close', () => {
+    // The caller's abort ends the synthesis whether or not its audio is ever read: the body
+    // and the slot are released at once (the audio fails with the reason when it is read).
+    const signal = options.signal;
+    const done = () => {
+      signal?.removeEventListener('abort', done);
       res.body.destroy();
       release();
-    });
+    };
+    if (signal?.aborted) done();
+    else signal?.addEventListener('abort', done, { once: true });
+    const audio = Readable.from(pcm(), { objectMode: false });
+    // A generator that never started skips its finally: release on close as well.
+    audio.once('close', done);
     return { id, transport: 'http', sampleRate: HTTP_TTS_SAMPLE_RATE, channels: 1, audio };
   }
 

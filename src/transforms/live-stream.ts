@@ -7,9 +7,9 @@
 
 import { Duplex } from 'node:stream';
 import { MediaError } from '../audio/media-error.ts';
-import type { SpeechClient } from '../client/client.ts';
+import { closingSignalOf, type SpeechClient } from '../client/client.ts';
 import type { LiveKind, LiveSession, LiveSessionOptions, LiveTransport } from '../client/live.ts';
-import { type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
+import { anySignal, type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
 import {
   IncompleteStreamError,
   InvalidArgumentError,
@@ -22,6 +22,7 @@ import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
+import { destroyOnAbort } from './abort.ts';
 import {
   DEFAULT_REPLAY_LIMITS,
   type Replay,
@@ -295,11 +296,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
     if (!(coalesceMs >= 0) || !Number.isFinite(coalesceMs))
       throw new InvalidArgumentError(`${kind}Stream: coalesceMs must be a number >= 0, got ${coalesceMs}`);
     this.#coalesceBytes = Math.round((coalesceMs * 16_000) / 1000) * 2;
-    if (options.signal) {
-      if (options.signal.aborted) this.destroy(options.signal.reason);
-      else
-        options.signal.addEventListener('abort', () => this.destroy(options.signal!.reason), { once: true });
-    }
+    // Its listener leaves the signal when the stream closes: a long-lived signal given to
+    // stream after stream must not hold every one of them.
+    destroyOnAbort(this, options.signal);
   }
 
   /** The current session's UUID. */
@@ -457,10 +456,15 @@ class LiveStream<K extends LiveKind> extends Duplex {
     // `accepted`: a session took this frame (it is then in that session's replay buffer).
     let accepted = false;
     for (;;) {
+      // A frame that waited (for the reader, a restart) while the stream was destroyed opens
+      // no session: nothing would end it, and it would hold its slot.
+      if (this.destroyed) throw this.#destroyed.signal.reason;
       if (this.#session === undefined && this.#restartDelayMs > 0) {
         const pause = this.#restartDelayMs;
         this.#restartDelayMs = 0;
-        await sleep(pause, this.#destroyed.signal);
+        // A pause that may be a long Retry-After ends when the stream is destroyed, and when
+        // the client closes (the next session would fail with ERR_CLIENT_CLOSED anyway).
+        await sleep(pause, anySignal(this.#destroyed.signal, closingSignalOf(this.#options.client)));
       }
       const session = this.#session ?? this.#startSession(language);
       try {

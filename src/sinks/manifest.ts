@@ -7,7 +7,7 @@
 
 import { createReadStream } from 'node:fs';
 import { appendFile, mkdir, open, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { writeFileAtomic } from './text-file.ts';
 
@@ -73,7 +73,10 @@ export class Manifest {
   }
 
   /** Open (or start) a manifest; earlier entries are loaded for resuming. */
-  static async open(path: string): Promise<Manifest> {
+  static async open(given: string): Promise<Manifest> {
+    // Absolute: entries are appended long after the open, wherever the process has changed
+    // directory to since (a cluster run's follow records what workers did).
+    const path = resolve(given);
     const manifest = new Manifest(path);
     await mkdir(dirname(path), { recursive: true });
     const info = await stat(path).catch((err: NodeJS.ErrnoException) => {

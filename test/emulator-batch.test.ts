@@ -488,6 +488,17 @@ describe('batch submission', () => {
       ['empty file', Buffer.alloc(0)],
       ['WAV with no samples', wavOf(Buffer.alloc(0))],
       ['WAV cut inside its header', speech.subarray(0, 30)],
+      // A sample rate no audio has: its samples last no time at the service's resolution.
+      [
+        'WAV declaring a 4 GHz sample rate',
+        (() => {
+          const wav = Buffer.from(speech);
+          wav.writeUInt32LE(0xffffffff, 24);
+          wav.writeUInt32LE(0xfffffffe, 28);
+          return wav;
+        })(),
+      ],
+      ['WAV of a few samples (under a millisecond)', wavOf(Buffer.alloc(8, 1))],
     ];
     for (const [name, data] of cases) {
       const body = errorOf(

@@ -11,6 +11,7 @@ import { WavReader } from '../audio/wav.ts';
 import { looksLikeWav, MAX_WAV_HEADER_BYTES, parseWavHeader, type WavInfo } from '../protocol/riff.ts';
 import type { AnalyzedAudio } from './engine/recording.ts';
 import { SpeechRegionDetector } from './engine/regions.ts';
+import { roundToMs } from './engine/times.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import { type Rejection, reject, tooLong } from './rejection.ts';
 
@@ -25,6 +26,9 @@ export interface AnalyzerOptions {
   /** Compute the SHA-256 of the bytes (the key of registered transcripts). */
   hash: boolean;
 }
+
+/** The highest sample rate audio is recorded at (768 kHz, twice DXD's); a WAV claiming more is not audio. */
+const MAX_SAMPLE_RATE = 768_000;
 
 const corrupt = (why: string): Rejection =>
   reject('VALIDATION_FILE_CORRUPT', `the audio is unsupported, corrupt, empty or of zero duration (${why})`, {
@@ -126,6 +130,8 @@ export class UploadAnalyzer {
         this.#head = [head];
         return;
       }
+      if (info.sampleRate > MAX_SAMPLE_RATE)
+        throw corrupt(`a sample rate of ${info.sampleRate} Hz (at most ${MAX_SAMPLE_RATE} is audio)`);
       this.#info = info;
       this.#remaining = info.dataBytes;
       this.#head = [];
@@ -236,10 +242,12 @@ export class UploadAnalyzer {
   }
 
   #result(sampleRate: number): AnalyzedAudio {
-    if (this.#samples === 0 || !this.#detector) throw corrupt('zero duration');
+    const durationSec = this.#samples / sampleRate;
+    // Durations are told to the millisecond: less than half of one is zero duration.
+    if (roundToMs(durationSec) === 0 || !this.#detector) throw corrupt('zero duration');
     const detector = this.#detector;
     const regions = [...detector.takeClosed(), ...detector.end()];
-    const audio: AnalyzedAudio = { durationSec: this.#samples / sampleRate, regions };
+    const audio: AnalyzedAudio = { durationSec, regions };
     if (this.#hash) audio.sha256 = this.#hash.digest('hex');
     return audio;
   }

@@ -168,6 +168,45 @@ test('a body that drips after its request was answered (an unknown key) is cut t
   );
 });
 
+test('Expect: 100-continue: a body refused by its headers is answered without asking for it; one accepted is asked for', async () => {
+  const exchange = async (headers: string, body?: Buffer) => {
+    const socket = await open();
+    const first = new Promise<string>((resolve) =>
+      socket.once('data', (d: Buffer) => resolve(d.toString('latin1'))),
+    );
+    socket.write(
+      `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n${headers}expect: 100-continue\r\n\r\n`,
+    );
+    const answer = await first;
+    if (body && /^HTTP\/1\.1 100 /.test(answer)) {
+      const rest = new Promise<string>((resolve) =>
+        socket.once('data', (d: Buffer) => resolve(d.toString('latin1'))),
+      );
+      socket.write(body);
+      socket.destroy(new Error((await rest).split('\r\n')[0]));
+    } else socket.destroy();
+    return answer;
+  };
+  // Over the 16 MiB TTS body limit by its Content-Length: 413 at once, no 100 Continue first.
+  assert.match(
+    await exchange(
+      `x-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${17 * 1024 * 1024}\r\n`,
+    ),
+    /^HTTP\/1\.1 413 /,
+  );
+  // An unknown key: 401 at once.
+  assert.match(await exchange('x-api-key: not-a-key\r\ncontent-length: 10\r\n'), /^HTTP\/1\.1 401 /);
+  // A body the operation reads: asked for with 100 Continue, then answered.
+  const body = Buffer.from(JSON.stringify({ id: crypto.randomUUID(), text: 'hello' }));
+  assert.match(
+    await exchange(
+      `x-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n`,
+      body,
+    ),
+    /^HTTP\/1\.1 100 /,
+  );
+});
+
 test('connections beyond the cap are closed as they arrive; those before it still work', async () => {
   const held: Socket[] = [];
   for (let i = 0; i < 6; i++) held.push(await open());

@@ -178,6 +178,10 @@ export async function startEmulatorServer(
   };
 
   const server = createServer(serverOptions(serverLimits), onRequest);
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    askForBodyWhenRead(req, res);
+    onRequest(req, res);
+  });
   capConnections(server, serverLimits);
   server.on('connection', (socket: Socket) => sends.watch(socket));
   // A request Node cannot parse gets Node's own answer (400; 431 for headers too large; 408
@@ -281,6 +285,22 @@ export async function startEmulatorServer(
     close,
   };
   return privateAddress ? { emulator, ctx, privateAddress } : { emulator, ctx };
+}
+
+/**
+ * `Expect: 100-continue`: the client waits for 100 Continue before it sends the body. It is sent
+ * when something first reads the body (the operation, or a thread passing the request on), not
+ * as Node would at once: a request refused by its headers (401, 404, 413 from Content-Length) is
+ * answered without the client sending a body it would only have to discard.
+ */
+function askForBodyWhenRead(req: IncomingMessage, res: ServerResponse): void {
+  const read = req._read;
+  req._read = function (this: IncomingMessage, size: number) {
+    req._read = read;
+    // Not once a final answer is under way (the rest of a refused body is being drained).
+    if (!res.headersSent && !res.destroyed) res.writeContinue();
+    return read.call(this, size);
+  };
 }
 
 /** How long `close()` lets websockets finish their closing handshake before destroying them. */

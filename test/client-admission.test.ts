@@ -139,6 +139,31 @@ test('admission: close() fails queued and running operations and leaves no timer
   release();
 });
 
+test('admission: a pause that no operation waits for does not keep the process alive; one that one waits for does', async () => {
+  const admission = new Admission({ concurrency: { batch: 1 } });
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
+  // A one-shot operation's 429 with a long Retry-After: it fails, and nothing else waits.
+  await assert.rejects(
+    admission.run(
+      'batch',
+      async () => {
+        throw reject429('RATE_LIMIT_EXCEEDED', 600_000);
+      },
+      undefined,
+      () => false,
+    ),
+    { code: 'RATE_LIMIT_EXCEEDED' },
+  );
+  assert.equal(admission.stats().find((s) => s.workload === 'batch')!.paused, true);
+  assert.equal(timers(), before, 'the pause holds no referenced timer');
+  // An operation queued behind the pause: the process waits for it.
+  const queued = admission.run('batch', async () => 'ran');
+  assert.equal(timers(), before + 1, 'a queued operation keeps the pause referenced');
+  admission.close();
+  await assert.rejects(queued, { code: 'ERR_CLIENT_CLOSED' });
+});
+
 test('admission: acquire holds a slot until release, abort leaves the queue', async () => {
   const admission = new Admission({ concurrency: { realtime_asr: 1 } });
   const a = await admission.acquire('realtime_asr');

@@ -148,9 +148,10 @@ export class Admission {
       const limit = options.concurrency?.[workload] ?? DEFAULT_LIMITS.accountConcurrency[workload];
       if (!Number.isSafeInteger(limit) || limit < 1)
         throw new RangeError(`concurrency.${workload} must be a positive integer`);
-      this.#lanes.set(workload, {
+      const queue = new PQueue({ concurrency: limit });
+      const lane: Lane = {
         workload,
-        queue: new PQueue({ concurrency: limit }),
+        queue,
         limit,
         pauses: 0,
         retries: 0,
@@ -162,7 +163,12 @@ export class Admission {
         timer: undefined,
         successes: 0,
         probeAt: 0,
-      });
+      };
+      // A pause keeps the process alive only while an operation waits for it: a one-shot
+      // operation's 429 with a long Retry-After must not hold a finished program for that long.
+      queue.addEventListener('add', () => lane.timer?.ref());
+      queue.addEventListener('empty', () => lane.timer?.unref());
+      this.#lanes.set(workload, lane);
     }
   }
 
@@ -355,5 +361,6 @@ export class Admission {
       lane.pausedMs += Date.now() - lane.pausedSince;
       lane.queue.start();
     }, ms);
+    if (lane.queue.size === 0) lane.timer.unref();
   }
 }

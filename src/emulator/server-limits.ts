@@ -87,21 +87,24 @@ export class UploadRateGuard {
   /**
    * Watch this request's body until it is complete or the connection closes, also after it was
    * answered (an error answered at once, the rest of the body drained): a body that drips after
-   * its answer held its connection until the request timeout (15 min). Nothing is added to the
-   * request: a live frame costs one set entry, and the check drops what has ended. The timer
-   * stops when a check finds nothing left to watch, not as each body ends (a stream of small
-   * requests would start and stop it for every one).
+   * its answer held its connection until the request timeout (15 min). The entry goes when the
+   * request closes (after its body ended), not at the next check: a second of requests kept
+   * alive that long went to the old generation, and full collections cost more than the rest of
+   * a live frame. The timer stops when a check finds nothing left to watch, not as each body
+   * ends (a stream of small requests would start and stop it for every one).
    */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (this.#limits.minUploadBytesPerSecond <= 0 || req.complete) return;
     const now = performance.now();
-    this.#uploads.add({
+    const upload: Upload = {
       req,
       res,
       startedAt: now,
       windowStart: now,
       bytesAtWindowStart: req.socket.bytesRead,
-    });
+    };
+    this.#uploads.add(upload);
+    req.once('close', () => this.#uploads.delete(upload));
     this.#timer ??= setInterval(
       () => this.#check(),
       Math.min(1000, Math.max(10, this.#limits.uploadRateWindowMs / 4)),

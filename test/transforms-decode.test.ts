@@ -326,6 +326,35 @@ test('cut or corrupt Opus input fails with MediaError', async () => {
   );
 });
 
+/** Byte offsets of the Ogg pages of `ogg`. */
+function oggPageOffsets(ogg: Buffer): number[] {
+  const offsets: number[] = [];
+  for (let at = 0; at < ogg.length; ) {
+    offsets.push(at);
+    const segments = ogg[at + 26]!;
+    let body = 0;
+    for (let i = 0; i < segments; i++) body += ogg[at + 27 + i]!;
+    at += 27 + segments + body;
+  }
+  return offsets;
+}
+
+test('chained Ogg Opus: a link cut before its EOS page is followed by the next link, not the end of the audio', async () => {
+  const first = await opusFile('ogg', [], 1);
+  const second = await opusFile('ogg', [], 1.5);
+  // A recording cut short (its last page is whole, but no EOS page came), another appended.
+  const cut = Buffer.from(first);
+  const last = oggPageOffsets(cut).at(-1)!;
+  assert.equal(cut[last + 5]! & 4, 4);
+  cut[last + 5]! &= ~4;
+  cut.writeUInt32LE(oggCrc(cut.subarray(last)), last + 22);
+  const whole = (await run(Buffer.concat([first, second]), { sampleRate: 48000 })).pcm;
+  const out = await run(Buffer.concat([cut, second]), { sampleRate: 48000 });
+  assert.equal(out.format?.decoder, 'ogg-opus');
+  assert.equal(ms(out.pcm.length, 48000), 2500, 'both links decoded');
+  assert.ok(out.pcm.equals(whole));
+});
+
 test('a cut WAV is an error, not dropped: inside a sample, or on a sample boundary before its declared size', async () => {
   const wav = await sineFile({ seconds: 0.1, rate: 8000, channels: 2, codec: 'pcm_s24le' });
   const truncated = (err: unknown) => err instanceof MediaError && err.code === 'ERR_MEDIA_TRUNCATED';

@@ -98,6 +98,8 @@ export class OggOpusDemuxer {
   #partial: Buffer[] = [];
   #partialBytes = 0;
   #streams = 0;
+  /** A page that is not a BOS page has been seen since the last BOS page (its link's data began). */
+  #linkStarted = false;
 
   constructor(options: OggOpusDemuxerOptions = {}) {
     this.#maxPacket = options.maxPacketBytes ?? MAX_OGG_PACKET_BYTES;
@@ -180,6 +182,13 @@ export class OggOpusDemuxer {
     const serial = page.readUInt32LE(14);
     const body = HEADER_BYTES + segments;
     if (flags & FLAG_BOS) {
+      // Every BOS page of a link comes before its other pages (RFC 3533): one after them starts
+      // the next link of a chained file, so every stream of the last link has ended, whether or
+      // not its EOS page came (a recording cut short, then another appended to it).
+      if (this.#linkStarted) {
+        this.#linkStarted = false;
+        this.#endStream();
+      }
       const first = page.subarray(body, body + 8).toString('latin1');
       // A new Opus stream: the first one, or the next of a chained file once the last ended.
       if (first === 'OpusHead' && this.#serial === undefined) {
@@ -188,7 +197,7 @@ export class OggOpusDemuxer {
         this.#partial = [];
         this.#partialBytes = 0;
       }
-    }
+    } else this.#linkStarted = true;
     if (serial !== this.#serial) return; // another logical stream (video, a second track)
     if (!(flags & FLAG_CONTINUED) && this.#partial.length > 0) {
       throw new MediaError('ERR_MEDIA_FORMAT', 'Ogg packet continued on a page not marked as continued');
@@ -215,11 +224,14 @@ export class OggOpusDemuxer {
     // A packet whose last lacing value is 255 continues on the next page.
     if (start < pos) this.#gather(page.subarray(start, pos));
     if (lastPacket && granule >= 0) lastPacket.endGranule = granule;
-    if (flags & FLAG_EOS) {
-      if (this.#partial.length > 0)
-        throw new MediaError('ERR_MEDIA_TRUNCATED', 'Ogg stream ends inside a packet');
-      this.#serial = undefined;
-    }
+    if (flags & FLAG_EOS) this.#endStream();
+  }
+
+  /** The Opus stream being read has ended (its EOS page, or the next link began). */
+  #endStream(): void {
+    if (this.#partial.length > 0)
+      throw new MediaError('ERR_MEDIA_TRUNCATED', 'Ogg stream ends inside a packet');
+    this.#serial = undefined;
   }
 
   /** Add a piece of the packet being assembled; bounded, as a packet may go on for any number of pages. */

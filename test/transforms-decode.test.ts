@@ -654,6 +654,27 @@ test('MP3 gapless trimming cuts only the end padding: concatenated MP3s decode w
   );
 });
 
+test('a WAV header claiming more than 512 channels is a MediaError, not half a GiB of resampler history', async () => {
+  const header = (channels: number) => {
+    const h = encodeWav(Buffer.alloc(0), 44100, 1);
+    h.writeUInt32LE(0xffffffff, 40); // streaming: to the end of input
+    h.writeUInt16LE(channels, 22);
+    // 8-bit: one byte a sample, so 65535 channels still fit the block align field.
+    h.writeUInt32LE(44100 * channels, 28);
+    h.writeUInt16LE(channels, 32);
+    h.writeUInt16LE(8, 34);
+    return h;
+  };
+  const frames = (channels: number) => Buffer.alloc(channels * 4, 128);
+  await assert.rejects(
+    run(Buffer.concat([header(65535), frames(65535)])),
+    (e: MediaError) =>
+      e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && /65535 channels/.test(e.message),
+  );
+  const many = await run(Buffer.concat([header(512), frames(512)]), {}, 1 << 20);
+  assert.equal(many.format?.decoder, 'wav');
+});
+
 test('inputs of 0 to 11 bytes fail with a typed error, never a RangeError', async () => {
   const prefixes = [
     Buffer.alloc(12),

@@ -110,6 +110,9 @@ const RAW_SAMPLE: Record<
   mulaw: { format: 'mulaw', bits: 8, bytes: 1 },
 };
 
+/** Most channels a WAV header may declare (ffmpeg's limit too: it refuses more). */
+const MAX_WAV_CHANNELS = 512;
+
 /** A stateful decoder: bytes in, PCM16 interleaved out; `end` fails on a cut input. */
 interface PcmCore {
   push(chunk: Buffer): Int16Array[];
@@ -271,6 +274,14 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
     } else if (sniffed.kind === 'wav') {
       const source = { sampleRate: sniffed.info.sampleRate, channels: sniffed.info.channels };
+      if (source.channels > MAX_WAV_CHANNELS) {
+        // The resampler's history holds thousands of frames of every channel: a header saying
+        // 65535 channels made a 44-byte file take half a GiB.
+        throw new MediaError(
+          'ERR_MEDIA_FORMAT',
+          `WAV with ${source.channels} channels (at most ${MAX_WAV_CHANNELS}, as ffmpeg)`,
+        );
+      }
       attach(nativeChain(wavCore(), source), { decoder: 'wav', source });
     } else {
       const source = { sampleRate: OPUS_SAMPLE_RATE, channels: sniffed.head.channels };

@@ -675,6 +675,17 @@ test('a WAV header claiming more than 512 channels is a MediaError, not half a G
   assert.equal(many.format?.decoder, 'wav');
 });
 
+test('a WAV header with a rate the resampler refuses (999999999 Hz) is a MediaError, not a RangeError', async () => {
+  const wav = encodeWav(Buffer.alloc(64), 16000, 1);
+  wav.writeUInt32LE(999_999_999, 24);
+  wav.writeUInt32LE(999_999_999 * 2, 28);
+  await assert.rejects(
+    run(wav),
+    (e: MediaError) =>
+      e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && /999999999 Hz/.test(e.message),
+  );
+});
+
 test('inputs of 0 to 11 bytes fail with a typed error, never a RangeError', async () => {
   const prefixes = [
     Buffer.alloc(12),

@@ -8,7 +8,13 @@ import { MediaError } from '../audio/media-error.ts';
 import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
 import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
 import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
-import { checkDesign, checkPcmFormat, type PcmFormat, type ResamplerDesign } from '../audio/resampler.ts';
+import {
+  checkDesign,
+  checkPcmFormat,
+  type PcmFormat,
+  type ResamplerDesign,
+  resamplerChain,
+} from '../audio/resampler.ts';
 import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
@@ -204,6 +210,8 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
       );
     }
     checkPcmFormat('decode: input', options.input);
+    // A conversion the resampler refuses fails here, not at the first write.
+    if (mode !== 'always') resamplerChain(options.input.sampleRate, target.sampleRate, options.design);
   }
   // Checked now, not when the first bytes pick a decoder that resamples.
   checkDesign(options.design);
@@ -282,7 +290,17 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
           `WAV with ${source.channels} channels (at most ${MAX_WAV_CHANNELS}, as ffmpeg)`,
         );
       }
-      attach(nativeChain(wavCore(), source), { decoder: 'wav', source });
+      let chain: Duplex;
+      try {
+        chain = nativeChain(wavCore(), source);
+      } catch (err) {
+        // A rate the resampler refuses is the file's fault here, not the caller's.
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        throw new MediaError('ERR_MEDIA_FORMAT', `WAV at ${source.sampleRate} Hz: ${err.message}`, {
+          cause: err,
+        });
+      }
+      attach(chain, { decoder: 'wav', source });
     } else {
       const source = { sampleRate: OPUS_SAMPLE_RATE, channels: sniffed.head.channels };
       const demuxer = sniffed.kind === 'ogg-opus' ? new OggOpusDemuxer() : new WebmOpusDemuxer();

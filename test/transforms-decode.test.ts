@@ -686,6 +686,21 @@ test('a WAV header with a rate the resampler refuses (999999999 Hz) is a MediaEr
   );
 });
 
+test('a WAV header more than 64 times below the output rate (1 Hz) is a MediaError, not one GiB chunk', async () => {
+  for (const rate of [1, 249]) {
+    const wav = encodeWav(Buffer.alloc(64 * 1024), rate, 1);
+    await assert.rejects(
+      run(wav, {}, wav.length),
+      (e: MediaError) =>
+        e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && e.message.includes(`WAV at ${rate} Hz`),
+      `${rate} Hz`,
+    );
+  }
+  // 64 times below the output is still decoded (250 Hz to 16 kHz).
+  const low = await run(encodeWav(Buffer.alloc(500), 250, 1));
+  assert.equal(low.pcm.length, 250 * 64 * 2);
+});
+
 test('inputs of 0 to 11 bytes fail with a typed error, never a RangeError', async () => {
   const prefixes = [
     Buffer.alloc(12),

@@ -118,6 +118,8 @@ const RAW_SAMPLE: Record<
 
 /** Most channels a WAV header may declare (ffmpeg's limit too: it refuses more). */
 const MAX_WAV_CHANNELS = 512;
+/** Most output samples per input sample from a WAV header's rate (16 kHz out: 250 Hz in at least). */
+const MAX_WAV_UPSAMPLING = 64;
 
 /** A stateful decoder: bytes in, PCM16 interleaved out; `end` fails on a cut input. */
 interface PcmCore {
@@ -288,6 +290,14 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
         throw new MediaError(
           'ERR_MEDIA_FORMAT',
           `WAV with ${source.channels} channels (at most ${MAX_WAV_CHANNELS}, as ffmpeg)`,
+        );
+      }
+      if (target.sampleRate > MAX_WAV_UPSAMPLING * source.sampleRate) {
+        // Each input chunk's output is made at once: a header saying 1 Hz turned a 64 KiB read
+        // into one 1 GiB chunk (16000 samples out for each sample in).
+        throw new MediaError(
+          'ERR_MEDIA_FORMAT',
+          `WAV at ${source.sampleRate} Hz: more than ${MAX_WAV_UPSAMPLING} times below the output's ${target.sampleRate} Hz`,
         );
       }
       let chain: Duplex;

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { FfmpegError, FfmpegNotFoundError } from '../src/audio/ffmpeg.ts';
 import { MediaError } from '../src/audio/media-error.ts';
-import { OggOpusDemuxer, oggCrc } from '../src/audio/ogg-opus.ts';
+import { OggOpusDemuxer, OggPageWalker, oggCrc } from '../src/audio/ogg-opus.ts';
 import { sniffAudio } from '../src/audio/sniff.ts';
 import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
@@ -204,6 +204,64 @@ test('a file ffmpeg decodes only in part warns with its words, or fails with dec
   assert.equal(warnings[0]!.code, 'ERR_MEDIA_FORMAT');
   const seconds = Buffer.concat(parts).length / 32000;
   assert.ok(seconds > 1 && seconds < 3, `${seconds} s decoded before the cut`);
+});
+
+test('a cut file ffmpeg decodes without a word (MP3 with a LAME tag, ADPCM WAV, Ogg Vorbis) warns ERR_MEDIA_TRUNCATED, or fails', async () => {
+  // Written to files: to a pipe ffmpeg can write neither the LAME tag's length nor the WAV sizes.
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  const written = async (name: string, codec: string) => {
+    const path = join(dir, name);
+    await ffmpeg(['-f', 'lavfi', '-i', 'sine=duration=3', '-c:a', codec, '-y', path]);
+    return readFileSync(path);
+  };
+  const files: Array<[string, Buffer]> = [
+    ['mp3', await written('a.mp3', 'libmp3lame')],
+    ['adpcm wav', await written('a.wav', 'adpcm_ms')],
+    ['ogg vorbis', await written('a.ogg', 'libvorbis')],
+  ];
+  rmSync(dir, { recursive: true, force: true });
+  for (const [name, file] of files) {
+    const whole = decode();
+    const wholeWarnings: MediaError[] = [];
+    whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
+    await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+    assert.deepEqual(wholeWarnings, [], `${name}: whole`);
+    const cut = file.subarray(0, Math.floor(file.length * 0.6) + 7);
+    const d = decode();
+    const warnings: MediaError[] = [];
+    d.on('warning', (w: MediaError) => warnings.push(w));
+    await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+    assert.deepEqual(
+      warnings.map((w) => w.code),
+      ['ERR_MEDIA_TRUNCATED'],
+      `${name}: ${warnings.map((w) => w.message)}`,
+    );
+    await assert.rejects(
+      run(cut, { decodeErrors: 'fail' }),
+      (err: MediaError) => err.code === 'ERR_MEDIA_TRUNCATED' && /cut file/.test(err.message),
+      name,
+    );
+  }
+});
+
+test('property: OggPageWalker says whether any split of an Ogg file ends inside a page', async () => {
+  const ogg = await sineFile({ seconds: 0.5, rate: 44100, codec: 'libvorbis', format: 'ogg' });
+  const boundaries = new Set([...oggPageOffsets(ogg), ogg.length]);
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: ogg.length }), cutsFor(ogg.length), (end, cuts) => {
+      const walker = new OggPageWalker();
+      for (const chunk of splitAt(
+        ogg.subarray(0, end),
+        cuts.filter((c) => c < end),
+      ))
+        walker.push(chunk);
+      assert.equal(walker.insidePage, !boundaries.has(end), `cut at ${end}`);
+    }),
+    { numRuns: 200 },
+  );
+  const junk = new OggPageWalker();
+  junk.push(Buffer.from('not an Ogg page at all, but long enough'));
+  assert.equal(junk.insidePage, false, 'no verdict on what is not Ogg');
 });
 
 async function opusFile(

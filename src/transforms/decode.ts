@@ -5,7 +5,7 @@ import * as streams from 'node:stream';
 import { Duplex, type Transform } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
 import { MediaError } from '../audio/media-error.ts';
-import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
+import { OggOpusDemuxer, OggPageWalker } from '../audio/ogg-opus.ts';
 import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
 import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
 import {
@@ -223,6 +223,17 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   }
 
   let inner: Duplex | undefined;
+  /**
+   * ffmpeg path: the input length a WAV header declares, and the output length an MP3's LAME
+   * tag gives (with a frame of slack). ffmpeg decodes a cut file without a word; falling short
+   * of these is a warning, or the error with `decodeErrors: 'fail'`.
+   */
+  let declaredInput: number | undefined;
+  let declaredOutput: { bytes: number; slack: number; what: string } | undefined;
+  let inputBytes = 0;
+  /** ffmpeg path, Ogg input: whether it ends inside a page (cut). */
+  let oggPages: OggPageWalker | undefined;
+  let outputBytes = 0;
   let rawToFfmpeg: ByteAligner | undefined;
   const sniffer = new HeadSniffer();
 
@@ -241,6 +252,19 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     }
     const raw = options.input;
     const mp3 = sniffed?.kind === 'ffmpeg' ? sniffed.mp3 : undefined;
+    if (sniffed?.kind === 'ffmpeg') declaredInput = sniffed.wavEnd;
+    else if (sniffed?.kind === 'wav' && sniffed.info.dataBytes !== undefined) {
+      declaredInput = sniffed.info.dataOffset + sniffed.info.dataBytes;
+    }
+    if (mp3) {
+      const frameBytes = (n: number) =>
+        Math.round((n * target.sampleRate) / mp3.sampleRate) * target.channels * 2;
+      declaredOutput = {
+        bytes: frameBytes(mp3.samples),
+        slack: frameBytes(1152),
+        what: `${((mp3.samples / mp3.sampleRate) * 1000).toFixed(0)} ms by its LAME tag`,
+      };
+    }
     return ffmpegPcm({
       ...target,
       inputArgs: raw ? ['-f', raw.encoding, '-ar', String(raw.sampleRate), '-ac', String(raw.channels)] : [],
@@ -281,7 +305,10 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     const sniffed = chunk ? sniffer.push(chunk) : sniffer.end();
     if (sniffed.kind === 'more') return undefined;
     if (mode === 'always' || sniffed.kind === 'ffmpeg') {
+      const head = sniffer.take();
+      if (head.toString('latin1', 0, 4) === 'OggS') oggPages = new OggPageWalker();
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
+      return head;
     } else if (sniffed.kind === 'wav') {
       const source = { sampleRate: sniffed.info.sampleRate, channels: sniffed.info.channels };
       if (source.channels > MAX_WAV_CHANNELS) {
@@ -322,21 +349,40 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   const attach = (chain: Duplex, format: DecodeFormatEvent) => {
     inner = chain;
     chain.on('data', (data: Buffer) => {
+      outputBytes += data.length;
       if (!outer.push(data)) chain.pause();
     });
-    chain.once('end', () => outer.push(null));
+    chain.once('end', () => {
+      const want = declaredOutput;
+      if (want && outputBytes + want.slack < want.bytes) {
+        const got = (outputBytes / (target.sampleRate * target.channels * 2)) * 1000;
+        const err = suspectCut(`the MP3 decoded to ${got.toFixed(0)} ms, ${want.what} (a cut file)`);
+        if (err) return outer.destroy(err);
+      }
+      outer.push(null);
+    });
     chain.once('error', (err) => outer.destroy(err));
     outer.emit('format', format);
   };
 
   const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
+    oggPages?.push(data);
     const whole = rawToFfmpeg ? rawToFfmpeg.push(data) : data;
     if (whole.length === 0 || inner!.write(whole)) callback();
     else inner!.once('drain', () => callback());
   };
 
+  /** A cut input ffmpeg decoded without a word: the error to fail with, or undefined once warned. */
+  const suspectCut = (message: string): MediaError | undefined => {
+    const err = new MediaError('ERR_MEDIA_TRUNCATED', message);
+    if (options.decodeErrors === 'fail') return err;
+    outer.emit('warning', err);
+    return undefined;
+  };
+
   const outer: Duplex = new Duplex({
     write(chunk: Buffer, _encoding, callback) {
+      inputBytes += chunk.length;
       if (inner) {
         forward(chunk, callback);
         return;
@@ -358,6 +404,22 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
         } catch (err) {
           callback(err as Error);
           return;
+        }
+        if (oggPages?.insidePage) {
+          const err = suspectCut('Ogg input ends inside a page (a cut file)');
+          if (err) {
+            callback(err);
+            return;
+          }
+        }
+        if (declaredInput !== undefined && inputBytes < declaredInput) {
+          const err = suspectCut(
+            `WAV input ends after ${inputBytes} of the ${declaredInput} bytes its header declares (a cut file)`,
+          );
+          if (err) {
+            callback(err);
+            return;
+          }
         }
         inner!.end();
         callback();

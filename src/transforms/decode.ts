@@ -73,6 +73,9 @@ export interface DecodeOptions {
    * or damaged packet). `'warn'` (default): the output stands and the stream emits `'warning'`
    * with a `MediaError` `ERR_MEDIA_FORMAT` carrying ffmpeg's words (concatenated MP3s and stray
    * tags make ffmpeg complain about files it decodes whole); `'fail'`: the stream fails with it.
+   * The same for a file that looks cut where ffmpeg says nothing (`ERR_MEDIA_TRUNCATED`: a WAV
+   * ending before its data chunk's end, an MP3 short of its LAME tag's length, an Ogg stream
+   * ending inside a page).
    */
   decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
@@ -89,7 +92,10 @@ export interface DecodeEvents {
   format: [format: DecodeFormatEvent];
   /** When it has started ffmpeg, with its pid. */
   spawn: [pid: number];
-  /** ffmpeg skipped input it could not decode (with `decodeErrors: 'warn'`, the default). */
+  /**
+   * ffmpeg skipped input it could not decode, or the input looks cut (with `decodeErrors:
+   * 'warn'`, the default).
+   */
   warning: [err: MediaError];
 }
 

@@ -435,3 +435,18 @@ test('bad formats, filter designs and task sizes are InvalidArgumentError throug
     assert.throws(() => new ResamplePlanner(ok, to, { maxTaskFrames: size }), InvalidArgumentError);
   }
 });
+
+test('a conversion whose filter tables would pass 64 MiB is refused up front, not designed for a minute in gigabytes', () => {
+  const to = { sampleRate: 16000, channels: 1 };
+  for (const sampleRate of [999_999_999, 123_456_789]) {
+    const from = { sampleRate, channels: 1 };
+    assert.throws(() => resample({ from, to }), InvalidArgumentError, `resample from ${sampleRate} Hz`);
+    const input = { encoding: 's16le', ...from } as RawInputFormat;
+    assert.throws(() => decode({ input }), InvalidArgumentError, `decode input ${sampleRate} Hz`);
+  }
+  // Every pair of common rates stays well inside the bound.
+  const rates = [8000, 11025, 16000, 22050, 24000, 44100, 48000, 96000, 192000, 384000, 768000];
+  for (const a of rates)
+    for (const b of [8000, 16000, 24000, 48000])
+      new ResamplePlanner({ sampleRate: a, channels: 1 }, { sampleRate: b, channels: 1 });
+});

@@ -138,6 +138,21 @@ test('bad input and bad options are typed errors', async () => {
   } finally {
     await relay.close();
   }
+  // A word without times: a typed error from the write, no cue with NaN times relayed.
+  const other = await captionRelay();
+  try {
+    const utterance = { type: 'utterance', words: [{ word: 'hello' }] };
+    await assert.rejects(
+      new Promise<void>((resolve, reject) => {
+        other.once('error', reject);
+        other.write(utterance, (err) => (err ? reject(err) : resolve()));
+      }),
+      { code: 'ERR_INVALID_ARGUMENT' },
+    );
+    assert.equal(other.stats().cues, 0);
+  } finally {
+    await other.close();
+  }
 });
 
 test('/cues.json keeps the last `history` cues; HEAD /events takes no viewer slot', async () => {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -101,4 +102,34 @@ test('standard input as declared raw PCM: 8 kHz stereo s16le becomes 16 kHz mono
   let peak = 0;
   for (let i = 0; i < pcm.length; i += 2) peak = Math.max(peak, Math.abs(pcm.readInt16LE(i)));
   assert.ok(peak > 6000, `the tone came through (peak ${peak})`);
+});
+
+test('a URL whose server accepts and never sends fails after ioTimeoutMs instead of waiting for ever', {
+  timeout: 30_000,
+}, async (t) => {
+  // Accepts the connection, reads the request, answers nothing (or only the headers).
+  const sockets = new Set<Socket>();
+  let headersOnly = false;
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+    if (headersOnly) socket.write('HTTP/1.1 200 OK\r\ncontent-type: audio/wav\r\n\r\n');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/live`;
+  for (const stage of ['no answer', 'headers, then nothing']) {
+    headersOnly = stage !== 'no answer';
+    const stream = liveInput(url, { ioTimeoutMs: 300 });
+    const closed = new Promise((resolve) => stream.once('close', resolve));
+    await assert.rejects(drain(stream), { code: 'ERR_FFMPEG_FAILED' }, stage);
+    await closed;
+    assert.deepEqual(ffmpegChildren(process.pid), [], `${stage}: ffmpeg is gone`);
+  }
+  assert.throws(() => liveInput(url, { ioTimeoutMs: -1 }), { code: 'ERR_INVALID_ARGUMENT' });
 });

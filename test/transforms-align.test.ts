@@ -204,3 +204,23 @@ test('stream form: a long single-speaker stretch labels each utterance once diar
   stream.end();
   await new Promise((resolve) => stream.once('end', resolve));
 });
+
+test('150,000 words in one utterance, and a timeline of 150,000 segments given at once: labelled, not a stack overflow', async () => {
+  const n = 150_000;
+  const many = new SpeakerTimeline();
+  const segments = Array.from({ length: n }, (_, i) => s(i % 2 ? 'B' : 'A', i, i + 1));
+  many.update({ type: 'timeline', segments, provisional: [] });
+  assert.equal(many.segments().length, n);
+  const words = Array.from({ length: n }, (_, i) => w('la', i * 0.2, i * 0.2 + 0.1));
+  const timeline = new SpeakerTimeline();
+  timeline.update({ type: 'timeline', segments: [s('A', 0, n * 0.2)], provisional: [] });
+  const final = { type: 'final', id: 'x', text: '', words, utterances: 1 };
+  const out = await collectObjects<SpeakerUtteranceEvent>(
+    [utterance(0, words), final],
+    alignSpeakersStream({ timeline }),
+  );
+  assert.equal(out.length, 2);
+  assert.equal(out[0]!.words.length, n);
+  assert.equal(out[1]!.words.length, n);
+  assert.equal(out[0]!.words.at(-1)!.speaker, 'A');
+});

@@ -244,6 +244,24 @@ test('empty input: an empty SRT, a WebVTT header alone; bad input is refused', a
   assert.throws(() => toCaptions({ format: 'ass' as 'srt' }), /format/);
 });
 
+test('a word without times, or not a word at all, is a typed error: never NaN:NaN:NaN in the file, nor a TypeError', async () => {
+  const bad: unknown[] = [
+    { word: 'hello' },
+    { word: 'hello', start_time: 0, end_time: Number.POSITIVE_INFINITY },
+    { start_time: 0, end_time: 1 },
+    null,
+  ];
+  for (const word of bad) {
+    const words = [{ word: 'fine', start_time: 0, end_time: 0.5 }, word];
+    assert.throws(() => renderCaptions(words as WordSegment[], { format: 'srt' }), {
+      code: 'ERR_INVALID_ARGUMENT',
+    });
+    for (const input of [words, { type: 'utterance', words }]) {
+      await assert.rejects(stream([input], { format: 'vtt' }), { code: 'ERR_INVALID_ARGUMENT' });
+    }
+  }
+});
+
 test('ffmpeg reads both outputs as subtitles', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

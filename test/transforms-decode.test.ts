@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { FfmpegError, FfmpegNotFoundError } from '../src/audio/ffmpeg.ts';
 import { MediaError } from '../src/audio/media-error.ts';
-import { OggOpusDemuxer, oggCrc } from '../src/audio/ogg-opus.ts';
+import { OggOpusDemuxer, OggPageWalker, oggCrc } from '../src/audio/ogg-opus.ts';
 import { sniffAudio } from '../src/audio/sniff.ts';
 import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
@@ -206,6 +206,64 @@ test('a file ffmpeg decodes only in part warns with its words, or fails with dec
   assert.ok(seconds > 1 && seconds < 3, `${seconds} s decoded before the cut`);
 });
 
+test('a cut file ffmpeg decodes without a word (MP3 with a LAME tag, ADPCM WAV, Ogg Vorbis) warns ERR_MEDIA_TRUNCATED, or fails', async () => {
+  // Written to files: to a pipe ffmpeg can write neither the LAME tag's length nor the WAV sizes.
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  const written = async (name: string, codec: string) => {
+    const path = join(dir, name);
+    await ffmpeg(['-f', 'lavfi', '-i', 'sine=duration=3', '-c:a', codec, '-y', path]);
+    return readFileSync(path);
+  };
+  const files: Array<[string, Buffer]> = [
+    ['mp3', await written('a.mp3', 'libmp3lame')],
+    ['adpcm wav', await written('a.wav', 'adpcm_ms')],
+    ['ogg vorbis', await written('a.ogg', 'libvorbis')],
+  ];
+  rmSync(dir, { recursive: true, force: true });
+  for (const [name, file] of files) {
+    const whole = decode();
+    const wholeWarnings: MediaError[] = [];
+    whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
+    await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+    assert.deepEqual(wholeWarnings, [], `${name}: whole`);
+    const cut = file.subarray(0, Math.floor(file.length * 0.6) + 7);
+    const d = decode();
+    const warnings: MediaError[] = [];
+    d.on('warning', (w: MediaError) => warnings.push(w));
+    await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+    assert.deepEqual(
+      warnings.map((w) => w.code),
+      ['ERR_MEDIA_TRUNCATED'],
+      `${name}: ${warnings.map((w) => w.message)}`,
+    );
+    await assert.rejects(
+      run(cut, { decodeErrors: 'fail' }),
+      (err: MediaError) => err.code === 'ERR_MEDIA_TRUNCATED' && /cut file/.test(err.message),
+      name,
+    );
+  }
+});
+
+test('property: OggPageWalker says whether any split of an Ogg file ends inside a page', async () => {
+  const ogg = await sineFile({ seconds: 0.5, rate: 44100, codec: 'libvorbis', format: 'ogg' });
+  const boundaries = new Set([...oggPageOffsets(ogg), ogg.length]);
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: ogg.length }), cutsFor(ogg.length), (end, cuts) => {
+      const walker = new OggPageWalker();
+      for (const chunk of splitAt(
+        ogg.subarray(0, end),
+        cuts.filter((c) => c < end),
+      ))
+        walker.push(chunk);
+      assert.equal(walker.insidePage, !boundaries.has(end), `cut at ${end}`);
+    }),
+    { numRuns: 200 },
+  );
+  const junk = new OggPageWalker();
+  junk.push(Buffer.from('not an Ogg page at all, but long enough'));
+  assert.equal(junk.insidePage, false, 'no verdict on what is not Ogg');
+});
+
 async function opusFile(
   format: 'ogg' | 'webm',
   extra: string[] = [],
@@ -324,6 +382,35 @@ test('cut or corrupt Opus input fails with MediaError', async () => {
     run(webm.subarray(0, webm.length - 37)),
     (e: MediaError) => e.code === 'ERR_MEDIA_TRUNCATED',
   );
+});
+
+/** Byte offsets of the Ogg pages of `ogg`. */
+function oggPageOffsets(ogg: Buffer): number[] {
+  const offsets: number[] = [];
+  for (let at = 0; at < ogg.length; ) {
+    offsets.push(at);
+    const segments = ogg[at + 26]!;
+    let body = 0;
+    for (let i = 0; i < segments; i++) body += ogg[at + 27 + i]!;
+    at += 27 + segments + body;
+  }
+  return offsets;
+}
+
+test('chained Ogg Opus: a link cut before its EOS page is followed by the next link, not the end of the audio', async () => {
+  const first = await opusFile('ogg', [], 1);
+  const second = await opusFile('ogg', [], 1.5);
+  // A recording cut short (its last page is whole, but no EOS page came), another appended.
+  const cut = Buffer.from(first);
+  const last = oggPageOffsets(cut).at(-1)!;
+  assert.equal(cut[last + 5]! & 4, 4);
+  cut[last + 5]! &= ~4;
+  cut.writeUInt32LE(oggCrc(cut.subarray(last)), last + 22);
+  const whole = (await run(Buffer.concat([first, second]), { sampleRate: 48000 })).pcm;
+  const out = await run(Buffer.concat([cut, second]), { sampleRate: 48000 });
+  assert.equal(out.format?.decoder, 'ogg-opus');
+  assert.equal(ms(out.pcm.length, 48000), 2500, 'both links decoded');
+  assert.ok(out.pcm.equals(whole));
 });
 
 test('a cut WAV is an error, not dropped: inside a sample, or on a sample boundary before its declared size', async () => {
@@ -623,6 +710,53 @@ test('MP3 gapless trimming cuts only the end padding: concatenated MP3s decode w
     Math.abs(ms(out.pcm.length) - ms(ref.length)) <= 1,
     `${ms(out.pcm.length)} ms vs ${ms(ref.length)} ms`,
   );
+});
+
+test('a WAV header claiming more than 512 channels is a MediaError, not half a GiB of resampler history', async () => {
+  const header = (channels: number) => {
+    const h = encodeWav(Buffer.alloc(0), 44100, 1);
+    h.writeUInt32LE(0xffffffff, 40); // streaming: to the end of input
+    h.writeUInt16LE(channels, 22);
+    // 8-bit: one byte a sample, so 65535 channels still fit the block align field.
+    h.writeUInt32LE(44100 * channels, 28);
+    h.writeUInt16LE(channels, 32);
+    h.writeUInt16LE(8, 34);
+    return h;
+  };
+  const frames = (channels: number) => Buffer.alloc(channels * 4, 128);
+  await assert.rejects(
+    run(Buffer.concat([header(65535), frames(65535)])),
+    (e: MediaError) =>
+      e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && /65535 channels/.test(e.message),
+  );
+  const many = await run(Buffer.concat([header(512), frames(512)]), {}, 1 << 20);
+  assert.equal(many.format?.decoder, 'wav');
+});
+
+test('a WAV header with a rate the resampler refuses (999999999 Hz) is a MediaError, not a RangeError', async () => {
+  const wav = encodeWav(Buffer.alloc(64), 16000, 1);
+  wav.writeUInt32LE(999_999_999, 24);
+  wav.writeUInt32LE(999_999_999 * 2, 28);
+  await assert.rejects(
+    run(wav),
+    (e: MediaError) =>
+      e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && /999999999 Hz/.test(e.message),
+  );
+});
+
+test('a WAV header more than 64 times below the output rate (1 Hz) is a MediaError, not one GiB chunk', async () => {
+  for (const rate of [1, 249]) {
+    const wav = encodeWav(Buffer.alloc(64 * 1024), rate, 1);
+    await assert.rejects(
+      run(wav, {}, wav.length),
+      (e: MediaError) =>
+        e instanceof MediaError && e.code === 'ERR_MEDIA_FORMAT' && e.message.includes(`WAV at ${rate} Hz`),
+      `${rate} Hz`,
+    );
+  }
+  // 64 times below the output is still decoded (250 Hz to 16 kHz).
+  const low = await run(encodeWav(Buffer.alloc(500), 250, 1));
+  assert.equal(low.pcm.length, 250 * 64 * 2);
 });
 
 test('inputs of 0 to 11 bytes fail with a typed error, never a RangeError', async () => {

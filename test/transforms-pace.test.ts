@@ -164,6 +164,28 @@ test('destroy clears the pending timer (no handle left open)', async () => {
   // test/setup.ts fails this file if the Timeout were still active.
 });
 
+test('a wait past 2^31-1 ms (a huge penalty) sleeps, it does not spin on a timer that fires at once', async (t) => {
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const pacer = new Pacer({ now: mockedNow });
+  const setTimer = t.mock.method(globalThis, 'setTimeout');
+  const stream = pace({ pacer, input: 'pcm' });
+  stream.on('data', () => {});
+  pacer.penalize(1e12);
+  stream.write(Buffer.alloc(100));
+  await new Promise((resolve) => setImmediate(resolve));
+  const delays = setTimer.mock.calls.map((c) => c.arguments[1] as number);
+  setTimer.mock.restore();
+  stream.destroy();
+  await new Promise((resolve) => stream.once('close', resolve));
+  assert.equal(delays.length, 1);
+  // Node fires a longer timer after 1 ms (TimeoutOverflowWarning): pace would spin.
+  assert.ok(delays[0]! > 1 && delays[0]! <= 2 ** 31 - 1, `timer of ${delays[0]} ms`);
+  assert.deepEqual(warnings, []);
+});
+
 test('property: whatever the chunk sizes, bytes let through by time t never exceed burst + rate * t', () => {
   fc.assert(
     fc.property(

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
+import { InvalidArgumentError } from '../src/protocol/errors.ts';
 import { tee } from '../src/transforms/tee.ts';
 
 function slowSink(delayMs: number, into: Buffer[]): Writable {
@@ -48,4 +50,22 @@ test('a failing branch fails the input and the other branches', async () => {
   split.branches[1]!.destroy(boom);
   await assert.rejects(input, boom);
   await assert.rejects(ok);
+});
+
+test('a branch its reader destroyed without an error fails the next write instead of holding it', {
+  timeout: 10_000,
+}, async () => {
+  const split = tee(2);
+  const other = pipeline(split.branches[0]!, new Writable({ write: (_c, _e, cb) => cb() }));
+  split.input.write(Buffer.from('first'));
+  // The reader gives up: destroy() with no error, so no 'error' reaches the tee.
+  split.branches[1]!.destroy();
+  await once(split.branches[1]!, 'close');
+  const written = new Promise<Error | null | undefined>((resolve) =>
+    split.input.write(Buffer.from('second'), resolve),
+  );
+  split.input.on('error', () => {});
+  const err = await written;
+  assert.ok(err instanceof InvalidArgumentError, `the write ended with ${err}`);
+  await assert.rejects(other);
 });

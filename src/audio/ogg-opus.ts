@@ -74,6 +74,51 @@ const FLAG_CONTINUED = 1;
 const FLAG_BOS = 2;
 const FLAG_EOS = 4;
 
+/**
+ * Follows the page structure of any Ogg stream (Vorbis, FLAC, Speex ... that ffmpeg decodes)
+ * without keeping it: whether the input so far ends on a page boundary. ffmpeg decodes an Ogg
+ * file cut inside a page without a word (and drops the pages before it too).
+ */
+export class OggPageWalker {
+  /** Bytes of the current page's header gathered (up to 27 + its segment count). */
+  #head = Buffer.alloc(HEADER_BYTES + 255);
+  #headBytes = 0;
+  /** Body bytes of the current page still to come. */
+  #body = 0;
+  /** False once the bytes stop looking like Ogg pages (junk, another format): no verdict. */
+  #valid = true;
+
+  /** Follow `chunk`. */
+  push(chunk: Uint8Array): void {
+    let at = 0;
+    while (this.#valid && at < chunk.length) {
+      if (this.#body > 0) {
+        const n = Math.min(this.#body, chunk.length - at);
+        this.#body -= n;
+        at += n;
+        continue;
+      }
+      const need = this.#headBytes < HEADER_BYTES ? HEADER_BYTES : HEADER_BYTES + this.#head[26]!;
+      const n = Math.min(need - this.#headBytes, chunk.length - at);
+      this.#head.set(chunk.subarray(at, at + n), this.#headBytes);
+      this.#headBytes += n;
+      at += n;
+      if (this.#headBytes === HEADER_BYTES && this.#head.readUInt32BE(0) !== 0x4f676753) this.#valid = false;
+      else if (this.#headBytes === HEADER_BYTES + this.#head[26]!) {
+        let body = 0;
+        for (let i = 0; i < this.#head[26]!; i++) body += this.#head[HEADER_BYTES + i]!;
+        this.#body = body;
+        this.#headBytes = 0;
+      }
+    }
+  }
+
+  /** Whether the input so far ends inside a page (false when it stopped looking like Ogg). */
+  get insidePage(): boolean {
+    return this.#valid && (this.#headBytes > 0 || this.#body > 0);
+  }
+}
+
 /** Default bound of one packet (a continued packet may span any number of pages). */
 export const MAX_OGG_PACKET_BYTES = 64 * 1024 * 1024;
 
@@ -98,6 +143,8 @@ export class OggOpusDemuxer {
   #partial: Buffer[] = [];
   #partialBytes = 0;
   #streams = 0;
+  /** A page that is not a BOS page has been seen since the last BOS page (its link's data began). */
+  #linkStarted = false;
 
   constructor(options: OggOpusDemuxerOptions = {}) {
     this.#maxPacket = options.maxPacketBytes ?? MAX_OGG_PACKET_BYTES;
@@ -180,6 +227,13 @@ export class OggOpusDemuxer {
     const serial = page.readUInt32LE(14);
     const body = HEADER_BYTES + segments;
     if (flags & FLAG_BOS) {
+      // Every BOS page of a link comes before its other pages (RFC 3533): one after them starts
+      // the next link of a chained file, so every stream of the last link has ended, whether or
+      // not its EOS page came (a recording cut short, then another appended to it).
+      if (this.#linkStarted) {
+        this.#linkStarted = false;
+        this.#endStream();
+      }
       const first = page.subarray(body, body + 8).toString('latin1');
       // A new Opus stream: the first one, or the next of a chained file once the last ended.
       if (first === 'OpusHead' && this.#serial === undefined) {
@@ -188,7 +242,7 @@ export class OggOpusDemuxer {
         this.#partial = [];
         this.#partialBytes = 0;
       }
-    }
+    } else this.#linkStarted = true;
     if (serial !== this.#serial) return; // another logical stream (video, a second track)
     if (!(flags & FLAG_CONTINUED) && this.#partial.length > 0) {
       throw new MediaError('ERR_MEDIA_FORMAT', 'Ogg packet continued on a page not marked as continued');
@@ -215,11 +269,14 @@ export class OggOpusDemuxer {
     // A packet whose last lacing value is 255 continues on the next page.
     if (start < pos) this.#gather(page.subarray(start, pos));
     if (lastPacket && granule >= 0) lastPacket.endGranule = granule;
-    if (flags & FLAG_EOS) {
-      if (this.#partial.length > 0)
-        throw new MediaError('ERR_MEDIA_TRUNCATED', 'Ogg stream ends inside a packet');
-      this.#serial = undefined;
-    }
+    if (flags & FLAG_EOS) this.#endStream();
+  }
+
+  /** The Opus stream being read has ended (its EOS page, or the next link began). */
+  #endStream(): void {
+    if (this.#partial.length > 0)
+      throw new MediaError('ERR_MEDIA_TRUNCATED', 'Ogg stream ends inside a packet');
+    this.#serial = undefined;
   }
 
   /** Add a piece of the packet being assembled; bounded, as a packet may go on for any number of pages. */

@@ -127,6 +127,12 @@ export interface ResamplerKernel {
 
 const kernelCache = new Map<string, ResamplerKernel>();
 
+/**
+ * Largest filter table of one stage, in floats (64 MiB, what the WebAssembly loop keeps). The
+ * conversions between common rates (8 kHz to 2.8 MHz, to 8 to 48 kHz) need 2.5 MiB at most.
+ */
+const MAX_KERNEL_FLOATS = 16 << 20;
+
 function checkRates(inRate: number, outRate: number): void {
   checkPcmFormat('the resampler input', { sampleRate: inRate, channels: 1 });
   checkPcmFormat('the resampler output', { sampleRate: outRate, channels: 1 });
@@ -171,6 +177,14 @@ function designKernel(
   const exact = up <= maxPhases;
   const phases = exact ? up : maxPhases;
   const taps = 2 * half;
+  if ((phases + 1) * taps > MAX_KERNEL_FLOATS) {
+    // Taps grow with the rate ratio, tables with the reduced ratio: an odd rate far above the
+    // output (a corrupt WAV header's 123456789 Hz) wanted gigabytes and a minute to design.
+    const mib = Math.ceil(((phases + 1) * taps * 4) / 2 ** 20);
+    throw new InvalidArgumentError(
+      `resampler: ${inRate} Hz to ${outRate} Hz needs ${phases + 1} tables of ${taps} taps (${mib} MiB; at most ${(MAX_KERNEL_FLOATS * 4) / 2 ** 20} MiB)`,
+    );
+  }
   const coeffs = new Float32Array((phases + 1) * taps);
   const i0beta = besselI0(beta);
   const row = new Float64Array(taps);

@@ -29,6 +29,11 @@ export type SniffResult =
       needsFile?: boolean;
       /** An MP3 whose LAME tag gives its length: trim ffmpeg's padding to it (a pipe cannot). */
       mp3?: Mp3Gapless;
+      /**
+       * A WAV ffmpeg decodes (ADPCM, GSM ...): where its data chunk ends by the header, so that
+       * an input ending before is known cut (ffmpeg decodes what there is without a word).
+       */
+      wavEnd?: number;
     };
 
 const startsWith = (b: Buffer, text: string, at = 0) =>
@@ -98,8 +103,23 @@ function sniffWav(head: Buffer, more: boolean): SniffResult {
     return more ? { kind: 'more' } : { kind: 'ffmpeg' };
   } catch {
     // A WAV we do not read (ADPCM, GSM, MP3 in RIFF, RF64): ffmpeg may.
-    return { kind: 'ffmpeg' };
+    const wavEnd = riffDataEnd(head);
+    return wavEnd === undefined ? { kind: 'ffmpeg' } : { kind: 'ffmpeg', wavEnd };
   }
+}
+
+/** Where a RIFF/WAVE file's data chunk ends by its header, when the head reaches it and says. */
+function riffDataEnd(head: Buffer): number | undefined {
+  if (!startsWith(head, 'RIFF')) return undefined;
+  for (let at = 12; at + 8 <= head.length; ) {
+    const size = head.readUInt32LE(at + 4);
+    if (head.toString('latin1', at, at + 4) === 'data') {
+      // 0 and 0xFFFFFFFF: a streaming header, to the end of input.
+      return size === 0 || size === 0xffffffff ? undefined : at + 8 + size;
+    }
+    at += 8 + size + (size % 2);
+  }
+  return undefined;
 }
 
 function sniffOgg(head: Buffer, more: boolean): SniffResult {

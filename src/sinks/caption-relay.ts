@@ -474,7 +474,14 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
     autoDestroy: false,
     write(event: TranscriptLike, _encoding, callback) {
       if (event?.type === 'utterance' && Array.isArray(event.words)) {
-        addCues(builder.add(event.words, { live: true }));
+        let cues: Cue[];
+        try {
+          cues = builder.add(event.words, { live: true });
+        } catch (err) {
+          callback(err as Error);
+          return;
+        }
+        addCues(cues);
       } else if (event?.type === 'partial' && typeof event.text === 'string') {
         // Within the cues' line limits: the tail, as a long utterance rolls up on screen.
         const lines = tailLines(event.text, builder.layout.maxCharsPerLine, builder.layout.maxLines);

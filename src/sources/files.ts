@@ -222,9 +222,11 @@ async function* walk(inputs: readonly string[], options: WalkOptions): AsyncGene
       };
       continue;
     }
+    // A stack, the next directory last: a directory's subdirectories go on in reverse, so they
+    // are walked in name order, each before the directories after its parent.
     const pending = [input];
     while (pending.length > 0) {
-      const dir = pending.shift()!;
+      const dir = pending.pop()!;
       // Each directory once, whichever way it was reached (a followed symlink, a loop).
       const real = await realpath(dir).catch(() => resolve(dir));
       if (visited.has(real)) continue;
@@ -294,7 +296,8 @@ async function* walk(inputs: readonly string[], options: WalkOptions): AsyncGene
         else if (file.isFile() && (await isMedia(target, entry.name)))
           yield { path, relative: rel, size: file.size, mtimeMs: file.mtimeMs };
       }
-      pending.unshift(...subdirs);
+      // Not unshift(...subdirs): spread arguments overflow the call stack past ~125,000 of them.
+      for (let i = subdirs.length - 1; i >= 0; i--) pending.push(subdirs[i]!);
     }
   }
 }

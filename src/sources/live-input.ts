@@ -7,6 +7,12 @@ import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type DecodeEvents, decode, type RawInputFormat } from '../transforms/decode.ts';
 import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 
+/** Default of `LiveInputOptions.ioTimeoutMs`. */
+const DEFAULT_IO_TIMEOUT_MS = 30_000;
+
+/** A URL ffmpeg opens with a protocol of its own (not a file, device or lavfi graph). */
+const NETWORK_URL = /^(?!file:)[a-z][a-z0-9+.-]*:\/\//i;
+
 /** Options of {@link liveInput}. */
 export interface LiveInputOptions {
   /** Read the input at its own rate (a file played as if it were a broadcast). Default false. */
@@ -21,6 +27,13 @@ export interface LiveInputOptions {
   stdinFormat?: RawInputFormat;
   /** An ffmpeg binary; otherwise `FFMPEG_PATH`, ffmpeg-static, then the PATH. */
   ffmpegPath?: string;
+  /**
+   * A network URL (`http://`, `https://`, `tcp://`, `rtmp://` ...): milliseconds a connection,
+   * a request or a read may wait for bytes before the stream fails with `FfmpegError` (ffmpeg's
+   * `-rw_timeout`; a source that stops sending is gone for good). `0`: wait for ever. Default
+   * 30000. RTSP and UDP take ffmpeg's own `-timeout` in `inputArgs` instead.
+   */
+  ioTimeoutMs?: number;
   /** Stops ffmpeg and destroys the stream. */
   signal?: AbortSignal;
 }
@@ -41,6 +54,12 @@ export type LiveInputStream = TypedStream<Readable, LiveInputEvents>;
  */
 export function liveInput(input: string, options: LiveInputOptions = {}): LiveInputStream {
   const sampleRate = options.sampleRate ?? 16_000;
+  const ioTimeoutMs = options.ioTimeoutMs ?? DEFAULT_IO_TIMEOUT_MS;
+  if (!(typeof ioTimeoutMs === 'number' && ioTimeoutMs >= 0 && Number.isFinite(ioTimeoutMs))) {
+    throw new InvalidArgumentError(
+      `liveInput: ioTimeoutMs must be a finite number of ms >= 0, got ${ioTimeoutMs}`,
+    );
+  }
   if (input === '-') {
     // decode() sniffs what comes (a streaming WAV header, Ogg, MP3, ...); it takes no device
     // format, and a pipe is live already.
@@ -59,9 +78,13 @@ export function liveInput(input: string, options: LiveInputOptions = {}): LiveIn
     pipeline(options.stdin ?? process.stdin, decoder, () => {});
     return decoder as unknown as LiveInputStream;
   }
+  // Without a bound ffmpeg waits for ever on a server that accepts and never answers, or stops
+  // sending: no audio, no end, no error. Given first, so that `inputArgs` can override it.
+  const timeout =
+    ioTimeoutMs > 0 && NETWORK_URL.test(input) ? ['-rw_timeout', String(Math.round(ioTimeoutMs * 1000))] : [];
   const stream: Readable = ffmpegInput({
     input,
-    inputArgs: options.inputArgs,
+    inputArgs: [...timeout, ...(options.inputArgs ?? [])],
     realtime: options.realtime,
     sampleRate,
     channels: 1,

@@ -128,7 +128,8 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
     } else {
       // Every closed segment in order, those already received first (none at all with
       // mergeDiarization's keepTimeline: false): add only the others, keep what was received.
-      this.#closed.push(...event.segments.slice(this.#received));
+      // A loop, not push(...): spread arguments overflow the call stack past ~125,000 segments.
+      for (let i = this.#received; i < event.segments.length; i++) this.#closed.push(event.segments[i]!);
       this.#received = Math.max(this.#received, event.segments.length);
       this.#tail = event.provisional;
       this.#ended = true;
@@ -228,7 +229,8 @@ export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transf
       queue.shift();
       if (head.type === 'utterance') {
         const words = alignSpeakers(head.words, timeline.segments(), options);
-        if (keepWords) labelled.push(...words);
+        // A loop, not push(...words): an utterance of 150,000 words overflowed the call stack.
+        if (keepWords) for (const word of words) labelled.push(word);
         stream.push({ ...head, words } satisfies SpeakerUtteranceEvent);
         timeline.prune(lastEnd(head) - keep);
       } else {

@@ -5,10 +5,16 @@ import * as streams from 'node:stream';
 import { Duplex, type Transform } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
 import { MediaError } from '../audio/media-error.ts';
-import { OggOpusDemuxer } from '../audio/ogg-opus.ts';
+import { OggOpusDemuxer, OggPageWalker } from '../audio/ogg-opus.ts';
 import { OPUS_SAMPLE_RATE, OpusPacketDecoder } from '../audio/opus-decoder.ts';
 import { int16ToBuffer, toPcm16 } from '../audio/pcm.ts';
-import { checkDesign, checkPcmFormat, type PcmFormat, type ResamplerDesign } from '../audio/resampler.ts';
+import {
+  checkDesign,
+  checkPcmFormat,
+  type PcmFormat,
+  type ResamplerDesign,
+  resamplerChain,
+} from '../audio/resampler.ts';
 import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
@@ -67,6 +73,9 @@ export interface DecodeOptions {
    * or damaged packet). `'warn'` (default): the output stands and the stream emits `'warning'`
    * with a `MediaError` `ERR_MEDIA_FORMAT` carrying ffmpeg's words (concatenated MP3s and stray
    * tags make ffmpeg complain about files it decodes whole); `'fail'`: the stream fails with it.
+   * The same for a file that looks cut where ffmpeg says nothing (`ERR_MEDIA_TRUNCATED`: a WAV
+   * ending before its data chunk's end, an MP3 short of its LAME tag's length, an Ogg stream
+   * ending inside a page).
    */
   decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
@@ -83,7 +92,10 @@ export interface DecodeEvents {
   format: [format: DecodeFormatEvent];
   /** When it has started ffmpeg, with its pid. */
   spawn: [pid: number];
-  /** ffmpeg skipped input it could not decode (with `decodeErrors: 'warn'`, the default). */
+  /**
+   * ffmpeg skipped input it could not decode, or the input looks cut (with `decodeErrors:
+   * 'warn'`, the default).
+   */
   warning: [err: MediaError];
 }
 
@@ -109,6 +121,11 @@ const RAW_SAMPLE: Record<
   alaw: { format: 'alaw', bits: 8, bytes: 1 },
   mulaw: { format: 'mulaw', bits: 8, bytes: 1 },
 };
+
+/** Most channels a WAV header may declare (ffmpeg's limit too: it refuses more). */
+const MAX_WAV_CHANNELS = 512;
+/** Most output samples per input sample from a WAV header's rate (16 kHz out: 250 Hz in at least). */
+const MAX_WAV_UPSAMPLING = 64;
 
 /** A stateful decoder: bytes in, PCM16 interleaved out; `end` fails on a cut input. */
 interface PcmCore {
@@ -201,6 +218,8 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
       );
     }
     checkPcmFormat('decode: input', options.input);
+    // A conversion the resampler refuses fails here, not at the first write.
+    if (mode !== 'always') resamplerChain(options.input.sampleRate, target.sampleRate, options.design);
   }
   // Checked now, not when the first bytes pick a decoder that resamples.
   checkDesign(options.design);
@@ -210,6 +229,17 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   }
 
   let inner: Duplex | undefined;
+  /**
+   * ffmpeg path: the input length a WAV header declares, and the output length an MP3's LAME
+   * tag gives (with a frame of slack). ffmpeg decodes a cut file without a word; falling short
+   * of these is a warning, or the error with `decodeErrors: 'fail'`.
+   */
+  let declaredInput: number | undefined;
+  let declaredOutput: { bytes: number; slack: number; what: string } | undefined;
+  let inputBytes = 0;
+  /** ffmpeg path, Ogg input: whether it ends inside a page (cut). */
+  let oggPages: OggPageWalker | undefined;
+  let outputBytes = 0;
   let rawToFfmpeg: ByteAligner | undefined;
   const sniffer = new HeadSniffer();
 
@@ -228,6 +258,19 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     }
     const raw = options.input;
     const mp3 = sniffed?.kind === 'ffmpeg' ? sniffed.mp3 : undefined;
+    if (sniffed?.kind === 'ffmpeg') declaredInput = sniffed.wavEnd;
+    else if (sniffed?.kind === 'wav' && sniffed.info.dataBytes !== undefined) {
+      declaredInput = sniffed.info.dataOffset + sniffed.info.dataBytes;
+    }
+    if (mp3) {
+      const frameBytes = (n: number) =>
+        Math.round((n * target.sampleRate) / mp3.sampleRate) * target.channels * 2;
+      declaredOutput = {
+        bytes: frameBytes(mp3.samples),
+        slack: frameBytes(1152),
+        what: `${((mp3.samples / mp3.sampleRate) * 1000).toFixed(0)} ms by its LAME tag`,
+      };
+    }
     return ffmpegPcm({
       ...target,
       inputArgs: raw ? ['-f', raw.encoding, '-ar', String(raw.sampleRate), '-ac', String(raw.channels)] : [],
@@ -268,10 +311,39 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     const sniffed = chunk ? sniffer.push(chunk) : sniffer.end();
     if (sniffed.kind === 'more') return undefined;
     if (mode === 'always' || sniffed.kind === 'ffmpeg') {
+      const head = sniffer.take();
+      if (head.toString('latin1', 0, 4) === 'OggS') oggPages = new OggPageWalker();
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
+      return head;
     } else if (sniffed.kind === 'wav') {
       const source = { sampleRate: sniffed.info.sampleRate, channels: sniffed.info.channels };
-      attach(nativeChain(wavCore(), source), { decoder: 'wav', source });
+      if (source.channels > MAX_WAV_CHANNELS) {
+        // The resampler's history holds thousands of frames of every channel: a header saying
+        // 65535 channels made a 44-byte file take half a GiB.
+        throw new MediaError(
+          'ERR_MEDIA_FORMAT',
+          `WAV with ${source.channels} channels (at most ${MAX_WAV_CHANNELS}, as ffmpeg)`,
+        );
+      }
+      if (target.sampleRate > MAX_WAV_UPSAMPLING * source.sampleRate) {
+        // Each input chunk's output is made at once: a header saying 1 Hz turned a 64 KiB read
+        // into one 1 GiB chunk (16000 samples out for each sample in).
+        throw new MediaError(
+          'ERR_MEDIA_FORMAT',
+          `WAV at ${source.sampleRate} Hz: more than ${MAX_WAV_UPSAMPLING} times below the output's ${target.sampleRate} Hz`,
+        );
+      }
+      let chain: Duplex;
+      try {
+        chain = nativeChain(wavCore(), source);
+      } catch (err) {
+        // A rate the resampler refuses is the file's fault here, not the caller's.
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        throw new MediaError('ERR_MEDIA_FORMAT', `WAV at ${source.sampleRate} Hz: ${err.message}`, {
+          cause: err,
+        });
+      }
+      attach(chain, { decoder: 'wav', source });
     } else {
       const source = { sampleRate: OPUS_SAMPLE_RATE, channels: sniffed.head.channels };
       const demuxer = sniffed.kind === 'ogg-opus' ? new OggOpusDemuxer() : new WebmOpusDemuxer();
@@ -283,21 +355,40 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   const attach = (chain: Duplex, format: DecodeFormatEvent) => {
     inner = chain;
     chain.on('data', (data: Buffer) => {
+      outputBytes += data.length;
       if (!outer.push(data)) chain.pause();
     });
-    chain.once('end', () => outer.push(null));
+    chain.once('end', () => {
+      const want = declaredOutput;
+      if (want && outputBytes + want.slack < want.bytes) {
+        const got = (outputBytes / (target.sampleRate * target.channels * 2)) * 1000;
+        const err = suspectCut(`the MP3 decoded to ${got.toFixed(0)} ms, ${want.what} (a cut file)`);
+        if (err) return outer.destroy(err);
+      }
+      outer.push(null);
+    });
     chain.once('error', (err) => outer.destroy(err));
     outer.emit('format', format);
   };
 
   const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
+    oggPages?.push(data);
     const whole = rawToFfmpeg ? rawToFfmpeg.push(data) : data;
     if (whole.length === 0 || inner!.write(whole)) callback();
     else inner!.once('drain', () => callback());
   };
 
+  /** A cut input ffmpeg decoded without a word: the error to fail with, or undefined once warned. */
+  const suspectCut = (message: string): MediaError | undefined => {
+    const err = new MediaError('ERR_MEDIA_TRUNCATED', message);
+    if (options.decodeErrors === 'fail') return err;
+    outer.emit('warning', err);
+    return undefined;
+  };
+
   const outer: Duplex = new Duplex({
     write(chunk: Buffer, _encoding, callback) {
+      inputBytes += chunk.length;
       if (inner) {
         forward(chunk, callback);
         return;
@@ -319,6 +410,22 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
         } catch (err) {
           callback(err as Error);
           return;
+        }
+        if (oggPages?.insidePage) {
+          const err = suspectCut('Ogg input ends inside a page (a cut file)');
+          if (err) {
+            callback(err);
+            return;
+          }
+        }
+        if (declaredInput !== undefined && inputBytes < declaredInput) {
+          const err = suspectCut(
+            `WAV input ends after ${inputBytes} of the ${declaredInput} bytes its header declares (a cut file)`,
+          );
+          if (err) {
+            callback(err);
+            return;
+          }
         }
         inner!.end();
         callback();

@@ -105,6 +105,9 @@ export class Pacer {
   }
 }
 
+/** The longest delay setTimeout takes as given. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Options of {@link pace}. */
 export interface PaceOptions extends PacerOptions {
   /** `'frames'` (default): encoded live input frames (object mode), PCM bytes = length - 18. `'pcm'`: bytes. */
@@ -142,7 +145,9 @@ export function pace(options: PaceOptions = {}): PaceTransform {
         // A live source only waits out a penalty; a file waits for tokens too.
         const wait = live ? pacer.pausedFor() : pacer.delayFor(bytes);
         if (wait > 0) {
-          timer = setTimeout(attempt, wait);
+          // Past 2^31-1 ms setTimeout fires at once (with a warning): a long penalty or a very
+          // slow speed would spin every millisecond. Waking early is harmless: it asks again.
+          timer = setTimeout(attempt, Math.min(wait, MAX_TIMER_MS));
           return;
         }
         pacer.take(bytes);

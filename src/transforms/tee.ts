@@ -16,6 +16,7 @@ export function tee(count: number, options: { objectMode?: boolean; highWaterMar
   if (!Number.isSafeInteger(count) || count < 1)
     throw new InvalidArgumentError('tee needs at least one branch');
   const branches = Array.from({ length: count }, () => new PassThrough(options));
+  const closedEarly = () => new InvalidArgumentError('a tee branch closed before the input ended');
   const waitForRoom = (branch: PassThrough) =>
     new Promise<void>((resolve, reject) => {
       const done = (err?: Error) => {
@@ -25,7 +26,7 @@ export function tee(count: number, options: { objectMode?: boolean; highWaterMar
         else resolve();
       };
       const onDrain = () => done();
-      const onClose = () => done(new InvalidArgumentError('a tee branch closed before the input ended'));
+      const onClose = () => done(closedEarly());
       branch.on('drain', onDrain);
       branch.on('close', onClose);
     });
@@ -33,6 +34,12 @@ export function tee(count: number, options: { objectMode?: boolean; highWaterMar
     objectMode: options.objectMode ?? false,
     ...(options.highWaterMark === undefined ? {} : { highWaterMark: options.highWaterMark }),
     write(chunk, _encoding, callback) {
+      // A branch its reader destroyed without an error takes no more and never drains:
+      // waiting for it would hold the input for good.
+      if (branches.some((branch) => branch.destroyed)) {
+        callback(closedEarly());
+        return;
+      }
       const waits: Promise<void>[] = [];
       for (const branch of branches) if (!branch.write(chunk)) waits.push(waitForRoom(branch));
       if (waits.length === 0) callback();

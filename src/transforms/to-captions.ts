@@ -139,8 +139,13 @@ export class CaptionBuilder {
     if (labelsInText) this.layout.labelsInText = true;
   }
 
-  /** Lay out one batch of words: an utterance (`live`: more will follow), or a whole transcript. */
+  /**
+   * Lay out one batch of words: an utterance (`live`: more will follow), or a whole transcript.
+   * @throws InvalidArgumentError when a word is not `{ word: string, start_time, end_time }`
+   * with finite times (nothing is laid out then).
+   */
   add(words: readonly CaptionWord[], options: { live?: boolean } = {}): Cue[] {
+    checkWords(words);
     const L = this.layout;
     const groups: { words: CaptionWord[]; speaker: string | null }[] = [];
     let current: { words: CaptionWord[]; speaker: string | null } | undefined;
@@ -191,6 +196,28 @@ export class CaptionBuilder {
       cues.push({ startMs, endMs, lines, speaker: g.speaker });
     }
     return cues;
+  }
+}
+
+/**
+ * Words as captions need them: a string and finite times. A word without times would print
+ * `NaN:NaN:NaN,NaN` into the file, and one that is not an object threw a TypeError.
+ */
+function checkWords(words: readonly CaptionWord[]): void {
+  if (!Array.isArray(words)) throw new InvalidArgumentError('captions: words must be an array');
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i] as Partial<CaptionWord> | null;
+    if (
+      typeof w !== 'object' ||
+      w === null ||
+      typeof w.word !== 'string' ||
+      !Number.isFinite(w.start_time) ||
+      !Number.isFinite(w.end_time)
+    ) {
+      throw new InvalidArgumentError(
+        `captions: word ${i} must be { word: string, start_time: number, end_time: number } with finite times, got ${String(JSON.stringify(w)).slice(0, 200)}`,
+      );
+    }
   }
 }
 
@@ -292,7 +319,16 @@ export function toCaptions(options: CaptionOptions): Transform {
         );
         return;
       }
-      if (words && words.length > 0) emit(this, builder.add(words, { live: event?.type === 'utterance' }));
+      if (words && words.length > 0) {
+        let cues: Cue[];
+        try {
+          cues = builder.add(words, { live: event?.type === 'utterance' });
+        } catch (err) {
+          callback(err as Error);
+          return;
+        }
+        emit(this, cues);
+      }
       callback();
     },
     flush(this: Transform, callback: TransformCallback) {

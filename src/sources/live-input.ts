@@ -54,6 +54,10 @@ export type LiveInputStream = TypedStream<Readable, LiveInputEvents>;
  */
 export function liveInput(input: string, options: LiveInputOptions = {}): LiveInputStream {
   const sampleRate = options.sampleRate ?? 16_000;
+  if (!(Number.isSafeInteger(sampleRate) && sampleRate > 0))
+    throw new InvalidArgumentError(
+      `liveInput: sampleRate must be a positive integer (Hz), got ${sampleRate}`,
+    );
   const ioTimeoutMs = options.ioTimeoutMs ?? DEFAULT_IO_TIMEOUT_MS;
   if (!(typeof ioTimeoutMs === 'number' && ioTimeoutMs >= 0 && Number.isFinite(ioTimeoutMs))) {
     throw new InvalidArgumentError(

@@ -4,6 +4,7 @@
 
 import { EventEmitter } from 'node:events';
 import { Transform, type TransformCallback, Writable } from 'node:stream';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import {
   nearestBoundarySpeaker,
@@ -199,7 +200,9 @@ export interface SpeakerFinalEvent extends Omit<FinalEvent, 'words'> {
  * unlabelled.
  */
 export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transform {
-  const { timeline } = options;
+  const timeline = options?.timeline;
+  if (!(timeline instanceof SpeakerTimeline))
+    throw new InvalidArgumentError('alignSpeakersStream: options.timeline must be a SpeakerTimeline');
   const maxLag = options.maxLagSec ?? 10;
   const keep = options.keepSec ?? 60;
   const keepWords = options.keepWords ?? true;

@@ -1,6 +1,7 @@
 // demuxTts(): a TTS 200 body (undelimited service frames) in, `{ final, pcm }` chunks out.
 
 import type { Transform } from 'node:stream';
+import { InvalidArgumentError } from '../protocol/errors.ts';
 import { type TtsChunk, TtsDemuxer, type TtsDemuxerOptions } from '../protocol/tts-frames.ts';
 import { coreTransform } from './core-transform.ts';
 
@@ -17,6 +18,8 @@ export interface DemuxTtsOptions extends TtsDemuxerOptions {
  * whole samples before the failure are passed on first, however the body was split into reads.
  */
 export function demuxTts(options: DemuxTtsOptions): Transform {
+  if (options?.requestId === undefined)
+    throw new InvalidArgumentError('demuxTts: options.requestId (the request UUID) is required');
   const demuxer = new TtsDemuxer(options.requestId, options);
   return coreTransform(
     { push: (chunk: Buffer, out: TtsChunk[]) => demuxer.push(chunk, out), end: (out) => demuxer.end(out) },

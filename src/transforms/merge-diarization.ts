@@ -3,7 +3,7 @@
 // active tail is provisional and each snapshot replaces the last.
 
 import type { Transform } from 'node:stream';
-import { IncompleteStreamError, ProtocolError } from '../protocol/errors.ts';
+import { IncompleteStreamError, InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
 import type { DiarizationSegment } from '../protocol/jobs.ts';
 import {
   type DiarizationRecord,
@@ -84,7 +84,12 @@ export class DiarizationMerger {
   #final = false;
 
   constructor(options: Pick<MergeDiarizationOptions, 'maxGapSec' | 'keepTimeline' | 'streamEndSec'> = {}) {
-    this.#maxGap = options.maxGapSec ?? Number.POSITIVE_INFINITY;
+    const maxGap = options.maxGapSec ?? Number.POSITIVE_INFINITY;
+    if (!(typeof maxGap === 'number' && maxGap >= 0))
+      throw new InvalidArgumentError(
+        `mergeDiarization: maxGapSec must be a number of seconds >= 0, got ${maxGap}`,
+      );
+    this.#maxGap = maxGap;
     this.#keep = options.keepTimeline ?? true;
     this.#streamEnd = options.streamEndSec;
   }

@@ -107,20 +107,15 @@ export class LiveSession {
   /**
    * Run the engine on accepted PCM now (so results do not depend on timing) and release the
    * records after the latency model's delay (`delayMs`), in order behind earlier frames.
-   * `now` holds them when they are released at once: no delay and no earlier frame's records
-   * still held back.
+   * The records themselves when they are released at once (no delay, and no earlier frame's
+   * records still held back: every live frame without a latency model), else their promise.
    */
-  infer(
-    pcm: Buffer,
-    final: boolean,
-    delayMs: number,
-    sleep: (ms: number) => Promise<void>,
-  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
+  infer(pcm: Buffer, final: boolean, delayMs: number, sleep: (ms: number) => Promise<void>): Released {
     const records: LiveRecord[] = this.engine.push(pcm);
     if (final) records.push(...this.engine.finish());
     if (delayMs <= 0 && this.#held === 0) {
       this.lastActivityAt = performance.now();
-      return { ready: Promise.resolve(records), now: records };
+      return records;
     }
     this.#held++;
     const ready = this.#inference
@@ -136,9 +131,12 @@ export class LiveSession {
       () => {},
       () => {},
     );
-    return { ready, now: undefined };
+    return ready;
   }
 }
+
+/** A frame's records: at once, or once the latency model releases them. */
+export type Released = LiveRecord[] | Promise<LiveRecord[]>;
 
 /** A scope's live streams, per kind, by id. */
 interface LiveScope {
@@ -175,7 +173,11 @@ export class LiveSessions {
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
+    this.#sleep = (ms) => ctx.lifecycle.sleep(ms);
   }
+
+  /** The latency model's wait, made once (not a closure per frame). */
+  readonly #sleep: (ms: number) => Promise<void>;
 
   #scopeKey(where: SessionScope): string {
     let key = this.#scopeKeys.get(where);
@@ -261,9 +263,8 @@ export class LiveSessions {
     plan: FaultPlan,
   ): {
     session: LiveSession;
-    ready: Promise<LiveRecord[]>;
-    /** The records, when they are released at once (see `LiveSession.infer`). */
-    now: LiveRecord[] | undefined;
+    /** The frame's records, at once or later (see `LiveSession.infer`). */
+    records: Released;
     after: FaultAnswer | undefined;
   } {
     const session = this.accept(frame, kind, where, key, admit);
@@ -271,14 +272,14 @@ export class LiveSessions {
       this.end(session, 'failed');
       throw failureRejection(op);
     }
-    const { ready, now } = this.infer(session, frame);
+    const records = this.infer(session, frame);
     const after = faultAfterEffect(plan);
     if (after && frame.isFinal)
-      void ready.then(
+      void Promise.resolve(records).then(
         () => this.end(session, 'finished'),
         () => {},
       );
-    return { session, ready, now, after };
+    return { session, records, after };
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
@@ -369,14 +370,11 @@ export class LiveSessions {
   }
 
   /** Records of an accepted frame, released after the latency model's processing time. */
-  infer(
-    session: LiveSession,
-    frame: LiveFrame,
-  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
+  infer(session: LiveSession, frame: LiveFrame): Released {
     const ctx = this.#ctx;
     const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / LIVE_BYTES_PER_SECOND);
-    const out = session.infer(frame.pcm, frame.isFinal, delayMs, (ms) => ctx.lifecycle.sleep(ms));
-    out.ready.catch(() => {}); // rejected only when the emulator closes
+    const out = session.infer(frame.pcm, frame.isFinal, delayMs, this.#sleep);
+    if (!Array.isArray(out)) out.catch(() => {}); // rejected only when the emulator closes
     return out;
   }
 

@@ -283,7 +283,7 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
-        const { session, ready, after } = this.#sessions.acceptFrame(
+        const { session, records, after } = this.#sessions.acceptFrame(
           frame,
           kind,
           this.#where,
@@ -309,7 +309,10 @@ class SocketOps {
           }
         };
         // One chain per stream: a slowed frame's records still go out before the next frame's.
-        output.sent = output.sent.then(() => ready.then(emitRecords)).catch(() => {});
+        output.sent = output.sent
+          .then(() => records)
+          .then(emitRecords)
+          .catch(() => {});
       },
     );
   }

@@ -97,7 +97,7 @@ async function answerFrame(
     return;
   }
   const admit = (acquire?: () => Release) => ex.admit(acquire);
-  const { session, ready, now, after } = sessions.acceptFrame(
+  const { session, records, after } = sessions.acceptFrame(
     frame,
     kind,
     httpScope(key),
@@ -112,17 +112,18 @@ async function answerFrame(
     return;
   }
   sessions.beginPost(session);
-  if (now !== undefined && !frame.isFinal) {
+  if (Array.isArray(records) && !frame.isFinal) {
     // The records are out at once: answered now, with no window to wait through. An answer
     // that could not be completed (the client went away, a reset fault) cancels the stream.
     try {
-      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...now] : now;
+      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...records] : records;
       if (!(await ex.finishRecords(out))) sessions.end(session, 'cancelled');
     } finally {
       sessions.endPost(session);
     }
     return;
   }
+  const ready = Promise.resolve(records);
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');
   ex.signal.addEventListener('abort', onAbort, { once: true });

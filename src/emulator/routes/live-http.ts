@@ -96,13 +96,12 @@ async function answerFrame(
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
-  const admit = (acquire?: () => Release) => ex.admit(acquire);
   const { session, records, after } = sessions.acceptFrame(
     frame,
     kind,
     httpScope(key),
     key,
-    admit,
+    (acquire) => ex.admit(acquire),
     ex.op,
     ex.plan,
   );

@@ -34,6 +34,13 @@ export interface SessionScope {
   transport: 'http' | 'socket';
   /** The socket id for Socket.IO streams; one namespace for HTTP. */
   scope: string;
+  /** `transport:scope`, what the scope's streams and memory are kept under. */
+  key: string;
+}
+
+/** A scope, its key made once (maps are looked up by it for every live frame). */
+export function sessionScope(transport: SessionScope['transport'], scope: string): SessionScope {
+  return Object.freeze({ transport, scope, key: `${transport}:${scope}` });
 }
 
 export class LiveSession {
@@ -165,11 +172,6 @@ export class LiveSessions {
   readonly #memory = new Map<string, ScopeMemory>();
   /** Diarization streams (`scope id`) with a POST in flight. */
   readonly #posting = new Set<string>();
-  /**
-   * Each scope object's `transport:scope`, made once: maps are looked up by it for every live
-   * frame, and a key made per lookup cost more than the rest of finding the stream.
-   */
-  readonly #scopeKeys = new WeakMap<SessionScope, string>();
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
@@ -179,17 +181,8 @@ export class LiveSessions {
   /** The latency model's wait, made once (not a closure per frame). */
   readonly #sleep: (ms: number) => Promise<void>;
 
-  #scopeKey(where: SessionScope): string {
-    let key = this.#scopeKeys.get(where);
-    if (key === undefined) {
-      key = `${where.transport}:${where.scope}`;
-      this.#scopeKeys.set(where, key);
-    }
-    return key;
-  }
-
   find(kind: SessionKind, id: string, where: SessionScope): LiveSession | undefined {
-    return this.#live.get(this.#scopeKey(where))?.[kind].get(id);
+    return this.#live.get(where.key)?.[kind].get(id);
   }
 
   /**
@@ -358,7 +351,7 @@ export class LiveSessions {
       transcript,
     );
     this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
-    const scopeKey = this.#scopeKey(where);
+    const scopeKey = where.key;
     let live = this.#live.get(scopeKey);
     if (!live) {
       live = { asr: new Map(), diarization: new Map() };
@@ -385,7 +378,7 @@ export class LiveSessions {
     this.#ctx.lifecycle.clear(session.timer);
     session.timer = undefined;
     session.release();
-    const scopeKey = this.#scopeKey(session.where);
+    const scopeKey = session.where.key;
     const live = this.#live.get(scopeKey);
     if (live?.[session.kind].get(session.id) === session) {
       live[session.kind].delete(session.id);
@@ -397,7 +390,7 @@ export class LiveSessions {
 
   /** Cancel every live stream of a scope (a Socket.IO connection that closed) and forget its ids. */
   cancelScope(where: SessionScope): void {
-    const scopeKey = this.#scopeKey(where);
+    const scopeKey = where.key;
     const live = this.#live.get(scopeKey);
     if (live)
       for (const session of [...live.asr.values(), ...live.diarization.values()])
@@ -421,7 +414,7 @@ export class LiveSessions {
    */
   claimDiarizationPost(head: Buffer, where: SessionScope): Release {
     if (isZeroUuid(head)) return NOTHING; // the frame is refused when it is decoded
-    const name = `${this.#scopeKey(where)} ${bytesToUuid(head)}`;
+    const name = `${where.key} ${bytesToUuid(head)}`;
     if (this.#posting.has(name)) {
       throw reject(
         'CONCURRENCY_LIMIT_EXCEEDED',
@@ -509,7 +502,7 @@ export class LiveSessions {
   #memoryOf(where: SessionScope, create: true): ScopeMemory;
   #memoryOf(where: SessionScope, create: false): ScopeMemory | undefined;
   #memoryOf(where: SessionScope, create: boolean): ScopeMemory | undefined {
-    const scope = this.#scopeKey(where);
+    const scope = where.key;
     let memory = this.#memory.get(scope);
     if (!memory && create) {
       memory = { retired: new Set(), ended: new Map(), idle: new Map() };

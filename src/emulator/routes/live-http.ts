@@ -9,7 +9,14 @@ import { NOTHING, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answerFault } from '../http-operation.ts';
 import { Rejection } from '../rejection.ts';
-import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
+import {
+  type LiveRecord,
+  type LiveSession,
+  type LiveSessions,
+  type SessionKind,
+  type SessionScope,
+  sessionScope,
+} from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
 
 /**
@@ -19,7 +26,7 @@ import type { EmulatorKey } from '../types.ts';
 const httpScope = (key: EmulatorKey): SessionScope => {
   let scope = HTTP_SCOPES.get(key.account);
   if (!scope) {
-    scope = Object.freeze({ transport: 'http', scope: `account:${key.account}` });
+    scope = sessionScope('http', `account:${key.account}`);
     HTTP_SCOPES.set(key.account, scope);
   }
   return scope;

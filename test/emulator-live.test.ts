@@ -11,7 +11,7 @@ import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { Lifecycle } from '../src/emulator/lifecycle.ts';
 import { Rejection } from '../src/emulator/rejection.ts';
-import { LiveSessions, type SessionScope } from '../src/emulator/sessions.ts';
+import { LiveSessions, type SessionScope, sessionScope } from '../src/emulator/sessions.ts';
 import { decodeFrame, encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
 import {
@@ -788,7 +788,7 @@ describe('live streams over Socket.IO', () => {
 });
 
 describe('the session state machine (LiveSessions)', () => {
-  const SOCKET: SessionScope = { transport: 'socket', scope: 'unit' };
+  const SOCKET: SessionScope = sessionScope('socket', 'unit');
   const decoded = (f: FrameInput) => decodeFrame(frameOf(f));
   /** Admission without a request rate (what the transports pass when none is configured). */
   const admit: Admit = (acquire) => (acquire ? acquire() : () => {});

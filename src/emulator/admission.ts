@@ -46,20 +46,23 @@ export class RequestAdmission {
     this.#batch = batch;
   }
 
-  readonly admit: Admit = (acquire = () => NOTHING) => {
-    if (this.#taken) return acquire();
+  /** See {@link Admit}. A method, not a closure per request: every live frame is admitted. */
+  admit(acquire?: () => Release): Release {
+    if (this.#taken) return acquire ? acquire() : NOTHING;
     const refund = this.#rate?.take(this.#key, this.#batch) ?? NOTHING;
-    let release: Release;
-    try {
-      release = acquire();
-    } catch (err) {
-      refund();
-      throw err;
+    let release: Release = NOTHING;
+    if (acquire) {
+      try {
+        release = acquire();
+      } catch (err) {
+        refund();
+        throw err;
+      }
     }
     this.#taken = true;
     this.#refund = refund;
     return release;
-  };
+  }
 
   /** The request was answered with error `status`: a refusal gives its token back. */
   answered(status: number): void {

@@ -34,6 +34,13 @@ export interface SessionScope {
   transport: 'http' | 'socket';
   /** The socket id for Socket.IO streams; one namespace for HTTP. */
   scope: string;
+  /** `transport:scope`, what the scope's streams and memory are kept under. */
+  key: string;
+}
+
+/** A scope, its key made once (maps are looked up by it for every live frame). */
+export function sessionScope(transport: SessionScope['transport'], scope: string): SessionScope {
+  return Object.freeze({ transport, scope, key: `${transport}:${scope}` });
 }
 
 export class LiveSession {
@@ -107,20 +114,15 @@ export class LiveSession {
   /**
    * Run the engine on accepted PCM now (so results do not depend on timing) and release the
    * records after the latency model's delay (`delayMs`), in order behind earlier frames.
-   * `now` holds them when they are released at once: no delay and no earlier frame's records
-   * still held back.
+   * The records themselves when they are released at once (no delay, and no earlier frame's
+   * records still held back: every live frame without a latency model), else their promise.
    */
-  infer(
-    pcm: Buffer,
-    final: boolean,
-    delayMs: number,
-    sleep: (ms: number) => Promise<void>,
-  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
+  infer(pcm: Buffer, final: boolean, delayMs: number, sleep: (ms: number) => Promise<void>): Released {
     const records: LiveRecord[] = this.engine.push(pcm);
     if (final) records.push(...this.engine.finish());
     if (delayMs <= 0 && this.#held === 0) {
       this.lastActivityAt = performance.now();
-      return { ready: Promise.resolve(records), now: records };
+      return records;
     }
     this.#held++;
     const ready = this.#inference
@@ -136,9 +138,12 @@ export class LiveSession {
       () => {},
       () => {},
     );
-    return { ready, now: undefined };
+    return ready;
   }
 }
+
+/** A frame's records: at once, or once the latency model releases them. */
+export type Released = LiveRecord[] | Promise<LiveRecord[]>;
 
 /** A scope's live streams, per kind, by id. */
 interface LiveScope {
@@ -167,27 +172,17 @@ export class LiveSessions {
   readonly #memory = new Map<string, ScopeMemory>();
   /** Diarization streams (`scope id`) with a POST in flight. */
   readonly #posting = new Set<string>();
-  /**
-   * Each scope object's `transport:scope`, made once: maps are looked up by it for every live
-   * frame, and a key made per lookup cost more than the rest of finding the stream.
-   */
-  readonly #scopeKeys = new WeakMap<SessionScope, string>();
 
   constructor(ctx: EmulatorContext) {
     this.#ctx = ctx;
+    this.#sleep = (ms) => ctx.lifecycle.sleep(ms);
   }
 
-  #scopeKey(where: SessionScope): string {
-    let key = this.#scopeKeys.get(where);
-    if (key === undefined) {
-      key = `${where.transport}:${where.scope}`;
-      this.#scopeKeys.set(where, key);
-    }
-    return key;
-  }
+  /** The latency model's wait, made once (not a closure per frame). */
+  readonly #sleep: (ms: number) => Promise<void>;
 
   find(kind: SessionKind, id: string, where: SessionScope): LiveSession | undefined {
-    return this.#live.get(this.#scopeKey(where))?.[kind].get(id);
+    return this.#live.get(where.key)?.[kind].get(id);
   }
 
   /**
@@ -261,9 +256,8 @@ export class LiveSessions {
     plan: FaultPlan,
   ): {
     session: LiveSession;
-    ready: Promise<LiveRecord[]>;
-    /** The records, when they are released at once (see `LiveSession.infer`). */
-    now: LiveRecord[] | undefined;
+    /** The frame's records, at once or later (see `LiveSession.infer`). */
+    records: Released;
     after: FaultAnswer | undefined;
   } {
     const session = this.accept(frame, kind, where, key, admit);
@@ -271,14 +265,14 @@ export class LiveSessions {
       this.end(session, 'failed');
       throw failureRejection(op);
     }
-    const { ready, now } = this.infer(session, frame);
+    const records = this.infer(session, frame);
     const after = faultAfterEffect(plan);
     if (after && frame.isFinal)
-      void ready.then(
+      void Promise.resolve(records).then(
         () => this.end(session, 'finished'),
         () => {},
       );
-    return { session, ready, now, after };
+    return { session, records, after };
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
@@ -357,7 +351,7 @@ export class LiveSessions {
       transcript,
     );
     this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
-    const scopeKey = this.#scopeKey(where);
+    const scopeKey = where.key;
     let live = this.#live.get(scopeKey);
     if (!live) {
       live = { asr: new Map(), diarization: new Map() };
@@ -369,14 +363,11 @@ export class LiveSessions {
   }
 
   /** Records of an accepted frame, released after the latency model's processing time. */
-  infer(
-    session: LiveSession,
-    frame: LiveFrame,
-  ): { ready: Promise<LiveRecord[]>; now: LiveRecord[] | undefined } {
+  infer(session: LiveSession, frame: LiveFrame): Released {
     const ctx = this.#ctx;
     const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / LIVE_BYTES_PER_SECOND);
-    const out = session.infer(frame.pcm, frame.isFinal, delayMs, (ms) => ctx.lifecycle.sleep(ms));
-    out.ready.catch(() => {}); // rejected only when the emulator closes
+    const out = session.infer(frame.pcm, frame.isFinal, delayMs, this.#sleep);
+    if (!Array.isArray(out)) out.catch(() => {}); // rejected only when the emulator closes
     return out;
   }
 
@@ -387,7 +378,7 @@ export class LiveSessions {
     this.#ctx.lifecycle.clear(session.timer);
     session.timer = undefined;
     session.release();
-    const scopeKey = this.#scopeKey(session.where);
+    const scopeKey = session.where.key;
     const live = this.#live.get(scopeKey);
     if (live?.[session.kind].get(session.id) === session) {
       live[session.kind].delete(session.id);
@@ -399,7 +390,7 @@ export class LiveSessions {
 
   /** Cancel every live stream of a scope (a Socket.IO connection that closed) and forget its ids. */
   cancelScope(where: SessionScope): void {
-    const scopeKey = this.#scopeKey(where);
+    const scopeKey = where.key;
     const live = this.#live.get(scopeKey);
     if (live)
       for (const session of [...live.asr.values(), ...live.diarization.values()])
@@ -423,7 +414,7 @@ export class LiveSessions {
    */
   claimDiarizationPost(head: Buffer, where: SessionScope): Release {
     if (isZeroUuid(head)) return NOTHING; // the frame is refused when it is decoded
-    const name = `${this.#scopeKey(where)} ${bytesToUuid(head)}`;
+    const name = `${where.key} ${bytesToUuid(head)}`;
     if (this.#posting.has(name)) {
       throw reject(
         'CONCURRENCY_LIMIT_EXCEEDED',
@@ -511,7 +502,7 @@ export class LiveSessions {
   #memoryOf(where: SessionScope, create: true): ScopeMemory;
   #memoryOf(where: SessionScope, create: false): ScopeMemory | undefined;
   #memoryOf(where: SessionScope, create: boolean): ScopeMemory | undefined {
-    const scope = this.#scopeKey(where);
+    const scope = where.key;
     let memory = this.#memory.get(scope);
     if (!memory && create) {
       memory = { retired: new Set(), ended: new Map(), idle: new Map() };

@@ -26,7 +26,14 @@ import {
 import { toRejection } from './http-operation.ts';
 import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
 import { checkFastRequest, fastRecords } from './routes/fast.ts';
-import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from './sessions.ts';
+import {
+  type LiveRecord,
+  type LiveSession,
+  type LiveSessions,
+  type SessionKind,
+  type SessionScope,
+  sessionScope,
+} from './sessions.ts';
 import { admitTts, beginSpeech, sendSpeech } from './tts-service.ts';
 import type { EmulatorKey } from './types.ts';
 import { listVoices } from './voices.ts';
@@ -119,7 +126,7 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
 export function handleConnections(ctx: EmulatorContext, io: Server, sessions: LiveSessions): void {
   io.on('connection', (socket) => {
     const state = socket.data.emulator as SocketState;
-    const where: SessionScope = { transport: 'socket', scope: socket.id };
+    const where = sessionScope('socket', socket.id);
     ctx.stats.socketConnections.opened++;
     ctx.stats.socketConnections.active++;
     socket.on('disconnect', () => {
@@ -283,7 +290,7 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
-        const { session, ready, after } = this.#sessions.acceptFrame(
+        const { session, records, after } = this.#sessions.acceptFrame(
           frame,
           kind,
           this.#where,
@@ -309,7 +316,10 @@ class SocketOps {
           }
         };
         // One chain per stream: a slowed frame's records still go out before the next frame's.
-        output.sent = output.sent.then(() => ready.then(emitRecords)).catch(() => {});
+        output.sent = output.sent
+          .then(() => records)
+          .then(emitRecords)
+          .catch(() => {});
       },
     );
   }

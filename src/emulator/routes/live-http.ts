@@ -9,7 +9,14 @@ import { NOTHING, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
 import { answerFault } from '../http-operation.ts';
 import { Rejection } from '../rejection.ts';
-import type { LiveRecord, LiveSession, LiveSessions, SessionKind, SessionScope } from '../sessions.ts';
+import {
+  type LiveRecord,
+  type LiveSession,
+  type LiveSessions,
+  type SessionKind,
+  type SessionScope,
+  sessionScope,
+} from '../sessions.ts';
 import type { EmulatorKey } from '../types.ts';
 
 /**
@@ -19,7 +26,7 @@ import type { EmulatorKey } from '../types.ts';
 const httpScope = (key: EmulatorKey): SessionScope => {
   let scope = HTTP_SCOPES.get(key.account);
   if (!scope) {
-    scope = Object.freeze({ transport: 'http', scope: `account:${key.account}` });
+    scope = sessionScope('http', `account:${key.account}`);
     HTTP_SCOPES.set(key.account, scope);
   }
   return scope;
@@ -96,13 +103,12 @@ async function answerFrame(
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
-  const admit = (acquire?: () => Release) => ex.admit(acquire);
-  const { session, ready, now, after } = sessions.acceptFrame(
+  const { session, records, after } = sessions.acceptFrame(
     frame,
     kind,
     httpScope(key),
     key,
-    admit,
+    (acquire) => ex.admit(acquire),
     ex.op,
     ex.plan,
   );
@@ -112,17 +118,18 @@ async function answerFrame(
     return;
   }
   sessions.beginPost(session);
-  if (now !== undefined && !frame.isFinal) {
+  if (Array.isArray(records) && !frame.isFinal) {
     // The records are out at once: answered now, with no window to wait through. An answer
     // that could not be completed (the client went away, a reset fault) cancels the stream.
     try {
-      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...now] : now;
+      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...records] : records;
       if (!(await ex.finishRecords(out))) sessions.end(session, 'cancelled');
     } finally {
       sessions.endPost(session);
     }
     return;
   }
+  const ready = Promise.resolve(records);
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');
   ex.signal.addEventListener('abort', onAbort, { once: true });

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import type { WordSegment } from '../src/protocol/records.ts';
 import { UNKNOWN_SPEAKER } from '../src/protocol/speaker-rule.ts';
 import {
@@ -15,11 +16,13 @@ import {
 } from '../src/transforms/align-speakers.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import {
+  type DiarizationEvent,
   DiarizationMerger,
   mergeDiarization,
   type SpeakerSegment,
 } from '../src/transforms/merge-diarization.ts';
 import { collectObjects } from './helpers/collect.ts';
+import * as arb from './helpers/speaker-arbitraries.ts';
 
 const w = (word: string, start: number, end: number): WordSegment => ({
   word,
@@ -223,4 +226,257 @@ test('150,000 words in one utterance, and a timeline of 150,000 segments given a
   assert.equal(out[0]!.words.length, n);
   assert.equal(out[1]!.words.length, n);
   assert.equal(out[0]!.words.at(-1)!.speaker, 'A');
+});
+
+// The quadratic implementation alignSpeakers replaced (every segment scanned for every word), kept
+// as the reference its answers must equal, ties included.
+const reference = {
+  realSegments(segments: readonly SpeakerSegment[]): SpeakerSegment[] {
+    return segments
+      .map((s, i) => ({ s, i }))
+      .filter(({ s }) => s.end_time > s.start_time)
+      .sort((a, b) => a.s.start_time - b.s.start_time || a.i - b.i)
+      .map(({ s }) => s);
+  },
+  segmentHolding(time: number, real: readonly SpeakerSegment[]): SpeakerSegment | undefined {
+    return real.find((s) => s.start_time <= time && time <= s.end_time);
+  },
+  nearestBoundarySpeaker(word: WordSegment, real: readonly SpeakerSegment[]): string {
+    const mid = (word.start_time + word.end_time) / 2;
+    let speaker = real[0]!.speaker;
+    let best = Number.POSITIVE_INFINITY;
+    for (const s of real) {
+      const d = Math.round(Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time)) * 1e6);
+      if (d < best) {
+        best = d;
+        speaker = s.speaker;
+      }
+    }
+    return speaker;
+  },
+  v1Speaker(word: WordSegment, real: readonly SpeakerSegment[], forceAlign: boolean): string | null {
+    if (real.length === 0) return null;
+    const holder = reference.segmentHolding(word.start_time, real);
+    if (holder) return holder.speaker;
+    return forceAlign ? reference.nearestBoundarySpeaker(word, real) : UNKNOWN_SPEAKER;
+  },
+  labelOne(
+    word: WordSegment,
+    segs: readonly SpeakerSegment[],
+    options: { mode?: 'overlap' | 'v1'; forceAlign?: boolean },
+  ): string {
+    if ((options.mode ?? 'overlap') === 'v1')
+      return reference.v1Speaker(word, segs, options.forceAlign !== false)!;
+    const micros = (seconds: number) => Math.round(seconds * 1e6);
+    const start = micros(word.start_time);
+    const end = micros(word.end_time);
+    const bySpeaker = new Map<string, number>();
+    for (const s of segs) {
+      const from = micros(s.start_time);
+      const to = micros(s.end_time);
+      const overlap =
+        end > start ? Math.min(end, to) - Math.max(start, from) : start >= from && start < to ? 1 : 0;
+      if (overlap > 0) bySpeaker.set(s.speaker, (bySpeaker.get(s.speaker) ?? 0) + overlap);
+    }
+    let best: string | undefined;
+    let bestOverlap = 0;
+    for (const [speaker, overlap] of bySpeaker) {
+      if (overlap > bestOverlap) {
+        bestOverlap = overlap;
+        best = speaker;
+      }
+    }
+    if (best !== undefined) return best;
+    return options.forceAlign === false ? UNKNOWN_SPEAKER : reference.nearestBoundarySpeaker(word, segs);
+  },
+  alignSpeakers(
+    words: readonly WordSegment[],
+    segments: readonly SpeakerSegment[],
+    options: { mode?: 'overlap' | 'v1'; forceAlign?: boolean },
+  ) {
+    const segs = reference.realSegments(segments);
+    return words.map((w) => ({
+      ...w,
+      speaker: segs.length === 0 ? null : reference.labelOne(w, segs, options),
+    }));
+  },
+};
+
+test('alignSpeakers equals the scan of every segment: random words and overlapping, nested, zero-length segments, both modes, forceAlign on and off', () => {
+  fc.assert(
+    fc.property(
+      arb.words,
+      arb.segments,
+      fc.constantFrom(undefined, 'overlap' as const, 'v1' as const),
+      fc.constantFrom(undefined, true, false),
+      (words, segments, mode, forceAlign) => {
+        const options = { ...(mode ? { mode } : {}), ...(forceAlign === undefined ? {} : { forceAlign }) };
+        assert.deepStrictEqual(
+          alignSpeakers(words, segments, options),
+          reference.alignSpeakers(words, segments, options),
+        );
+      },
+    ),
+    { numRuns: 1000 },
+  );
+});
+
+test('alignSpeakers equals the scan for a long segment holding many short ones, and words between and beyond them', () => {
+  const segments = [s('L', 0, 100)];
+  for (let i = 0; i < 200; i++) segments.push(s(i % 2 ? 'A' : 'B', i * 0.5, i * 0.5 + 0.3));
+  segments.push(s('C', 10, 10.2), s('C', 10, 10.2), s('A', 150, 160));
+  const words = Array.from({ length: 800 }, (_, i) => w('x', i * 0.21, i * 0.21 + (i % 5) * 0.07));
+  for (const mode of ['overlap', 'v1'] as const)
+    for (const forceAlign of [true, false])
+      assert.deepStrictEqual(
+        alignSpeakers(words, segments, { mode, forceAlign }),
+        reference.alignSpeakers(words, segments, { mode, forceAlign }),
+      );
+});
+
+/** SpeakerTimeline's segments as it kept them before its index: every segment scanned at each label. */
+class ReferenceTimeline {
+  closed: SpeakerSegment[] = [];
+  received = 0;
+  tail: SpeakerSegment[] = [];
+  update(event: DiarizationEvent): void {
+    if (event.type === 'segment') {
+      this.closed.push(event.segment);
+      this.received++;
+    } else if (event.type === 'active') this.tail = event.segments;
+    else {
+      for (let i = this.received; i < event.segments.length; i++) this.closed.push(event.segments[i]!);
+      this.received = Math.max(this.received, event.segments.length);
+      this.tail = event.provisional;
+    }
+  }
+  prune(seconds: number): void {
+    this.closed = this.closed.filter((s) => s.end_time >= seconds);
+  }
+  segments(): SpeakerSegment[] {
+    return [...this.closed, ...this.tail];
+  }
+}
+
+test('SpeakerTimeline labels as the scan of its segments through segments coming, tails replaced and prunes, in any order', () => {
+  const one = arb.segments.map((segments) => segments[0] ?? s('A', 0, 1));
+  const step = fc.oneof(
+    { weight: 4, arbitrary: one.map((segment) => ({ type: 'segment' as const, segment })) },
+    { weight: 2, arbitrary: arb.segments.map((segments) => ({ type: 'active' as const, segments })) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(arb.segments, arb.segments)
+        .map(([segments, provisional]) => ({ type: 'timeline' as const, segments, provisional })),
+    },
+    { weight: 3, arbitrary: arb.time.map((seconds) => ({ type: 'prune' as const, seconds })) },
+    {
+      weight: 4,
+      arbitrary: fc
+        .tuple(arb.words, fc.constantFrom('overlap' as const, 'v1' as const), fc.boolean())
+        .map(([words, mode, forceAlign]) => ({
+          type: 'label' as const,
+          words,
+          options: { mode, forceAlign },
+        })),
+    },
+  );
+  fc.assert(
+    fc.property(fc.array(step, { maxLength: 30 }), (steps) => {
+      const timeline = new SpeakerTimeline();
+      const model = new ReferenceTimeline();
+      for (const x of steps) {
+        if (x.type === 'prune') {
+          timeline.prune(x.seconds);
+          model.prune(x.seconds);
+        } else if (x.type === 'label') {
+          assert.deepStrictEqual(
+            timeline.label(x.words, x.options),
+            reference.alignSpeakers(x.words, model.segments(), x.options),
+          );
+        } else {
+          timeline.update(x);
+          model.update(x);
+        }
+        assert.deepStrictEqual(timeline.segments(), model.segments());
+      }
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('SpeakerTimeline: a prune after labelling leaves out just the segments it prunes, with pruned ones not yet dropped', () => {
+  const timeline = new SpeakerTimeline();
+  for (const segment of [s('P', 0, 0.5), s('A', 1, 2), s('B', 2, 3), s('C', 3, 4)])
+    timeline.update({ type: 'segment', segment });
+  // P goes; three of four are left, so the timeline keeps P's place for now.
+  timeline.prune(0.6);
+  const words = [w('a', 1.2, 1.4), w('b', 2.2, 2.4), w('c', 3.2, 3.4)];
+  assert.deepEqual(
+    timeline.label(words, {}).map((x) => x.speaker),
+    ['A', 'B', 'C'],
+  );
+  // A goes, from the index made before it: B and C stay.
+  timeline.prune(2.5);
+  assert.deepEqual(
+    timeline.label(words, {}).map((x) => x.speaker),
+    ['B', 'B', 'C'],
+  );
+  assert.deepEqual(
+    timeline.segments().map((x) => x.speaker),
+    ['B', 'C'],
+  );
+});
+
+/** `count` segments whose times count their reads: the work of labelling, without timing it. */
+function countedSegments(count: number) {
+  const reads = { n: 0 };
+  const segment = (speaker: string, start: number, end: number): SpeakerSegment => ({
+    speaker,
+    get start_time() {
+      reads.n++;
+      return start;
+    },
+    get end_time() {
+      reads.n++;
+      return end;
+    },
+  });
+  const segments = Array.from({ length: count }, (_, i) =>
+    segment(i % 2 ? 'A' : 'B', i, i + (i % 7 === 0 ? 0.5 : 1.2)),
+  );
+  // A long segment holding a stretch of short ones.
+  segments.push(segment('L', 100, 1500));
+  return { segments, reads };
+}
+
+test('alignSpeakers reads segment times O((words + segments) log segments) times, not words x segments (100,000 words x 10,000 segments took 6.6 s)', () => {
+  const n = 2000;
+  const words = Array.from({ length: 2 * n }, (_, i) => w('x', i * 0.5, i * 0.5 + 0.3));
+  for (const mode of ['overlap', 'v1'] as const) {
+    const { segments, reads } = countedSegments(n);
+    alignSpeakers(words, segments, { mode });
+    // The scan read 4 times a word per segment: 32 million here.
+    assert.ok(reads.n < 4 * (words.length + n) * Math.log2(n), `${mode}: ${reads.n} reads`);
+  }
+});
+
+test('alignSpeakersStream indexes a timeline known ahead once, not for every utterance', async () => {
+  const n = 2000;
+  const { segments, reads } = countedSegments(n);
+  const timeline = new SpeakerTimeline();
+  timeline.update({ type: 'timeline', segments, provisional: [] });
+  const utterances = Array.from({ length: 1000 }, (_, u) =>
+    utterance(
+      u,
+      Array.from({ length: 4 }, (_, k) => w('x', (4 * u + k) * 0.5, (4 * u + k) * 0.5 + 0.3)),
+    ),
+  );
+  const out = await collectObjects<SpeakerUtteranceEvent>(
+    utterances,
+    alignSpeakersStream({ timeline, keepWords: false }),
+  );
+  assert.equal(out.length, utterances.length);
+  // Sorting and scanning every segment for each utterance read them 14 million times.
+  assert.ok(reads.n < 4 * (4 * utterances.length + n) * Math.log2(n), `${reads.n} reads`);
 });

@@ -11,7 +11,7 @@ import type {
   LegacyWordOffset,
 } from '../protocol/jobs.ts';
 import type { WordSegment } from '../protocol/records.ts';
-import { realSegments, v1Speaker } from '../protocol/speaker-rule.ts';
+import { SegmentIndex } from '../protocol/segment-index.ts';
 import type { EmulatorContext } from './context.ts';
 import { type AnalyzedAudio, type BatchOptions, type BatchResult, batchResult } from './engine/recording.ts';
 import { roundToMs } from './engine/times.ts';
@@ -206,11 +206,12 @@ export function alignSpeakers(
   segments: readonly DiarizationSegment[],
   forceAlign: boolean,
 ): LegacyWordOffset[] {
-  const real = realSegments(segments);
+  // Indexed once: a lookup of a long job's words is O(log segments) a word, not a scan of every segment.
+  const index = new SegmentIndex(segments);
   return words.map((w) => ({
     word: w.word,
     startTime: w.start_time,
     endTime: w.end_time,
-    speaker: v1Speaker(w, real, forceAlign),
+    speaker: index.v1Speaker(w, forceAlign),
   }));
 }

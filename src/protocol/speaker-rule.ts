@@ -2,7 +2,9 @@
 // the speaker of the segment holding its start; outside every real segment, with force-align
 // it takes the speaker of the segment boundary nearest its midpoint (ties to the earlier
 // segment), without it `UNKNOWN_SPEAKER`; with no real segment the speaker stays null.
-// Shared by the emulator (which answers V1 lookups) and alignSpeakers() (which offers it live).
+// Shared by the emulator (which answers V1 lookups) and alignSpeakers() (which offers it live),
+// which label many words at once through SegmentIndex (segment-index.ts): the same answers as
+// these one-word scans, in O(log segments) a word.
 
 /** Speaker of a V1 word outside every real segment without force-align (interface, V1 lookup). */
 export const UNKNOWN_SPEAKER = 'UNKNOWN_SPEAKER';

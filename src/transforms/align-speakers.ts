@@ -6,12 +6,8 @@ import { EventEmitter } from 'node:events';
 import { Transform, type TransformCallback, Writable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { WordSegment } from '../protocol/records.ts';
-import {
-  nearestBoundarySpeaker,
-  realSegments,
-  UNKNOWN_SPEAKER,
-  v1Speaker,
-} from '../protocol/speaker-rule.ts';
+import { SegmentIndex } from '../protocol/segment-index.ts';
+import { UNKNOWN_SPEAKER } from '../protocol/speaker-rule.ts';
 import type { FinalEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
 import type { DiarizationEvent, SpeakerSegment } from './merge-diarization.ts';
 
@@ -38,20 +34,33 @@ export interface AlignSpeakersOptions {
 /** Whole microseconds: equal durations in decimal seconds compare equal despite binary fractions. */
 const micros = (seconds: number) => Math.round(seconds * 1e6);
 
-function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: AlignSpeakersOptions): string {
-  if ((options.mode ?? 'overlap') === 'v1') return v1Speaker(word, segs, options.forceAlign !== false)!;
+function labelOne(
+  word: WordSegment,
+  index: SegmentIndex<SpeakerSegment>,
+  options: AlignSpeakersOptions,
+): string {
+  if ((options.mode ?? 'overlap') === 'v1') return index.v1Speaker(word, options.forceAlign !== false)!;
   const start = micros(word.start_time);
   const end = micros(word.end_time);
-  // Overlap per speaker, in the order of each speaker's first overlapping segment (segs are sorted).
+  // A zero-length word counts as overlapping the segment holding its instant.
+  const instant = !(end > start);
+  // Overlap per speaker, in the order of each speaker's first overlapping segment. Only segments
+  // starting before the word ends (at or before its instant) and ending after it starts can
+  // overlap it: the index visits just those, in order, rather than every segment.
   const bySpeaker = new Map<string, number>();
-  for (const s of segs) {
-    const from = micros(s.start_time);
-    const to = micros(s.end_time);
-    // A zero-length word counts as overlapping the segment holding its instant.
-    const overlap =
-      end > start ? Math.min(end, to) - Math.max(start, from) : start >= from && start < to ? 1 : 0;
-    if (overlap > 0) bySpeaker.set(s.speaker, (bySpeaker.get(s.speaker) ?? 0) + overlap);
-  }
+  index.each(
+    instant ? (from) => micros(from) <= start : (from) => micros(from) < end,
+    (to) => micros(to) > start,
+    (s) => {
+      const from = micros(s.start_time);
+      const to = micros(s.end_time);
+      const overlap = instant
+        ? Number(start >= from && start < to)
+        : Math.min(end, to) - Math.max(start, from);
+      if (overlap > 0) bySpeaker.set(s.speaker, (bySpeaker.get(s.speaker) ?? 0) + overlap);
+      return false;
+    },
+  );
   let best: string | undefined;
   let bestOverlap = 0;
   // Strictly more: a tie stays with the speaker whose segment came earlier.
@@ -62,7 +71,7 @@ function labelOne(word: WordSegment, segs: readonly SpeakerSegment[], options: A
     }
   }
   if (best !== undefined) return best;
-  return options.forceAlign === false ? UNKNOWN_SPEAKER : nearestBoundarySpeaker(word, segs);
+  return options.forceAlign === false ? UNKNOWN_SPEAKER : index.nearestBoundarySpeaker(word);
 }
 
 /** Label each word with a speaker from `segments` (see `AlignSpeakersOptions`). */
@@ -71,8 +80,69 @@ export function alignSpeakers(
   segments: readonly SpeakerSegment[],
   options: AlignSpeakersOptions = {},
 ): SpeakerWord[] {
-  const segs = realSegments(segments);
-  return words.map((w) => ({ ...w, speaker: segs.length === 0 ? null : labelOne(w, segs, options) }));
+  return labelWords(words, new SegmentIndex(segments), options);
+}
+
+/** Indexed once: a word costs O(log segments) a segment it overlaps, not a pass over every segment. */
+function labelWords(
+  words: readonly WordSegment[],
+  index: SegmentIndex<SpeakerSegment>,
+  options: AlignSpeakersOptions,
+): SpeakerWord[] {
+  return words.map((w) => ({ ...w, speaker: index.size === 0 ? null : labelOne(w, index, options) }));
+}
+
+/** A closed segment of a SpeakerTimeline. */
+interface Closed {
+  segment: SpeakerSegment;
+  /** Removed by `prune()`; left in `#closed` until most are, so a prune costs what it removes. */
+  pruned: boolean;
+  /** Its position among the segments the timeline's index was made of. */
+  slot: number;
+}
+
+/** Whether `a` leaves a timeline before `b` as prune() raises its bound: NaN ends go at any bound. */
+function endsBefore(a: Closed, b: Closed): boolean {
+  const x = a.segment.end_time;
+  const y = b.segment.end_time;
+  return x < y || (Number.isNaN(x) && !Number.isNaN(y));
+}
+
+/** A binary min-heap of closed segments by end (`endsBefore`): the next to prune on top. */
+class ByEnd {
+  readonly #heap: Closed[] = [];
+
+  get top(): Closed | undefined {
+    return this.#heap[0];
+  }
+
+  push(entry: Closed): void {
+    const heap = this.#heap;
+    let i = heap.push(entry) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >>> 1;
+      if (!endsBefore(entry, heap[parent]!)) break;
+      heap[i] = heap[parent]!;
+      i = parent;
+    }
+    heap[i] = entry;
+  }
+
+  pop(): void {
+    const heap = this.#heap;
+    const last = heap.pop()!;
+    if (heap.length === 0) return;
+    let i = 0;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= heap.length) break;
+      if (child + 1 < heap.length && endsBefore(heap[child + 1]!, heap[child]!)) child++;
+      if (!endsBefore(heap[child]!, last)) break;
+      heap[i] = heap[child]!;
+      i = child;
+    }
+    heap[i] = last;
+  }
 }
 
 /** The events of a SpeakerTimeline: its EventEmitter is typed by this map. */
@@ -87,7 +157,17 @@ export interface SpeakerTimelineEvents {
  * it emits `'update'` after each.
  */
 export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
-  #closed: SpeakerSegment[] = [];
+  /** In the order received; `pruned` ones are left out of every answer. */
+  #closed: Closed[] = [];
+  #pruned = 0;
+  /** The closed segments not pruned, by end. */
+  readonly #byEnd = new ByEnd();
+  /**
+   * `segments()` indexed for `label()`, less what `prune()` removed since; undefined once a
+   * segment came or the tail changed. Kept between utterances, so a timeline known far ahead of
+   * the transcript is indexed once, not for every utterance.
+   */
+  #index: SegmentIndex<SpeakerSegment> | undefined;
   /** 'segment' events received: the first so many segments of a 'timeline' event are known. */
   #received = 0;
   #tail: SpeakerSegment[] = [];
@@ -110,7 +190,11 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
 
   /** Closed segments then the provisional tail. */
   segments(): SpeakerSegment[] {
-    return [...this.#closed, ...this.#tail];
+    const segments: SpeakerSegment[] = [];
+    for (const closed of this.#closed) if (!closed.pruned) segments.push(closed.segment);
+    // A loop, not push(...): spread arguments overflow the call stack past ~125,000 segments.
+    for (const segment of this.#tail) segments.push(segment);
+    return segments;
   }
 
   /**
@@ -118,8 +202,9 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
    * final timeline (after which the timeline is complete). Emits `update`.
    */
   update(event: DiarizationEvent): void {
+    this.#index = undefined;
     if (event.type === 'segment') {
-      this.#closed.push(event.segment);
+      this.#close(event.segment);
       this.#received++;
       this.#closedUntil = Math.max(this.#closedUntil, event.segment.end_time);
     } else if (event.type === 'active') {
@@ -130,7 +215,7 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
       // Every closed segment in order, those already received first (none at all with
       // mergeDiarization's keepTimeline: false): add only the others, keep what was received.
       // A loop, not push(...): spread arguments overflow the call stack past ~125,000 segments.
-      for (let i = this.#received; i < event.segments.length; i++) this.#closed.push(event.segments[i]!);
+      for (let i = this.#received; i < event.segments.length; i++) this.#close(event.segments[i]!);
       this.#received = Math.max(this.#received, event.segments.length);
       this.#tail = event.provisional;
       this.#ended = true;
@@ -147,7 +232,36 @@ export class SpeakerTimeline extends EventEmitter<SpeakerTimelineEvents> {
 
   /** Forget closed segments that ended before `seconds` (for endless streams). */
   prune(seconds: number): void {
-    this.#closed = this.#closed.filter((s) => s.end_time >= seconds);
+    // Those whose end is not at or after `seconds`: NaN ends, and all of them for a NaN bound.
+    for (let next = this.#byEnd.top; next && !(next.segment.end_time >= seconds); next = this.#byEnd.top) {
+      this.#byEnd.pop();
+      next.pruned = true;
+      this.#pruned++;
+      this.#index?.remove(next.slot);
+    }
+    if (this.#pruned > this.#closed.length / 2) {
+      this.#closed = this.#closed.filter((closed) => !closed.pruned);
+      this.#pruned = 0;
+    }
+  }
+
+  /**
+   * `alignSpeakers(words, this.segments(), options)`, from the segments indexed when last changed.
+   * @internal
+   */
+  label(words: readonly WordSegment[], options: AlignSpeakersOptions): SpeakerWord[] {
+    if (!this.#index) {
+      this.#index = new SegmentIndex(this.segments());
+      let slot = 0;
+      for (const closed of this.#closed) if (!closed.pruned) closed.slot = slot++;
+    }
+    return labelWords(words, this.#index, options);
+  }
+
+  #close(segment: SpeakerSegment): void {
+    const closed = { segment, pruned: false, slot: -1 };
+    this.#closed.push(closed);
+    this.#byEnd.push(closed);
   }
 
   /** An object-mode Writable of `DiarizationEvent`s feeding this timeline. */
@@ -231,7 +345,7 @@ export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transf
       }
       queue.shift();
       if (head.type === 'utterance') {
-        const words = alignSpeakers(head.words, timeline.segments(), options);
+        const words = timeline.label(head.words, options);
         // A loop, not push(...words): an utterance of 150,000 words overflowed the call stack.
         if (keepWords) for (const word of words) labelled.push(word);
         stream.push({ ...head, words } satisfies SpeakerUtteranceEvent);

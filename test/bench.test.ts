@@ -78,6 +78,30 @@ test('open loop: operations start on schedule, and their latency counts from whe
   assert.ok(open.latency_ms.final!.p50 > 3 * closed.latency_ms.final!.p50);
 });
 
+test('live: frames the service holds back do not shorten the final result (it counts from when the last audio was due)', async () => {
+  // 12 s of audio at 16x real time over Socket.IO (100 ms frames): its last frame is due at
+  // 0.74 s. The service holds an early frame for 2 s, so every later frame waits behind it:
+  // more than the pipeline buffers, so the pace is held back and the last frame goes after the
+  // hold. The final result cannot come before about 2 s, some 1.3 s after the audio was due.
+  const long = Buffer.concat([pcm, Buffer.alloc(12 * 32_000 - pcm.length)]);
+  const held = await startService({
+    faults: [{ operation: 'stt.socket', nth: 3, times: 1, action: { type: 'delay', ms: 2000 } }],
+  });
+  const report = await runBench({
+    client: held.client,
+    workload: 'live',
+    transport: 'socketio',
+    concurrency: 1,
+    durationSec: 0.1,
+    pace: 16,
+    clips: [{ name: 'long', pcm: long, wav: encodeWav(long, 16_000, 1), seconds: 12 }],
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1, JSON.stringify(report.errors));
+  const final = report.latency_ms.final_after_last_audio!;
+  assert.ok(final.max >= 800, `final after the last audio ${final.max} ms`);
+});
+
 test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 700);

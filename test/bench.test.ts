@@ -102,6 +102,25 @@ test('live: frames the service holds back do not shorten the final result (it co
   assert.ok(final.max >= 800, `final after the last audio ${final.max} ms`);
 });
 
+test('a service that stops answering shows in the percentiles: operations cut at the end count at their age', async () => {
+  const hung = await startService({ faults: [{ operation: 'fast.http', action: { type: 'stall' } }] });
+  const report = await runBench({
+    client: hung.client,
+    workload: 'fast',
+    transport: 'http',
+    concurrency: 2,
+    durationSec: 0.1,
+    graceSec: 0.3,
+    clips,
+  });
+  assert.deepEqual(report.operations, { started: 2, completed: 0, failed: 0, cut: 2 });
+  for (const metric of ['final', 'first_record']) {
+    const s = report.latency_ms[metric]!;
+    assert.equal(s.count, 2, metric);
+    assert.ok(s.p50 >= 300, `${metric} p50 ${s.p50} ms: at least the grace`);
+  }
+});
+
 test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 700);

@@ -93,11 +93,27 @@ export interface BenchReport {
   distribution?: Array<[number, number]>;
 }
 
-interface OpResult {
-  audioSeconds: number;
+/** What an operation has measured so far (filled in as it goes, so a cut one has it too). */
+interface OpProgress {
   /** Metric → ms, measured from the operation's start (or its own reference). */
   latencies: Record<string, number>;
+  /** Live: when the last audio was due, ms after the operation's start. */
+  lastAudioDueMs?: number;
 }
+
+/**
+ * The metrics every operation of the workload reaches by its end. One still running when the
+ * grace after the duration is over is recorded in those it had not reached at its age then, a
+ * lower bound (it is at least the grace old): a service that stops answering shows in the
+ * percentiles instead of leaving only the operations it did answer in them.
+ */
+const ENDING_METRICS: Record<BenchWorkload, readonly string[]> = {
+  live: ['final_after_last_audio'],
+  diarization: ['final_after_last_audio'],
+  fast: ['first_record', 'final'],
+  batch: ['submit_to_done'],
+  tts: ['first_audio', 'complete'],
+};
 
 class Cut extends Error {}
 
@@ -179,29 +195,44 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   );
 
   let k = 0;
+  let cutAtMs = 0;
   /** Run operation number `k` due at `dueAt` (ms into the run). */
   const one = async (dueAt: number): Promise<void> => {
     const clip = clips[k++ % clips.length]!;
     const counted = dueAt >= warmupMs;
     if (counted) counts.started++;
     const startedAt = elapsed();
-    try {
-      const result = await operation(options, clip, stop.signal);
-      if (!counted) return;
-      // Open loop: latency counts from when the operation was due, not when it could start
-      // (a stream that started late had its last audio due that much sooner).
-      const lateMs = Math.max(0, startedAt - dueAt);
-      const at = (elapsed() - warmupMs) / 1000;
-      for (const [metric, ms] of Object.entries(result.latencies))
+    // Open loop: latency counts from when the operation was due, not when it could start
+    // (a stream that started late had its last audio due that much sooner).
+    const lateMs = Math.max(0, startedAt - dueAt);
+    const progress: OpProgress = { latencies: {} };
+    const record = (at: number) => {
+      for (const [metric, ms] of Object.entries(progress.latencies))
         recorders.get(metric)?.record(ms + lateMs, at);
+    };
+    try {
+      const opAudioSeconds = await operation(options, clip, stop.signal, progress);
+      if (!counted) return;
+      const at = (elapsed() - warmupMs) / 1000;
+      record(at);
       const wallMs = elapsed() - startedAt;
-      if (result.audioSeconds > 0) rtf.record((wallMs / (result.audioSeconds * 1000)) * 1000, at);
-      audioSeconds += result.audioSeconds;
+      if (opAudioSeconds > 0) rtf.record((wallMs / (opAudioSeconds * 1000)) * 1000, at);
+      audioSeconds += opAudioSeconds;
       counts.completed++;
     } catch (err) {
       if (!counted) return;
       if (stop.signal.aborted || err instanceof Cut) {
         counts.cut++;
+        if (stop.signal.reason instanceof Cut) {
+          // Still running when the grace ended (not stopped by the user): at least this late.
+          const ageMs = cutAtMs - startedAt;
+          for (const metric of ENDING_METRICS[workload]) {
+            const from = metric === 'final_after_last_audio' ? (progress.lastAudioDueMs ?? 0) : 0;
+            if (progress.latencies[metric] === undefined && ageMs > from)
+              progress.latencies[metric] = ageMs - from;
+          }
+          record((cutAtMs - warmupMs) / 1000);
+        }
         return;
       }
       counts.failed++;
@@ -279,7 +310,10 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     ]);
     clearTimeout(graceTimer);
   }
-  if (!stop.signal.aborted) stop.abort(new Cut('the run reached its duration'));
+  if (!stop.signal.aborted) {
+    cutAtMs = elapsed();
+    stop.abort(new Cut('the run reached its duration'));
+  }
   await Promise.allSettled([...inFlight]);
   if (warmupTimer) clearTimeout(warmupTimer);
   clearInterval(ticker);
@@ -367,7 +401,12 @@ function onSchedule(start: number, speed: number): Transform {
 }
 
 /** One operation of the workload on one clip. */
-async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSignal): Promise<OpResult> {
+async function operation(
+  options: BenchOptions,
+  clip: BenchClip,
+  signal: AbortSignal,
+  progress: OpProgress,
+): Promise<number> {
   const { client, transport } = options;
   const language = options.language ?? 'en';
   const now = () => performance.now();
@@ -376,14 +415,15 @@ async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSi
     case 'live':
     case 'diarization': {
       const diarization = options.workload === 'diarization';
-      const latencies: Record<string, number> = {};
+      const { latencies } = progress;
       const frames = toFrames({ transport, language });
       const speed = options.pace ?? 1;
       // The final result counts from when the last frame was due, not from when it went: a
       // service that holds frames back (a write completes when the service took the frame)
       // delays the frames after them, and must not shorten the figure by doing so.
       const lastFrameOffset = Math.floor((clip.pcm.length - 1) / frames.frameBytes) * frames.frameBytes;
-      const lastAudioDue = start + (lastFrameOffset / LIVE_BYTES_PER_SECOND / speed) * 1000;
+      progress.lastAudioDueMs = (lastFrameOffset / LIVE_BYTES_PER_SECOND / speed) * 1000;
+      const lastAudioDue = start + progress.lastAudioDueMs;
       await pipeline(
         Readable.from([clip.pcm]),
         frames,
@@ -413,15 +453,15 @@ async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSi
         }),
         { signal },
       );
-      return { audioSeconds: clip.seconds, latencies };
+      return clip.seconds;
     }
     case 'fast': {
-      const latencies: Record<string, number> = {};
+      const { latencies } = progress;
       for await (const record of client.fast.transcribe(clip.wav, { transport, language, signal })) {
         latencies.first_record ??= now() - start;
         if (record.is_final) latencies.final = now() - start;
       }
-      return { audioSeconds: clip.seconds, latencies };
+      return clip.seconds;
     }
     case 'batch': {
       const ack = await client.batch.submit(clip.wav, { language, signal });
@@ -431,21 +471,21 @@ async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSi
         err.code = `JOB_${job.status.toUpperCase()}`;
         throw err;
       }
-      return { audioSeconds: clip.seconds, latencies: { submit_to_done: now() - start } };
+      progress.latencies.submit_to_done = now() - start;
+      return clip.seconds;
     }
     case 'tts': {
       const text = clip.text ?? BUILTIN_SENTENCES[0]!;
       const synthesis = await client.tts.synthesize({ text, transport, signal });
-      let first: number | undefined;
+      const { latencies } = progress;
       let bytes = 0;
       for await (const chunk of synthesis.audio) {
-        first ??= now() - start;
+        latencies.first_audio ??= now() - start;
         bytes += (chunk as Buffer).length;
       }
-      return {
-        audioSeconds: bytes / 2 / synthesis.sampleRate,
-        latencies: { first_audio: first ?? now() - start, complete: now() - start },
-      };
+      latencies.first_audio ??= now() - start;
+      latencies.complete = now() - start;
+      return bytes / 2 / synthesis.sampleRate;
     }
   }
 }

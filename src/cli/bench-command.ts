@@ -23,6 +23,7 @@ export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|b
   --rate R              open loop: R new operations (streams, requests) a second, on schedule
                         whatever the service does; latency counts from when each was due
   --duration SEC        how long operations start; those in flight then get 10 s, then are cut
+                        (and count in the latencies at their age then)
   --warmup SEC          run but do not count the first SEC seconds (default 0)
   --pace X              live and diarization: audio at X times real time (default 1)
   --media PATH          a media file or directory (default: a built-in spoken set, espeak-ng)

@@ -121,6 +121,26 @@ test('a service that stops answering shows in the percentiles: operations cut at
   }
 });
 
+test('throughput covers the time the operations took: a live stream that ends after the duration', async () => {
+  // One stream of the clip at 4x real time over Socket.IO cannot carry more than 4 audio
+  // seconds a second, however short the run that started it.
+  const report = await runBench({
+    client,
+    workload: 'live',
+    transport: 'socketio',
+    concurrency: 1,
+    durationSec: 0.2,
+    pace: 4,
+    clips,
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1);
+  assert.ok(
+    report.throughput.audio_seconds_per_second <= 4.5,
+    `${report.throughput.audio_seconds_per_second} audio s/s`,
+  );
+});
+
 test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 700);

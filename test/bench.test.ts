@@ -208,6 +208,40 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
   }
 });
 
+test('a key the service refuses stops the run at the first refusal with one message (exit 2)', async () => {
+  await assert.rejects(
+    runBench({
+      client: newClient({ apiKey: 'not-the-key' }),
+      workload: 'tts',
+      transport: 'http',
+      concurrency: 2,
+      durationSec: 5,
+      clips,
+    }),
+    (err: { status?: number }) => err.status === 401,
+  );
+  await writeFile(join(root, 'clip.wav'), clips[0]!.wav);
+  const { emulator } = await startService();
+  const run = await runCli(
+    [
+      'bench',
+      '--workload',
+      'fast',
+      '--concurrency',
+      '2',
+      '--duration',
+      '30',
+      '--media',
+      join(root, 'clip.wav'),
+    ],
+    { API_URL: emulator.url, API_KEY: 'not-the-key' },
+  );
+  assert.equal(run.code, 2, run.stderr);
+  assert.match(run.stderr, /^speechpipe bench: the service refused the key \(401\): /);
+  assert.doesNotMatch(run.stderr, /not-the-key/);
+  assert.equal(run.stdout, '');
+});
+
 test('compareReports shows both runs and the change', () => {
   const base = {
     tool: 'speechpipe bench' as const,

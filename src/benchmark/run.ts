@@ -8,7 +8,7 @@ import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setImmediate } from 'node:timers/promises';
 import type { SpeechClient } from '../client/index.ts';
-import { InvalidArgumentError } from '../protocol/errors.ts';
+import { InvalidArgumentError, SpeechServiceError } from '../protocol/errors.ts';
 import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { Workload } from '../protocol/limits.ts';
@@ -117,12 +117,20 @@ const ENDING_METRICS: Record<BenchWorkload, readonly string[]> = {
 
 class Cut extends Error {}
 
+/** The service refused the key (401) or what it may do (403). */
+const isRefusal = (err: unknown): err is SpeechServiceError =>
+  err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
+
 function positive(name: string, value: number | undefined): void {
   if (value !== undefined && !(Number.isFinite(value) && value > 0))
     throw new InvalidArgumentError(`bench: ${name} must be a positive number, got ${value}`);
 }
 
-/** Run one benchmark to its end (or its abort) and report. */
+/**
+ * Run one benchmark to its end (or its abort) and report. Rejects with the service's error when
+ * it refuses the key (401) or the workload to it (403): every other operation would be refused
+ * too, so the run stops at the first.
+ */
 export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const { client, workload, transport, clips } = options;
   if (!BENCH_WORKLOADS.includes(workload))
@@ -196,6 +204,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
 
   let k = 0;
   let cutAtMs = 0;
+  let refused: SpeechServiceError | undefined;
   /** The last counted operation's end (ms into the run), and the process's CPU then if in the grace. */
   let lastDoneMs = 0;
   let cpuAtLastDone: NodeJS.CpuUsage | undefined;
@@ -225,6 +234,12 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       lastDoneMs = elapsed();
       if (lastDoneMs > durationMs) cpuAtLastDone = process.cpuUsage();
     } catch (err) {
+      if (isRefusal(err) && !stop.signal.aborted) {
+        // A key refused is refused for every operation: the run stops, and says so.
+        refused = err;
+        stop.abort(err);
+        return;
+      }
       if (!counted) return;
       if (stop.signal.aborted || err instanceof Cut) {
         counts.cut++;
@@ -328,6 +343,11 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   if (warmupTimer) clearTimeout(warmupTimer);
   clearInterval(ticker);
   options.signal?.removeEventListener('abort', onAbort);
+  if (refused) {
+    for (const r of recorders.values()) r.destroy();
+    rtf.destroy();
+    throw refused;
+  }
   const interrupted = options.signal?.aborted === true;
 
   const admissionEnd = admission();

@@ -10,7 +10,7 @@ import { type BenchClip, builtinMedia, loadMedia } from '../benchmark/media.ts';
 import { compareReports, formatReport, renderHtml } from '../benchmark/report.ts';
 import { BENCH_WORKLOADS, type BenchReport, type BenchWorkload, runBench } from '../benchmark/run.ts';
 import { createClient, type SpeechClient } from '../client/index.ts';
-import { SpeechpipeError } from '../protocol/errors.ts';
+import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 
 export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts --transport http|socketio
@@ -37,7 +37,8 @@ export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|b
 Talks to API_URL with API_KEY, or to an emulator started for the run (its own process) when
 API_URL is not set; never to any other address. Ctrl-C stops the run with a partial report.
 Exit code: 0 when the run ended (errors are in the report), 1 when no operation completed,
-2 on bad usage or environment, 130 when interrupted (after the partial report).`;
+2 on bad usage or environment (a key the service refuses stops the run at the first refusal),
+130 when interrupted (after the partial report).`;
 
 class UsageError extends Error {}
 
@@ -213,7 +214,8 @@ export async function run(args: string[]): Promise<number> {
     target = `built-in emulator (${emulator.url})`;
   }
   const tty = process.stderr.isTTY && !options.json;
-  let report: BenchReport;
+  let report: BenchReport | undefined;
+  let refused: SpeechServiceError | undefined;
   try {
     report = await runBench({
       client,
@@ -235,12 +237,21 @@ export async function run(args: string[]): Promise<number> {
           );
       },
     });
+  } catch (err) {
+    if (!(err instanceof SpeechServiceError && (err.status === 401 || err.status === 403))) throw err;
+    refused = err;
   } finally {
     if (tty) process.stderr.write('\n');
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await client.close();
     await emulator?.stop();
+  }
+  if (!report) {
+    process.stderr.write(
+      `speechpipe bench: the service refused the key (${refused!.status}): ${refused!.message}\n`,
+    );
+    return 2;
   }
   if (options.report) await writeFile(options.report, renderHtml(report));
   if (options.json) {

@@ -202,6 +202,7 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     ['bench', '--workload', 'fast', '--concurrency', '1', '--rate', '2', '--duration', '1'],
     ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--pace', '2'],
+    ['bench', '--workload', 'batch', '--transport', 'socketio', '--concurrency', '1', '--duration', '1'],
   ]) {
     const run = await runCli(bad);
     assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);

@@ -143,6 +143,8 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   positive('pace', options.pace);
   if (options.concurrency !== undefined && !Number.isSafeInteger(options.concurrency))
     throw new InvalidArgumentError('bench: concurrency must be an integer');
+  if (workload === 'batch' && transport !== 'http')
+    throw new InvalidArgumentError('bench: batch transcription is HTTP only (no Socket.IO operation)');
   if (clips.length === 0) throw new InvalidArgumentError('bench: no media');
   const warmupSec = options.warmupSec ?? 0;
   if (!(warmupSec >= 0) || warmupSec >= options.durationSec)

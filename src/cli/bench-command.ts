@@ -18,7 +18,7 @@ export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|b
        speechpipe bench --compare A.json B.json
 
   --workload W          live ASR, live diarization, fast, batch or TTS
-  --transport T         http or socketio (default http)
+  --transport T         http or socketio (default http; batch: http only)
   --concurrency N       closed loop: N operations at once, each starting when one ends
   --rate R              open loop: R new operations (streams, requests) a second, on schedule
                         whatever the service does; latency counts from when each was due
@@ -71,6 +71,8 @@ function parse(values: Record<string, string | boolean | undefined>): Parsed {
   const transport = (values.transport as string | undefined) ?? 'http';
   if (transport !== 'http' && transport !== 'socketio')
     throw new UsageError(`unknown --transport ${transport}`);
+  if (workload === 'batch' && transport !== 'http')
+    throw new UsageError('--workload batch is HTTP only (the service has no Socket.IO batch operation)');
   const concurrency = number('concurrency', values.concurrency as string | undefined, true);
   const rate = number('rate', values.rate as string | undefined);
   if ((concurrency === undefined) === (rate === undefined))

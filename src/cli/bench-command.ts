@@ -110,8 +110,14 @@ async function startEmulatorProcess(): Promise<{ url: string; apiKey: string; st
   const main = fileURLToPath(
     new URL(import.meta.url.endsWith('.ts') ? './main.ts' : './main.js', import.meta.url),
   );
-  const child = spawn(process.execPath, [main, 'emulator'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  // Its standard input is a pipe from this process, which the emulator watches: it stops when
+  // this process goes, however it goes (SIGKILL too), instead of serving on as an orphan.
+  const child = spawn(process.execPath, [main, 'emulator', '--stop-on-stdin-end'], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
+  child.stdin.on('error', () => {}); // EPIPE once the child is gone: nothing to tell
   const stop = async () => {
+    child.stdin.destroy();
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');

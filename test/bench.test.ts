@@ -192,8 +192,16 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
   const html = await readFile(join(root, 'a.html'), 'utf8');
   assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');
   await writeFile(join(root, 'a.json'), a.stdout);
-  const b = await runCli([...args, '--json']);
+  const b = await runCli([...args, '--json', '--report', join(root, 'b.svg')]);
+  assert.equal(b.code, 0, b.stderr);
   await writeFile(join(root, 'b.json'), b.stdout);
+  const svg = await readFile(join(root, 'b.svg'), 'utf8');
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.match(
+    svg,
+    /over time[\s\S]*<svg [\s\S]*distribution[\s\S]*<svg /,
+    'latency over time and its distribution',
+  );
   const compared = await runCli(['bench', '--compare', join(root, 'a.json'), join(root, 'b.json')]);
   assert.equal(compared.code, 0, compared.stderr);
   assert.match(compared.stdout, /final p99 +\S+ ms +\S+ ms +[+-]\d/);
@@ -203,6 +211,18 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--pace', '2'],
     ['bench', '--workload', 'batch', '--transport', 'socketio', '--concurrency', '1', '--duration', '1'],
+    // Nowhere to write the report: said before the run, not after it.
+    [
+      'bench',
+      '--workload',
+      'fast',
+      '--concurrency',
+      '1',
+      '--duration',
+      '1',
+      '--report',
+      join(root, 'none', 'r.html'),
+    ],
   ]) {
     const run = await runCli(bad);
     assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);

@@ -105,6 +105,40 @@ function scatter(
   return out.join('\n');
 }
 
+/**
+ * The report as one standalone SVG picture: what was run, the headline figures, latency over
+ * time and the latency distribution (no script, no external resource, every text escaped).
+ */
+export function renderSvg(r: BenchReport): string {
+  const headline = Object.keys(r.latency_ms)[0] ?? 'latency';
+  const s = r.latency_ms[headline];
+  const lines = [
+    `speechpipe bench: ${r.workload} over ${r.transport}, ${loadText(r)}, ${r.duration_sec} s${r.pace ? `, pace ${r.pace}x` : ''}${r.interrupted ? ' (interrupted)' : ''}`,
+    `against ${r.target}, ${r.started_at}`,
+    `${r.operations.completed} completed, ${r.operations.failed} failed, ${r.operations.cut} cut; ${r.throughput.audio_seconds_per_second} audio s/s, ${r.throughput.requests_per_second} operations/s`,
+    s
+      ? `${headline}: ${PERCENTILES.map((p) => `${p} ${ms(s[p])}`).join(', ')} (${s.count})`
+      : 'no latency recorded',
+  ];
+  const W = 720;
+  const top = lines.length * 18 + 14;
+  const H = top + 2 * (24 + 300) + 10;
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="system-ui, sans-serif">`,
+    `<rect width="${W}" height="${H}" fill="#fff"/>`,
+    ...lines.map(
+      (line, i) =>
+        `<text x="10" y="${20 + i * 18}" font-size="${i === 0 ? 13 : 12}"${i === 0 ? ' font-weight="bold"' : ''}>${html(line)}</text>`,
+    ),
+    `<text x="10" y="${top + 16}" font-size="13">${html(`Latency (${headline}) over time`)}</text>`,
+    `<g transform="translate(0 ${top + 24})">${scatter(r.series ?? [], 'seconds into the measured run', headline)}</g>`,
+    `<text x="10" y="${top + 324 + 16}" font-size="13">${html(`Latency distribution (${headline})`)}</text>`,
+    `<g transform="translate(0 ${top + 324 + 24})">${scatter(r.distribution ?? [], 'percentile', headline, true)}</g>`,
+    '</svg>',
+  ];
+  return `${out.join('\n')}\n`;
+}
+
 /** The report as a standalone HTML page (no script, no external resource). */
 export function renderHtml(r: BenchReport): string {
   const headline = Object.keys(r.latency_ms)[0] ?? 'latency';

@@ -3,11 +3,12 @@
 // the client's alone). It sends only to the address given (API_URL) or to that emulator.
 
 import { spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BenchClip, builtinMedia, loadMedia } from '../benchmark/media.ts';
-import { compareReports, formatReport, renderHtml } from '../benchmark/report.ts';
+import { compareReports, formatReport, renderHtml, renderSvg } from '../benchmark/report.ts';
 import { BENCH_WORKLOADS, type BenchReport, type BenchWorkload, runBench } from '../benchmark/run.ts';
 import { createClient, type SpeechClient } from '../client/index.ts';
 import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
@@ -31,6 +32,7 @@ export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|b
   --json                print the report as one JSON object on stdout (latency in ms:
                         p50, p90, p99, p999, max)
   --report FILE.html    write the report with latency over time and its distribution
+                        (FILE.svg: the same pictures as one SVG)
   --compare A.json B.json
                         two --json reports side by side with B's change against A
 
@@ -88,8 +90,8 @@ function parse(values: Record<string, string | boolean | undefined>): Parsed {
   const language = (values.language as string | undefined) ?? 'en';
   if (!isLanguage(language)) throw new UsageError(`unknown --language ${language}`);
   const report = values.report as string | undefined;
-  if (report !== undefined && !/\.html?$/i.test(report))
-    throw new UsageError('--report must name an .html file');
+  if (report !== undefined && !/\.(html?|svg)$/i.test(report))
+    throw new UsageError('--report must name an .html or .svg file');
   return {
     workload,
     transport,
@@ -195,6 +197,19 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`speechpipe bench: ${(err as Error).message}\n\n${USAGE}\n`);
     return 2;
   }
+  if (options.report !== undefined) {
+    // Checked before the run, so that a run is not made for a report with nowhere to go.
+    const where = dirname(options.report);
+    if (
+      !(await stat(where).then(
+        (s) => s.isDirectory(),
+        () => false,
+      ))
+    ) {
+      process.stderr.write(`speechpipe bench: --report ${options.report}: no directory ${where}\n`);
+      return 2;
+    }
+  }
   const controller = new AbortController();
   const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
   process.once('SIGINT', onSignal);
@@ -261,11 +276,21 @@ export async function run(args: string[]): Promise<number> {
     );
     return 2;
   }
-  if (options.report) await writeFile(options.report, renderHtml(report));
   if (options.json) {
     const { series: _series, distribution: _distribution, ...plain } = report;
     process.stdout.write(`${JSON.stringify(plain, null, 2)}\n`);
   } else process.stdout.write(formatReport(report));
+  // After the report is out: a file that cannot be written does not lose the run's figures.
+  if (options.report) {
+    const page = /\.svg$/i.test(options.report) ? renderSvg(report) : renderHtml(report);
+    try {
+      await writeFile(options.report, page);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      process.stderr.write(`speechpipe bench: could not write ${options.report} (${code})\n`);
+      return 1;
+    }
+  }
   if (report.interrupted) return 130;
   return report.operations.completed === 0 ? 1 : 0;
 }

@@ -287,4 +287,26 @@ test('compareReports shows both runs and the change', () => {
   const worse = { ...base, latency_ms: { final: { ...base.latency_ms.final, p99: 150 } } };
   assert.match(compareReports(base, worse), /final p99 +100 ms +150 ms +\+50\.0%/);
   assert.match(renderHtml(base), /<svg/);
+  // The distribution's tail gets room: p99, p99.9 and p99.99 as far apart as p0 and p90.
+  const tail: Array<[number, number]> = [
+    [0, 5],
+    [50, 10],
+    [90, 20],
+    [99, 40],
+    [99.9, 80],
+    [99.99, 160],
+    [100, 200],
+  ];
+  const page = renderHtml({ ...base, distribution: tail });
+  const x = (label: string) =>
+    Number(new RegExp(`<circle cx="([\\d.]+)"[^>]*><title>${label}: `).exec(page)?.[1] ?? Number.NaN);
+  const step = x('p90') - x('p0');
+  assert.ok(step > 100, `p0 to p90: ${step} px`);
+  for (const [a, b] of [
+    ['p90', 'p99'],
+    ['p99', 'p99.9'],
+    ['p99.9', 'p99.99'],
+  ] as const)
+    assert.ok(Math.abs(x(b) - x(a) - step) < 1, `${a} to ${b}: ${x(b) - x(a)} px, p0 to p90: ${step} px`);
+  assert.ok(x('max') > x('p99.99'));
 });

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { addAbortSignal } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BenchClip, builtinMedia, loadMedia } from '../benchmark/media.ts';
@@ -107,8 +108,13 @@ function parse(values: Record<string, string | boolean | undefined>): Parsed {
   };
 }
 
+/** How long the emulator may take to say where it listens. */
+const EMULATOR_START_MS = 30_000;
+
 /** The emulator in a child process: its URL and key, and how to stop it. */
-async function startEmulatorProcess(): Promise<{ url: string; apiKey: string; stop(): Promise<void> }> {
+async function startEmulatorProcess(
+  signal: AbortSignal,
+): Promise<{ url: string; apiKey: string; stop(): Promise<void> }> {
   const main = fileURLToPath(
     new URL(import.meta.url.endsWith('.ts') ? './main.ts' : './main.js', import.meta.url),
   );
@@ -128,6 +134,8 @@ async function startEmulatorProcess(): Promise<{ url: string; apiKey: string; st
     clearTimeout(timer);
   };
   try {
+    // The wait for its first line is bounded, and ends on Ctrl-C.
+    addAbortSignal(AbortSignal.any([signal, AbortSignal.timeout(EMULATOR_START_MS)]), child.stdout);
     let line = '';
     for await (const chunk of child.stdout) {
       line += chunk;
@@ -222,6 +230,10 @@ export async function run(args: string[]): Promise<number> {
   } catch (err) {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    if (controller.signal.aborted) {
+      process.stderr.write('speechpipe bench: interrupted while reading the media\n');
+      return 130;
+    }
     process.stderr.write(`speechpipe bench: ${(err as Error).message}\n`);
     return 2;
   }
@@ -232,7 +244,16 @@ export async function run(args: string[]): Promise<number> {
     client = createClient({ env: process.env });
     target = new URL(process.env.API_URL).origin;
   } else {
-    emulator = await startEmulatorProcess();
+    try {
+      emulator = await startEmulatorProcess(controller.signal);
+    } catch (err) {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      if (!controller.signal.aborted) throw err;
+      // Ctrl-C on a terminal reaches the emulator too, which may stop before it says where it is.
+      process.stderr.write('speechpipe bench: interrupted while starting the emulator\n');
+      return 130;
+    }
     client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
     target = `built-in emulator (${emulator.url})`;
   }

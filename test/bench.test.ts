@@ -141,6 +141,37 @@ test('throughput covers the time the operations took: a live stream that ends af
   );
 });
 
+test('429s answered to live frames are counted with their Retry-After wait', async () => {
+  // Two frames of one stream refused: a request rate limit, then the session's byte rate.
+  const limited = await startService({
+    faults: [
+      {
+        operation: 'stt.http',
+        nth: 2,
+        action: { type: 'status', status: 429, code: 'RATE_LIMIT_EXCEEDED', retryAfter: 0.2 },
+      },
+      {
+        operation: 'stt.http',
+        nth: 4,
+        action: { type: 'status', status: 429, code: 'SESSION_BYTE_RATE_EXCEEDED', retryAfter: 0.2 },
+      },
+    ],
+  });
+  const report = await runBench({
+    client: limited.client,
+    workload: 'live',
+    transport: 'http',
+    concurrency: 1,
+    durationSec: 0.1,
+    pace: 8,
+    clips,
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1, JSON.stringify(report.errors));
+  assert.equal(report.rate_limited.responses_429, 2);
+  assert.ok(report.rate_limited.retry_after_wait_ms >= 390, `${report.rate_limited.retry_after_wait_ms} ms`);
+});
+
 test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 700);

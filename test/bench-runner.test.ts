@@ -102,3 +102,17 @@ test('an open loop far behind its schedule gives the event loop turns (an abort 
   assert.equal(report.interrupted, true);
   assert.ok(report.operations.started < 1e6, `${report.operations.started} operations due before the abort`);
 });
+
+test('a duration longer than a timer can wait is refused, not ended at once', async () => {
+  await assert.rejects(
+    runBench({
+      client: stubClient(never),
+      workload: 'fast',
+      transport: 'http',
+      concurrency: 1,
+      durationSec: 3_000_000,
+      clips,
+    }),
+    { code: 'ERR_INVALID_ARGUMENT' },
+  );
+});

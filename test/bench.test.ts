@@ -242,6 +242,7 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--pace', '2'],
     ['bench', '--workload', 'batch', '--transport', 'socketio', '--concurrency', '1', '--duration', '1'],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '3000000'],
     // Nowhere to write the report: said before the run, not after it.
     [
       'bench',

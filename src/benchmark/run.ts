@@ -20,6 +20,9 @@ import { LatencyRecorder, type LatencySummary, type LatencyRecorder as Recorder 
 import { type BenchClip, BUILTIN_SENTENCES } from './media.ts';
 
 export const BENCH_WORKLOADS = ['live', 'diarization', 'fast', 'batch', 'tts'] as const;
+
+/** The longest run: about 24.8 days, the longest a timer waits. */
+export const MAX_DURATION_SEC = Math.floor((2 ** 31 - 1) / 1000);
 export type BenchWorkload = (typeof BENCH_WORKLOADS)[number];
 
 /** The latency metrics of each workload; the first is the headline (latency over time). */
@@ -140,6 +143,9 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   positive('concurrency', options.concurrency);
   positive('rate', options.rate);
   positive('durationSec', options.durationSec);
+  // A timer holds at most 2^31 - 1 ms; a longer one fires at once (the run would end at once).
+  if (options.durationSec > MAX_DURATION_SEC || (options.graceSec ?? 0) > MAX_DURATION_SEC)
+    throw new InvalidArgumentError(`bench: durationSec and graceSec must be at most ${MAX_DURATION_SEC} s`);
   positive('pace', options.pace);
   if (options.concurrency !== undefined && !Number.isSafeInteger(options.concurrency))
     throw new InvalidArgumentError('bench: concurrency must be an integer');

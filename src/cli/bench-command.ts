@@ -10,7 +10,13 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BenchClip, builtinMedia, loadMedia } from '../benchmark/media.ts';
 import { compareReports, formatReport, renderHtml, renderSvg } from '../benchmark/report.ts';
-import { BENCH_WORKLOADS, type BenchReport, type BenchWorkload, runBench } from '../benchmark/run.ts';
+import {
+  BENCH_WORKLOADS,
+  type BenchReport,
+  type BenchWorkload,
+  MAX_DURATION_SEC,
+  runBench,
+} from '../benchmark/run.ts';
 import { createClient, type SpeechClient } from '../client/index.ts';
 import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
@@ -82,6 +88,8 @@ function parse(values: Record<string, string | boolean | undefined>): Parsed {
     throw new UsageError('give one of --concurrency N and --rate R');
   const durationSec = number('duration', values.duration as string | undefined);
   if (durationSec === undefined) throw new UsageError('--duration is required');
+  if (durationSec > MAX_DURATION_SEC)
+    throw new UsageError(`--duration must be at most ${MAX_DURATION_SEC} s (about 24 days)`);
   const warmupSec = values.warmup === undefined ? 0 : Number(values.warmup);
   if (!(warmupSec >= 0) || warmupSec >= durationSec)
     throw new UsageError('--warmup must be a number of seconds shorter than --duration');

@@ -255,9 +255,11 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
       '--report',
       join(root, 'none', 'r.html'),
     ],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--media', join(root, 'none')],
   ]) {
     const run = await runCli(bad);
     assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, /^speechpipe bench: (?!bench:)/);
   }
 });
 

@@ -242,7 +242,8 @@ export async function run(args: string[]): Promise<number> {
       process.stderr.write('speechpipe bench: interrupted while reading the media\n');
       return 130;
     }
-    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n`);
+    // The library's messages name it `bench:` already.
+    process.stderr.write(`speechpipe bench: ${(err as Error).message.replace(/^bench: /, '')}\n`);
     return 2;
   }
   let client: SpeechClient;

@@ -78,6 +78,100 @@ test('open loop: operations start on schedule, and their latency counts from whe
   assert.ok(open.latency_ms.final!.p50 > 3 * closed.latency_ms.final!.p50);
 });
 
+test('live: frames the service holds back do not shorten the final result (it counts from when the last audio was due)', async () => {
+  // 12 s of audio at 16x real time over Socket.IO (100 ms frames): its last frame is due at
+  // 0.74 s. The service holds an early frame for 2 s, so every later frame waits behind it:
+  // more than the pipeline buffers, so the pace is held back and the last frame goes after the
+  // hold. The final result cannot come before about 2 s, some 1.3 s after the audio was due.
+  const long = Buffer.concat([pcm, Buffer.alloc(12 * 32_000 - pcm.length)]);
+  const held = await startService({
+    faults: [{ operation: 'stt.socket', nth: 3, times: 1, action: { type: 'delay', ms: 2000 } }],
+  });
+  const report = await runBench({
+    client: held.client,
+    workload: 'live',
+    transport: 'socketio',
+    concurrency: 1,
+    durationSec: 0.1,
+    pace: 16,
+    clips: [{ name: 'long', pcm: long, wav: encodeWav(long, 16_000, 1), seconds: 12 }],
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1, JSON.stringify(report.errors));
+  const final = report.latency_ms.final_after_last_audio!;
+  assert.ok(final.max >= 800, `final after the last audio ${final.max} ms`);
+});
+
+test('a service that stops answering shows in the percentiles: operations cut at the end count at their age', async () => {
+  const hung = await startService({ faults: [{ operation: 'fast.http', action: { type: 'stall' } }] });
+  const report = await runBench({
+    client: hung.client,
+    workload: 'fast',
+    transport: 'http',
+    concurrency: 2,
+    durationSec: 0.1,
+    graceSec: 0.3,
+    clips,
+  });
+  assert.deepEqual(report.operations, { started: 2, completed: 0, failed: 0, cut: 2 });
+  for (const metric of ['final', 'first_record']) {
+    const s = report.latency_ms[metric]!;
+    assert.equal(s.count, 2, metric);
+    assert.ok(s.p50 >= 300, `${metric} p50 ${s.p50} ms: at least the grace`);
+  }
+});
+
+test('throughput covers the time the operations took: a live stream that ends after the duration', async () => {
+  // One stream of the clip at 4x real time over Socket.IO cannot carry more than 4 audio
+  // seconds a second, however short the run that started it.
+  const report = await runBench({
+    client,
+    workload: 'live',
+    transport: 'socketio',
+    concurrency: 1,
+    durationSec: 0.2,
+    pace: 4,
+    clips,
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1);
+  assert.ok(
+    report.throughput.audio_seconds_per_second <= 4.5,
+    `${report.throughput.audio_seconds_per_second} audio s/s`,
+  );
+});
+
+test('429s answered to live frames are counted with their Retry-After wait', async () => {
+  // Two frames of one stream refused: a request rate limit, then the session's byte rate.
+  const limited = await startService({
+    faults: [
+      {
+        operation: 'stt.http',
+        nth: 2,
+        action: { type: 'status', status: 429, code: 'RATE_LIMIT_EXCEEDED', retryAfter: 0.2 },
+      },
+      {
+        operation: 'stt.http',
+        nth: 4,
+        action: { type: 'status', status: 429, code: 'SESSION_BYTE_RATE_EXCEEDED', retryAfter: 0.2 },
+      },
+    ],
+  });
+  const report = await runBench({
+    client: limited.client,
+    workload: 'live',
+    transport: 'http',
+    concurrency: 1,
+    durationSec: 0.1,
+    pace: 8,
+    clips,
+    graceSec: 30,
+  });
+  assert.equal(report.operations.completed, 1, JSON.stringify(report.errors));
+  assert.equal(report.rate_limited.responses_429, 2);
+  assert.ok(report.rate_limited.retry_after_wait_ms >= 390, `${report.rate_limited.retry_after_wait_ms} ms`);
+});
+
 test('a warm-up is run and not counted; an abort ends the run with a partial report', async () => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 700);
@@ -129,8 +223,16 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
   const html = await readFile(join(root, 'a.html'), 'utf8');
   assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');
   await writeFile(join(root, 'a.json'), a.stdout);
-  const b = await runCli([...args, '--json']);
+  const b = await runCli([...args, '--json', '--report', join(root, 'b.svg')]);
+  assert.equal(b.code, 0, b.stderr);
   await writeFile(join(root, 'b.json'), b.stdout);
+  const svg = await readFile(join(root, 'b.svg'), 'utf8');
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.match(
+    svg,
+    /over time[\s\S]*<svg [\s\S]*distribution[\s\S]*<svg /,
+    'latency over time and its distribution',
+  );
   const compared = await runCli(['bench', '--compare', join(root, 'a.json'), join(root, 'b.json')]);
   assert.equal(compared.code, 0, compared.stderr);
   assert.match(compared.stdout, /final p99 +\S+ ms +\S+ ms +[+-]\d/);
@@ -139,10 +241,60 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     ['bench', '--workload', 'fast', '--concurrency', '1', '--rate', '2', '--duration', '1'],
     ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--pace', '2'],
+    ['bench', '--workload', 'batch', '--transport', 'socketio', '--concurrency', '1', '--duration', '1'],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '3000000'],
+    // Nowhere to write the report: said before the run, not after it.
+    [
+      'bench',
+      '--workload',
+      'fast',
+      '--concurrency',
+      '1',
+      '--duration',
+      '1',
+      '--report',
+      join(root, 'none', 'r.html'),
+    ],
+    ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--media', join(root, 'none')],
   ]) {
     const run = await runCli(bad);
     assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, /^speechpipe bench: (?!bench:)/);
   }
+});
+
+test('a key the service refuses stops the run at the first refusal with one message (exit 2)', async () => {
+  await assert.rejects(
+    runBench({
+      client: newClient({ apiKey: 'not-the-key' }),
+      workload: 'tts',
+      transport: 'http',
+      concurrency: 2,
+      durationSec: 5,
+      clips,
+    }),
+    (err: { status?: number }) => err.status === 401,
+  );
+  await writeFile(join(root, 'clip.wav'), clips[0]!.wav);
+  const { emulator } = await startService();
+  const run = await runCli(
+    [
+      'bench',
+      '--workload',
+      'fast',
+      '--concurrency',
+      '2',
+      '--duration',
+      '30',
+      '--media',
+      join(root, 'clip.wav'),
+    ],
+    { API_URL: emulator.url, API_KEY: 'not-the-key' },
+  );
+  assert.equal(run.code, 2, run.stderr);
+  assert.match(run.stderr, /^speechpipe bench: the service refused the key \(401\): /);
+  assert.doesNotMatch(run.stderr, /not-the-key/);
+  assert.equal(run.stdout, '');
 });
 
 test('compareReports shows both runs and the change', () => {
@@ -169,4 +321,26 @@ test('compareReports shows both runs and the change', () => {
   const worse = { ...base, latency_ms: { final: { ...base.latency_ms.final, p99: 150 } } };
   assert.match(compareReports(base, worse), /final p99 +100 ms +150 ms +\+50\.0%/);
   assert.match(renderHtml(base), /<svg/);
+  // The distribution's tail gets room: p99, p99.9 and p99.99 as far apart as p0 and p90.
+  const tail: Array<[number, number]> = [
+    [0, 5],
+    [50, 10],
+    [90, 20],
+    [99, 40],
+    [99.9, 80],
+    [99.99, 160],
+    [100, 200],
+  ];
+  const page = renderHtml({ ...base, distribution: tail });
+  const x = (label: string) =>
+    Number(new RegExp(`<circle cx="([\\d.]+)"[^>]*><title>${label}: `).exec(page)?.[1] ?? Number.NaN);
+  const step = x('p90') - x('p0');
+  assert.ok(step > 100, `p0 to p90: ${step} px`);
+  for (const [a, b] of [
+    ['p90', 'p99'],
+    ['p99', 'p99.9'],
+    ['p99.9', 'p99.99'],
+  ] as const)
+    assert.ok(Math.abs(x(b) - x(a) - step) < 1, `${a} to ${b}: ${x(b) - x(a)} px, p0 to p90: ${step} px`);
+  assert.ok(x('max') > x('p99.99'));
 });

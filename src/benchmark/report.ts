@@ -46,13 +46,33 @@ export function formatReport(r: BenchReport): string {
 
 const html = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-/** A scatter of (x, y) points in an SVG, with axes; y on a log scale when it spans decades. */
+/**
+ * Where percentile `p` goes on a distribution's x axis: its "nines" (90 is 1, 99 is 2, 99.9 is
+ * 3...), so the tail, which a linear axis squeezes into its last pixels, gets as much room as
+ * the body; the maximum one nine past 99.99.
+ */
+const nines = (p: number) => (p >= 100 ? 5 : -Math.log10(1 - p / 100));
+const NINES_TICKS: ReadonlyArray<[number, string]> = [
+  [0, '0'],
+  [50, '50'],
+  [90, '90'],
+  [99, '99'],
+  [99.9, '99.9'],
+  [99.99, '99.99'],
+  [100, 'max'],
+];
+
+/**
+ * A scatter of (x, y) points in an SVG, with axes; y on a log scale when it spans decades.
+ * `percentiles`: x are percentiles, on a nines axis, joined by a line.
+ */
 function scatter(
-  points: ReadonlyArray<[number, number]>,
+  given: ReadonlyArray<[number, number]>,
   xLabel: string,
   yLabel: string,
-  line = false,
+  percentiles = false,
 ): string {
+  const points = percentiles ? given.map(([p, v]) => [nines(p), v] as [number, number]) : given;
   const W = 720;
   const H = 300;
   const L = 64;
@@ -84,18 +104,30 @@ function scatter(
       `<text x="${L - 4}" y="${py(y) + 4}" text-anchor="end">${html(ms(y))}</text>`,
       `<line x1="${L}" y1="${py(y)}" x2="${W - 10}" y2="${py(y)}" stroke="#eee"/>`,
     );
+    if (percentiles) continue;
     const x = xMin + f * (xMax - xMin);
-    out.push(`<text x="${px(x)}" y="${H - B + 14}" text-anchor="middle">${Math.round(x * 100) / 100}</text>`);
+    out.push(
+      `<text x="${px(x)}" y="${H - B + 14}" text-anchor="${f === 1 ? 'end' : 'middle'}">${Math.round(x * 100) / 100}</text>`,
+    );
   }
-  if (line) {
+  if (percentiles)
+    for (const [p, label] of NINES_TICKS)
+      if (nines(p) <= xMax)
+        out.push(
+          `<text x="${px(nines(p)).toFixed(1)}" y="${H - B + 14}" text-anchor="${p >= 100 ? 'end' : 'middle'}">${label}</text>`,
+          `<line x1="${px(nines(p)).toFixed(1)}" y1="10" x2="${px(nines(p)).toFixed(1)}" y2="${H - B}" stroke="#eee"/>`,
+        );
+  if (percentiles) {
     const d = points
       .map((p, i) => `${i === 0 ? 'M' : 'L'}${px(p[0]).toFixed(1)},${py(p[1]).toFixed(1)}`)
       .join('');
     out.push(`<path d="${d}" fill="none" stroke="#1f77b4" stroke-width="2"/>`);
-    for (const p of points)
+    for (const [i, p] of points.entries()) {
+      const pct = given[i]![0];
       out.push(
-        `<circle cx="${px(p[0]).toFixed(1)}" cy="${py(p[1]).toFixed(1)}" r="3" fill="#1f77b4"><title>p${p[0]}: ${html(ms(p[1]))}</title></circle>`,
+        `<circle cx="${px(p[0]).toFixed(1)}" cy="${py(p[1]).toFixed(1)}" r="3" fill="#1f77b4"><title>${pct >= 100 ? 'max' : `p${pct}`}: ${html(ms(p[1]))}</title></circle>`,
       );
+    }
   } else
     for (const p of points)
       out.push(
@@ -103,6 +135,40 @@ function scatter(
       );
   out.push('</svg>');
   return out.join('\n');
+}
+
+/**
+ * The report as one standalone SVG picture: what was run, the headline figures, latency over
+ * time and the latency distribution (no script, no external resource, every text escaped).
+ */
+export function renderSvg(r: BenchReport): string {
+  const headline = Object.keys(r.latency_ms)[0] ?? 'latency';
+  const s = r.latency_ms[headline];
+  const lines = [
+    `speechpipe bench: ${r.workload} over ${r.transport}, ${loadText(r)}, ${r.duration_sec} s${r.pace ? `, pace ${r.pace}x` : ''}${r.interrupted ? ' (interrupted)' : ''}`,
+    `against ${r.target}, ${r.started_at}`,
+    `${r.operations.completed} completed, ${r.operations.failed} failed, ${r.operations.cut} cut; ${r.throughput.audio_seconds_per_second} audio s/s, ${r.throughput.requests_per_second} operations/s`,
+    s
+      ? `${headline}: ${PERCENTILES.map((p) => `${p} ${ms(s[p])}`).join(', ')} (${s.count})`
+      : 'no latency recorded',
+  ];
+  const W = 720;
+  const top = lines.length * 18 + 14;
+  const H = top + 2 * (24 + 300) + 10;
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="system-ui, sans-serif">`,
+    `<rect width="${W}" height="${H}" fill="#fff"/>`,
+    ...lines.map(
+      (line, i) =>
+        `<text x="10" y="${20 + i * 18}" font-size="${i === 0 ? 13 : 12}"${i === 0 ? ' font-weight="bold"' : ''}>${html(line)}</text>`,
+    ),
+    `<text x="10" y="${top + 16}" font-size="13">${html(`Latency (${headline}) over time`)}</text>`,
+    `<g transform="translate(0 ${top + 24})">${scatter(r.series ?? [], 'seconds into the measured run', headline)}</g>`,
+    `<text x="10" y="${top + 324 + 16}" font-size="13">${html(`Latency distribution (${headline})`)}</text>`,
+    `<g transform="translate(0 ${top + 324 + 24})">${scatter(r.distribution ?? [], 'percentile', headline, true)}</g>`,
+    '</svg>',
+  ];
+  return `${out.join('\n')}\n`;
 }
 
 /** The report as a standalone HTML page (no script, no external resource). */
@@ -114,8 +180,6 @@ export function renderHtml(r: BenchReport): string {
         `<tr><th>${html(metric)}</th>${PERCENTILES.map((p) => `<td>${html(ms(s[p]))}</td>`).join('')}<td>${s.count}</td></tr>`,
     )
     .join('\n');
-  // Percentiles on an even scale for the distribution: 0..99.99 as "nines".
-  const dist = (r.distribution ?? []).map(([p, v]) => [p >= 100 ? 100 : p, v] as [number, number]);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>speechpipe bench: ${html(r.workload)} over ${html(r.transport)}</title>
 <style>body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:800px}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}th:first-child{text-align:left}</style>
@@ -125,7 +189,7 @@ export function renderHtml(r: BenchReport): string {
 <h2>Latency (${html(headline)}) over time</h2>
 ${scatter(r.series ?? [], 'seconds into the measured run', headline)}
 <h2>Latency distribution (${html(headline)})</h2>
-${scatter(dist, 'percentile', headline, true)}
+${scatter(r.distribution ?? [], 'percentile', headline, true)}
 <h2>All latencies</h2>
 <table><tr><th>metric</th>${PERCENTILES.map((p) => `<th>${p}</th>`).join('')}<th>count</th></tr>
 ${rows}

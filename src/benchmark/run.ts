@@ -6,19 +6,23 @@
 
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { setImmediate } from 'node:timers/promises';
 import type { SpeechClient } from '../client/index.ts';
-import { InvalidArgumentError } from '../protocol/errors.ts';
-import { decodeFrame } from '../protocol/frame.ts';
+import { InvalidArgumentError, SpeechServiceError } from '../protocol/errors.ts';
+import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
+import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
-import { pace } from '../transforms/pace.ts';
 import { toFrames } from '../transforms/to-frames.ts';
 import { LatencyRecorder, type LatencySummary, type LatencyRecorder as Recorder } from './latency.ts';
 import { type BenchClip, BUILTIN_SENTENCES } from './media.ts';
 
 export const BENCH_WORKLOADS = ['live', 'diarization', 'fast', 'batch', 'tts'] as const;
+
+/** The longest run: about 24.8 days, the longest a timer waits. */
+export const MAX_DURATION_SEC = Math.floor((2 ** 31 - 1) / 1000);
 export type BenchWorkload = (typeof BENCH_WORKLOADS)[number];
 
 /** The latency metrics of each workload; the first is the headline (latency over time). */
@@ -92,20 +96,44 @@ export interface BenchReport {
   distribution?: Array<[number, number]>;
 }
 
-interface OpResult {
-  audioSeconds: number;
+/** What an operation has measured so far (filled in as it goes, so a cut one has it too). */
+interface OpProgress {
   /** Metric → ms, measured from the operation's start (or its own reference). */
   latencies: Record<string, number>;
+  /** Live: when the last audio was due, ms after the operation's start. */
+  lastAudioDueMs?: number;
 }
 
+/**
+ * The metrics every operation of the workload reaches by its end. One still running when the
+ * grace after the duration is over is recorded in those it had not reached at its age then, a
+ * lower bound (it is at least the grace old): a service that stops answering shows in the
+ * percentiles instead of leaving only the operations it did answer in them.
+ */
+const ENDING_METRICS: Record<BenchWorkload, readonly string[]> = {
+  live: ['final_after_last_audio'],
+  diarization: ['final_after_last_audio'],
+  fast: ['first_record', 'final'],
+  batch: ['submit_to_done'],
+  tts: ['first_audio', 'complete'],
+};
+
 class Cut extends Error {}
+
+/** The service refused the key (401) or what it may do (403). */
+const isRefusal = (err: unknown): err is SpeechServiceError =>
+  err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
 
 function positive(name: string, value: number | undefined): void {
   if (value !== undefined && !(Number.isFinite(value) && value > 0))
     throw new InvalidArgumentError(`bench: ${name} must be a positive number, got ${value}`);
 }
 
-/** Run one benchmark to its end (or its abort) and report. */
+/**
+ * Run one benchmark to its end (or its abort) and report. Rejects with the service's error when
+ * it refuses the key (401) or the workload to it (403): every other operation would be refused
+ * too, so the run stops at the first.
+ */
 export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const { client, workload, transport, clips } = options;
   if (!BENCH_WORKLOADS.includes(workload))
@@ -115,9 +143,14 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   positive('concurrency', options.concurrency);
   positive('rate', options.rate);
   positive('durationSec', options.durationSec);
+  // A timer holds at most 2^31 - 1 ms; a longer one fires at once (the run would end at once).
+  if (options.durationSec > MAX_DURATION_SEC || (options.graceSec ?? 0) > MAX_DURATION_SEC)
+    throw new InvalidArgumentError(`bench: durationSec and graceSec must be at most ${MAX_DURATION_SEC} s`);
   positive('pace', options.pace);
   if (options.concurrency !== undefined && !Number.isSafeInteger(options.concurrency))
     throw new InvalidArgumentError('bench: concurrency must be an integer');
+  if (workload === 'batch' && transport !== 'http')
+    throw new InvalidArgumentError('bench: batch transcription is HTTP only (no Socket.IO operation)');
   if (clips.length === 0) throw new InvalidArgumentError('bench: no media');
   const warmupSec = options.warmupSec ?? 0;
   if (!(warmupSec >= 0) || warmupSec >= options.durationSec)
@@ -137,18 +170,34 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
 
   const stop = new AbortController(); // cuts operations in flight
   const onAbort = () => stop.abort(options.signal?.reason);
-  options.signal?.addEventListener('abort', onAbort, { once: true });
+  // A signal aborted before the call stops the run at once (its event has already fired).
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
   const t0 = performance.now();
   const durationMs = options.durationSec * 1000;
   const warmupMs = warmupSec * 1000;
   const elapsed = () => performance.now() - t0;
   let warmupReached = warmupMs === 0;
-  const warmupTimer = setTimeout(() => {
-    warmupReached = true;
-    admissionAtWarmup = { ...admission() };
-    cpuAtWarmup = process.cpuUsage();
-  }, warmupMs);
-  if (warmupMs === 0) cpuAtWarmup = process.cpuUsage();
+  const warmupTimer =
+    warmupMs > 0
+      ? setTimeout(() => {
+          warmupReached = true;
+          admissionAtWarmup = { ...admission() };
+          cpuAtWarmup = process.cpuUsage();
+        }, warmupMs)
+      : undefined;
+  /** Until `ms` have passed or the run is stopped (the timer goes with the stop). */
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (stop.signal.aborted) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        stop.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      stop.signal.addEventListener('abort', done, { once: true });
+    });
   const inFlight = new Set<Promise<void>>();
   const ticker = setInterval(
     () =>
@@ -162,28 +211,63 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   );
 
   let k = 0;
+  let cutAtMs = 0;
+  /** Live 429 SESSION_BYTE_RATE_EXCEEDED after the warm-up, and their Retry-After. */
+  const byteRate = { responses: 0, waitMs: 0 };
+  const onByteRate = (retryAfterMs: number) => {
+    if (!warmupReached) return;
+    byteRate.responses++;
+    byteRate.waitMs += retryAfterMs;
+  };
+  let refused: SpeechServiceError | undefined;
+  /** The last counted operation's end (ms into the run), and the process's CPU then if in the grace. */
+  let lastDoneMs = 0;
+  let cpuAtLastDone: NodeJS.CpuUsage | undefined;
   /** Run operation number `k` due at `dueAt` (ms into the run). */
   const one = async (dueAt: number): Promise<void> => {
     const clip = clips[k++ % clips.length]!;
     const counted = dueAt >= warmupMs;
     if (counted) counts.started++;
     const startedAt = elapsed();
+    // Open loop: latency counts from when the operation was due, not when it could start
+    // (a stream that started late had its last audio due that much sooner).
+    const lateMs = Math.max(0, startedAt - dueAt);
+    const progress: OpProgress = { latencies: {} };
+    const record = (at: number) => {
+      for (const [metric, ms] of Object.entries(progress.latencies))
+        recorders.get(metric)?.record(ms + lateMs, at);
+    };
     try {
-      const result = await operation(options, clip, stop.signal);
+      const opAudioSeconds = await operation(options, clip, stop.signal, progress, onByteRate);
       if (!counted) return;
-      // Open loop: latency counts from when the operation was due, not when it could start.
-      const lateMs = Math.max(0, startedAt - dueAt);
       const at = (elapsed() - warmupMs) / 1000;
-      for (const [metric, ms] of Object.entries(result.latencies))
-        recorders.get(metric)?.record(metric.startsWith('final_after') ? ms : ms + lateMs, at);
+      record(at);
       const wallMs = elapsed() - startedAt;
-      if (result.audioSeconds > 0) rtf.record((wallMs / (result.audioSeconds * 1000)) * 1000, at);
-      audioSeconds += result.audioSeconds;
+      if (opAudioSeconds > 0) rtf.record((wallMs / (opAudioSeconds * 1000)) * 1000, at);
+      audioSeconds += opAudioSeconds;
       counts.completed++;
+      lastDoneMs = elapsed();
+      if (lastDoneMs > durationMs) cpuAtLastDone = process.cpuUsage();
     } catch (err) {
+      if (isRefusal(err) && !stop.signal.aborted) {
+        // A key refused is refused for every operation: the run stops, and says so.
+        refused = err;
+        stop.abort(err);
+        return;
+      }
       if (!counted) return;
       if (stop.signal.aborted || err instanceof Cut) {
         counts.cut++;
+        if (stop.signal.reason instanceof Cut) {
+          // Still running when the grace ended (not stopped by the user): at least this late.
+          const ageMs = cutAtMs - startedAt;
+          for (const metric of ENDING_METRICS[workload]) {
+            const from = metric === 'final_after_last_audio' ? (progress.lastAudioDueMs ?? 0) : 0;
+            if (progress.latencies[metric] === undefined && ageMs > from)
+              progress.latencies[metric] = ageMs - from;
+          }
+          record((cutAtMs - warmupMs) / 1000);
+        }
         return;
       }
       counts.failed++;
@@ -196,13 +280,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     p.finally(() => inFlight.delete(p));
   };
 
-  const ended = new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, durationMs);
-    stop.signal.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  const ended = sleep(durationMs);
   let running = true;
   ended.then(() => (running = false));
 
@@ -210,7 +288,12 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     for (let w = 0; w < options.concurrency; w++)
       track(
         (async () => {
-          while (running && !stop.signal.aborted) await one(elapsed());
+          while (running && !stop.signal.aborted) {
+            await one(elapsed());
+            // An operation that fails before any I/O (a check in the client) settles in a
+            // microtask: without a turn of the event loop the duration's timer never fires.
+            await setImmediate();
+          }
         })(),
       );
   } else {
@@ -218,11 +301,20 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     const maxInFlight = options.maxInFlight ?? 10_000;
     track(
       (async () => {
+        let burst = 0;
         for (let n = 0; ; n++) {
           const dueAt = n * intervalMs;
           if (dueAt >= durationMs || stop.signal.aborted) break;
           const wait = dueAt - elapsed();
-          if (wait > 0) await Promise.race([new Promise((r) => setTimeout(r, wait)), ended]);
+          if (wait > 0) {
+            await sleep(wait);
+            burst = 0;
+          } else if (++burst >= 64) {
+            // Behind schedule: what is due is started (or counted overload) in bursts, and
+            // the event loop gets a turn between them (replies, timers, Ctrl-C).
+            await setImmediate();
+            burst = 0;
+          }
           if (!running || stop.signal.aborted) break;
           if (inFlight.size > maxInFlight) {
             if (dueAt >= warmupMs) {
@@ -239,8 +331,8 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   }
 
   await ended;
-  const measuredMs = Math.max(1, Math.min(elapsed(), durationMs) - warmupMs);
-  const cpu = process.cpuUsage(cpuAtWarmup);
+  const endedAtMs = Math.min(elapsed(), durationMs);
+  const cpuAtEnded = process.cpuUsage();
   // In flight at the end: a grace to finish, then cut.
   const graceMs = (options.graceSec ?? 10) * 1000;
   if (inFlight.size > 0 && !stop.signal.aborted) {
@@ -253,11 +345,24 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     ]);
     clearTimeout(graceTimer);
   }
-  if (!stop.signal.aborted) stop.abort(new Cut('the run reached its duration'));
+  if (!stop.signal.aborted) {
+    cutAtMs = elapsed();
+    stop.abort(new Cut('the run reached its duration'));
+  }
   await Promise.allSettled([...inFlight]);
-  clearTimeout(warmupTimer);
+  // The figures cover the time the counted operations took: to the end of the last one when it
+  // ended in the grace (a live stream longer than the run counted its audio over the run alone).
+  const measuredMs = Math.max(1, Math.max(endedAtMs, lastDoneMs) - warmupMs);
+  const cpuAtEnd = lastDoneMs > endedAtMs && cpuAtLastDone ? cpuAtLastDone : cpuAtEnded;
+  const cpuSeconds = (cpuAtEnd.user - cpuAtWarmup.user + cpuAtEnd.system - cpuAtWarmup.system) / 1e6;
+  if (warmupTimer) clearTimeout(warmupTimer);
   clearInterval(ticker);
   options.signal?.removeEventListener('abort', onAbort);
+  if (refused) {
+    for (const r of recorders.values()) r.destroy();
+    rtf.destroy();
+    throw refused;
+  }
   const interrupted = options.signal?.aborted === true;
 
   const admissionEnd = admission();
@@ -296,11 +401,10 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     real_time_factor: { p50: rtfSummary.p50 / 1000, p90: rtfSummary.p90 / 1000, max: rtfSummary.max / 1000 },
     errors,
     rate_limited: {
-      responses_429: admissionEnd.rejections - from.rejections,
-      retry_after_wait_ms: Math.round(admissionEnd.pausedMs - from.pausedMs),
+      responses_429: admissionEnd.rejections - from.rejections + byteRate.responses,
+      retry_after_wait_ms: Math.round(admissionEnd.pausedMs - from.pausedMs + byteRate.waitMs),
     },
-    client_cpu_seconds_per_audio_second:
-      audioSeconds > 0 ? round((cpu.user + cpu.system) / 1e6 / audioSeconds, 5) : 0,
+    client_cpu_seconds_per_audio_second: audioSeconds > 0 ? round(cpuSeconds / audioSeconds, 5) : 0,
     series: headline.points,
     distribution: headline.distribution(),
   };
@@ -311,30 +415,71 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
+/**
+ * Live frames let go on the clip's own timeline at `speed`: frame k when the audio before it
+ * has had its time since `start`. A frame held back (the service has not taken the ones before
+ * it) goes as soon as it can, as a live source's backlog would, and the pace does not lose a
+ * timer's lateness at every frame (pace() without a burst does: 3.7x for 4x in 100 ms frames).
+ */
+function onSchedule(start: number, speed: number): Transform {
+  let offset = 0; // PCM bytes before the next frame
+  let timer: NodeJS.Timeout | undefined;
+  return new Transform({
+    objectMode: true,
+    transform(frame: Buffer, _encoding, callback) {
+      const due = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000;
+      offset += frame.length - FRAME_HEADER_BYTES;
+      const wait = due - performance.now();
+      if (wait <= 0) return callback(null, frame);
+      timer = setTimeout(() => {
+        timer = undefined;
+        callback(null, frame);
+      }, wait);
+    },
+    destroy(err, callback) {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      callback(err);
+    },
+  });
+}
+
 /** One operation of the workload on one clip. */
-async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSignal): Promise<OpResult> {
+async function operation(
+  options: BenchOptions,
+  clip: BenchClip,
+  signal: AbortSignal,
+  progress: OpProgress,
+  onByteRate: (retryAfterMs: number) => void,
+): Promise<number> {
   const { client, transport } = options;
   const language = options.language ?? 'en';
+  // A live session's 429 SESSION_BYTE_RATE_EXCEEDED is waited out by the session (the frame
+  // goes again after Retry-After, holding the frames behind it): counted here, as the client's
+  // admission counts the others.
+  const byteRate = { penalize: (retryAfterMs: number) => onByteRate(retryAfterMs) };
   const now = () => performance.now();
   const start = now();
   switch (options.workload) {
     case 'live':
     case 'diarization': {
       const diarization = options.workload === 'diarization';
-      const latencies: Record<string, number> = {};
-      let lastAudioAt: number | undefined;
+      const { latencies } = progress;
+      const frames = toFrames({ transport, language });
+      const speed = options.pace ?? 1;
+      // The final result counts from when the last frame was due, not from when it went: a
+      // service that holds frames back (a write completes when the service took the frame)
+      // delays the frames after them, and must not shorten the figure by doing so.
+      const lastFrameOffset = Math.floor((clip.pcm.length - 1) / frames.frameBytes) * frames.frameBytes;
+      progress.lastAudioDueMs = (lastFrameOffset / LIVE_BYTES_PER_SECOND / speed) * 1000;
+      const lastAudioDue = start + progress.lastAudioDueMs;
       await pipeline(
         Readable.from([clip.pcm]),
-        toFrames({ transport, language }),
-        pace({ speed: options.pace ?? 1 }),
-        new Transform({
-          objectMode: true,
-          transform(frame: Buffer, _encoding, callback) {
-            if (decodeFrame(frame).isFinal) lastAudioAt = now();
-            callback(null, frame);
-          },
-        }),
-        diarization ? diarizationStream({ client, transport }) : sttStream({ client, transport }),
+        frames,
+        onSchedule(start, speed),
+        diarization
+          ? diarizationStream({ client, transport, pacer: byteRate })
+          : sttStream({ client, transport, pacer: byteRate }),
         new Writable({
           objectMode: true,
           write(record: AsrRecord | DiarizationRecord, _encoding, callback) {
@@ -353,22 +498,21 @@ async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSi
                 if (r.is_speech_final) latencies.first_final_word ??= t;
               }
             }
-            if (record.is_final && lastAudioAt !== undefined)
-              latencies.final_after_last_audio = now() - lastAudioAt;
+            if (record.is_final) latencies.final_after_last_audio = now() - lastAudioDue;
             callback();
           },
         }),
         { signal },
       );
-      return { audioSeconds: clip.seconds, latencies };
+      return clip.seconds;
     }
     case 'fast': {
-      const latencies: Record<string, number> = {};
+      const { latencies } = progress;
       for await (const record of client.fast.transcribe(clip.wav, { transport, language, signal })) {
         latencies.first_record ??= now() - start;
         if (record.is_final) latencies.final = now() - start;
       }
-      return { audioSeconds: clip.seconds, latencies };
+      return clip.seconds;
     }
     case 'batch': {
       const ack = await client.batch.submit(clip.wav, { language, signal });
@@ -378,21 +522,21 @@ async function operation(options: BenchOptions, clip: BenchClip, signal: AbortSi
         err.code = `JOB_${job.status.toUpperCase()}`;
         throw err;
       }
-      return { audioSeconds: clip.seconds, latencies: { submit_to_done: now() - start } };
+      progress.latencies.submit_to_done = now() - start;
+      return clip.seconds;
     }
     case 'tts': {
       const text = clip.text ?? BUILTIN_SENTENCES[0]!;
       const synthesis = await client.tts.synthesize({ text, transport, signal });
-      let first: number | undefined;
+      const { latencies } = progress;
       let bytes = 0;
       for await (const chunk of synthesis.audio) {
-        first ??= now() - start;
+        latencies.first_audio ??= now() - start;
         bytes += (chunk as Buffer).length;
       }
-      return {
-        audioSeconds: bytes / 2 / synthesis.sampleRate,
-        latencies: { first_audio: first ?? now() - start, complete: now() - start },
-      };
+      latencies.first_audio ??= now() - start;
+      latencies.complete = now() - start;
+      return bytes / 2 / synthesis.sampleRate;
     }
   }
 }

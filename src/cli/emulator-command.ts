@@ -18,6 +18,7 @@ import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
 
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
+                          [--stop-on-stdin-end]
 
   --port N             port to listen on (default 0: any free port)
   --host H             address to bind (default 127.0.0.1)
@@ -31,9 +32,12 @@ export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K 
                        Account limits, request rates, fault rules and statistics stay the
                        emulator's, across all threads; jobs and live streams reach the thread
                        that holds them, whichever thread a connection lands on
+  --stop-on-stdin-end  also stop when standard input ends: a program that starts the
+                       emulator keeps a pipe to it open, and the emulator goes when the program
+                       does, however it ends (even killed with SIGKILL)
 
 Prints {"url": ..., "apiKey": ..., "admin": ...} on stdout once listening; stops on SIGINT or
-SIGTERM. The admin endpoint (loopback clients only, no key): GET admin/stats, GET admin/faults,
+SIGTERM (or at the end of standard input with --stop-on-stdin-end). The admin endpoint (loopback clients only, no key): GET admin/stats, GET admin/faults,
 POST admin/faults (a rule or an array of rules, application/json), DELETE admin/faults,
 DELETE admin/faults/ID.
 TTS_MAX_INPUT_CHARACTERS_FREE, _STANDARD and _ENTERPRISE in the environment set the TTS text
@@ -76,6 +80,7 @@ export async function run(args: string[]): Promise<number> {
     accounts?: string;
     faults?: string;
     workers?: string;
+    'stop-on-stdin-end'?: boolean;
     help?: boolean;
   };
   try {
@@ -88,6 +93,7 @@ export async function run(args: string[]): Promise<number> {
         accounts: { type: 'string' },
         faults: { type: 'string' },
         workers: { type: 'string' },
+        'stop-on-stdin-end': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -157,10 +163,25 @@ export async function run(args: string[]): Promise<number> {
   }
   // Listen for the signals before announcing the URL: a caller may signal as soon as it reads it.
   const stopped = nextStopSignal();
+  // An end that came while the emulator was starting is still seen (the stream was not read).
+  const stdinEnded = values['stop-on-stdin-end'] ? endOfStdin() : undefined;
   const announced = { url: emulator.url, apiKey: emulator.apiKey, admin: `${emulator.url}${ADMIN_PREFIX}` };
   process.stdout.write(`${JSON.stringify(announced)}\n`);
-  const signal = await stopped;
+  const signal = await (stdinEnded ? Promise.race([stopped, stdinEnded]) : stopped);
   await emulator.close();
   process.stderr.write(`speechpipe emulator: closed on ${signal}\n`);
+  // Standard input is no longer watched (a signal came first): it must not hold the process.
+  if (stdinEnded) process.stdin.destroy();
   return 0;
+}
+
+/** The end of standard input (its EOF, or an error reading it: the other end is gone either way). */
+function endOfStdin(): Promise<string> {
+  return new Promise((resolve) => {
+    const ended = () => resolve('the end of standard input');
+    process.stdin.once('end', ended);
+    process.stdin.once('error', ended);
+    process.stdin.once('close', ended);
+    process.stdin.resume();
+  });
 }

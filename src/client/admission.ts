@@ -271,9 +271,14 @@ export class Admission {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Pause a workload until `ms` from now (a later end wins). */
-  pause(workload: Workload, ms: number): void {
-    this.#pause(this.#lane(workload), ms);
+  /**
+   * Pause a workload until `ms` from now (a later end wins). `rejected`: for an admission 429
+   * its caller waits out itself (a live frame), counted in the stats' `rejections`.
+   */
+  pause(workload: Workload, ms: number, rejected = false): void {
+    const lane = this.#lane(workload);
+    if (rejected) lane.rejections++;
+    this.#pause(lane, ms);
   }
 
   /**

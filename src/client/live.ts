@@ -447,7 +447,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         // live: send the same frame after Retry-After. That is not a replay.
         const delay = backoffDelay(attempt, { baseMs: 250, maxMs: 10_000 }, err.retryAfterMs);
         if (err.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', err);
-        else if (isAdmissionRejection(err)) this.#deps.admission.pause(this.#workload, delay);
+        else if (isAdmissionRejection(err)) this.#deps.admission.pause(this.#workload, delay, true);
         await sleep(delay, this.#signal(signal));
       }
     }

@@ -55,6 +55,36 @@ test('sustained throughput over a long file is the configured speed', () => {
   assert.ok(speed <= 2.01 && speed > 1.95, `speed ${speed}`);
 });
 
+test('a chosen speed holds when each wait ends late (timers, a slow consumer): the lateness is made up, within a second', () => {
+  for (const speed of [1, 4]) {
+    const c = clock();
+    const pacer = new Pacer({ now: c.now, speed });
+    // The first frame goes at once: the speed holds from the first byte, with no burst.
+    assert.equal(pacer.delayFor(3200), 0);
+    let sent = 0;
+    // 10 minutes of audio in 100 ms frames; every wait ends 10 ms late (and costs 10 ms when
+    // there is none), less than a frame's time at either speed.
+    while (sent < 600 * 32_000) {
+      c.advance(pacer.delayFor(3200) + 10);
+      pacer.take(3200);
+      sent += 3200;
+    }
+    const achieved = ((sent / 32_000) * 1000) / c.now();
+    assert.ok(achieved > speed * 0.99 && achieved <= speed * 1.01, `speed ${speed}: achieved ${achieved}`);
+  }
+  // After a long stall at most a second of audio (at that speed) goes at once, then the speed.
+  const c = clock();
+  const pacer = new Pacer({ now: c.now, speed: 1 });
+  pacer.take(3200);
+  c.advance(60_000);
+  let atOnce = 0;
+  while (pacer.delayFor(3200) === 0) {
+    pacer.take(3200);
+    atOnce += 3200;
+  }
+  assert.ok(atOnce >= 32_000 - 3200 && atOnce <= 32_000 + 3200, `${atOnce} bytes at once`);
+});
+
 test('penalize(retryAfterMs): nothing for that long, then the sustained rate without a burst', () => {
   const c = clock();
   const pacer = new Pacer({ now: c.now });

@@ -418,8 +418,8 @@ const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 *
 /**
  * Live frames let go on the clip's own timeline at `speed`: frame k when the audio before it
  * has had its time since `start`. A frame held back (the service has not taken the ones before
- * it) goes as soon as it can, as a live source's backlog would, and the pace does not lose a
- * timer's lateness at every frame (pace() without a burst does: 3.7x for 4x in 100 ms frames).
+ * it) goes as soon as it can, however late, as a live source's backlog would (pace() makes up
+ * at most a second), and no timer's lateness is lost.
  */
 function onSchedule(start: number, speed: number): Transform {
   let offset = 0; // PCM bytes before the next frame

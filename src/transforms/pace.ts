@@ -15,7 +15,10 @@ export interface PacerOptions {
   /**
    * Bucket size: bytes that may go at once after a pause. Default: the session burst (16 MiB)
    * for the session limit; none when `speed` is given, so a chosen playback speed holds from
-   * the first byte (a short file is not sent as one burst).
+   * the first byte (a short file is not sent as one burst). With a chosen speed and no burst,
+   * time a chunk waited past its turn (a late timer, a slow consumer) is made up by sending the
+   * next ones sooner, up to a second of audio at that speed: the speed holds on average instead
+   * of losing every wait's lateness.
    */
   burstBytes?: number;
   /** Bytes per second of real time. Default 32000 (PCM16 mono 16 kHz). */
@@ -32,6 +35,8 @@ export class Pacer {
   readonly rate: number;
   readonly burstBytes: number;
   readonly #now: () => number;
+  /** Most tokens the bucket holds: the burst, or with a chosen speed the second it may catch up. */
+  readonly #cap: number;
   #tokens: number;
   #at: number;
   #pausedUntil = 0;
@@ -49,6 +54,7 @@ export class Pacer {
       );
     }
     this.rate = (speed * bytesPerSecond) / 1000; // bytes per millisecond
+    this.#cap = this.burstBytes > 0 ? this.burstBytes : this.rate * CATCH_UP_MS;
     this.#now = options.now ?? (() => performance.now());
     this.#at = this.#now();
     this.#tokens = this.burstBytes;
@@ -98,12 +104,15 @@ export class Pacer {
   #refill(): number {
     const now = this.#now();
     if (now > this.#at) {
-      this.#tokens = Math.min(this.burstBytes, this.#tokens + (now - this.#at) * this.rate);
+      this.#tokens = Math.min(this.#cap, this.#tokens + (now - this.#at) * this.rate);
       this.#at = now;
     }
     return now;
   }
 }
+
+/** How far a paced stream with no burst may catch up after waiting past its turn. */
+const CATCH_UP_MS = 1000;
 
 /** The longest delay setTimeout takes as given. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

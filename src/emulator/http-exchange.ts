@@ -209,17 +209,12 @@ export class HttpExchange {
 
   /**
    * Answer with these NDJSON records and end. Without byte or record faults the records go in
-   * one write with the headers; with them, one record at a time. False once the connection is
-   * gone or a fault cut it.
+   * one write with the headers, and the answer is given at once (no promise: every live frame
+   * is answered so); with them, one record at a time. False once the connection is gone or a
+   * fault cut it.
    */
-  async finishRecords(records: readonly unknown[]): Promise<boolean> {
-    const perRecord = this.#output.counting || this.plan.slowBody?.usable === true;
-    if (this.started || perRecord) {
-      for (const record of records) if (!(await this.record(record))) return false;
-      this.startStream('application/x-ndjson');
-      this.end();
-      return !this.gone;
-    }
+  finishRecords(records: readonly unknown[]): boolean | Promise<boolean> {
+    if (this.started || this.#perRecord) return this.#finishRecordByRecord(records);
     if (this.gone) return false;
     let text = '';
     for (const record of records) text += `${JSON.stringify(record)}\n`;
@@ -233,6 +228,18 @@ export class HttpExchange {
     });
     this.res.end(text);
     return true;
+  }
+
+  /** Whether the plan cuts or slows the answer by records or bytes (never without faults). */
+  get #perRecord(): boolean {
+    return this.plan !== NO_FAULTS && (this.#output.counting || this.plan.slowBody?.usable === true);
+  }
+
+  async #finishRecordByRecord(records: readonly unknown[]): Promise<boolean> {
+    for (const record of records) if (!(await this.record(record))) return false;
+    this.startStream('application/x-ndjson');
+    this.end();
+    return !this.gone;
   }
 
   /** Write one NDJSON record; false once the connection is gone or a fault cut it. */

@@ -97,18 +97,40 @@ export class LiveSession {
     return this.state === 'live';
   }
 
-  /** Run `fn` after every earlier POST of this stream has been answered (arrival order). */
-  async inTurn<T>(fn: () => Promise<T>): Promise<T> {
-    // No promise to wait on when no earlier POST is being answered (the usual case).
-    if (this.#turnBusy) await new Promise<void>((resolve) => this.#turnWaiting.push(resolve));
-    else this.#turnBusy = true;
+  /**
+   * Run `fn` after every earlier POST of this stream has been answered (arrival order). When
+   * none is being answered (the usual case) it runs at once, and an `fn` that answers at once
+   * (returns no promise) takes its turn and gives it back with no promise made.
+   */
+  inTurn(fn: () => Promise<void> | undefined): Promise<void> | undefined {
+    if (this.#turnBusy) return this.#afterTurns(fn);
+    this.#turnBusy = true;
+    let out: Promise<void> | undefined;
     try {
-      return await fn();
-    } finally {
-      const next = this.#turnWaiting.shift();
-      if (next) next();
-      else this.#turnBusy = false;
+      out = fn();
+    } catch (err) {
+      this.#nextTurn();
+      throw err;
     }
+    if (out === undefined) this.#nextTurn();
+    else out = out.finally(() => this.#nextTurn());
+    return out;
+  }
+
+  async #afterTurns(fn: () => Promise<void> | undefined): Promise<void> {
+    await new Promise<void>((resolve) => this.#turnWaiting.push(resolve));
+    try {
+      await fn();
+    } finally {
+      this.#nextTurn();
+    }
+  }
+
+  /** The turn passes to the next POST waiting, if any. */
+  #nextTurn(): void {
+    const next = this.#turnWaiting.shift();
+    if (next) next();
+    else this.#turnBusy = false;
   }
 
   /**

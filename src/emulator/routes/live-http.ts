@@ -13,6 +13,7 @@ import {
   type LiveRecord,
   type LiveSession,
   type LiveSessions,
+  type Released,
   type SessionKind,
   type SessionScope,
   sessionScope,
@@ -81,7 +82,8 @@ export async function liveHttp(
     }
     sessions.beginPost(existing);
     try {
-      await existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+      const answering = existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+      if (answering) await answering;
     } finally {
       sessions.endPost(existing);
     }
@@ -90,13 +92,17 @@ export async function liveHttp(
   }
 }
 
-async function answerFrame(
+/**
+ * Accept the frame and answer it: at once when its records are out at once (every live frame
+ * without a latency model or faults; no promise is made), else the promise of the answer.
+ */
+function answerFrame(
   ex: HttpExchange,
   key: EmulatorKey,
   kind: SessionKind,
   sessions: LiveSessions,
   frame: ReturnType<typeof decodeFrame>,
-): Promise<void> {
+): Promise<void> | undefined {
   if (ex.gone) {
     // The client gave up while its POST waited for its turn: that aborted POST cancels the stream.
     const waiting = sessions.find(kind, frame.streamId, httpScope(key));
@@ -112,23 +118,37 @@ async function answerFrame(
     ex.op,
     ex.plan,
   );
-  if (after) {
-    // The frame was accepted; its records are lost with this answer.
-    await answerFault(ex, after);
-    return;
-  }
-  sessions.beginPost(session);
+  // The frame was accepted; its records are lost with this answer.
+  if (after) return answerFault(ex, after);
   if (Array.isArray(records) && !frame.isFinal) {
     // The records are out at once: answered now, with no window to wait through. An answer
     // that could not be completed (the client went away, a reset fault) cancels the stream.
-    try {
-      const out = session.pending.length > 0 ? [...session.pending.splice(0), ...records] : records;
-      if (!(await ex.finishRecords(out))) sessions.end(session, 'cancelled');
-    } finally {
-      sessions.endPost(session);
+    const out = session.pending.length > 0 ? [...session.pending.splice(0), ...records] : records;
+    const done = ex.finishRecords(out);
+    if (done === true) return undefined;
+    if (done === false) {
+      sessions.end(session, 'cancelled');
+      return undefined;
     }
-    return;
+    sessions.beginPost(session);
+    return done
+      .then((ok) => {
+        if (!ok) sessions.end(session, 'cancelled');
+      })
+      .finally(() => sessions.endPost(session));
   }
+  return answerLater(ex, session, sessions, frame, records);
+}
+
+/** A frame whose records come later (a latency model) or the final frame: its answer waits for them. */
+async function answerLater(
+  ex: HttpExchange,
+  session: LiveSession,
+  sessions: LiveSessions,
+  frame: ReturnType<typeof decodeFrame>,
+  records: Released,
+): Promise<void> {
+  sessions.beginPost(session);
   const ready = Promise.resolve(records);
   // An aborted POST (the client went away before its answer was complete) cancels the stream.
   const onAbort = () => sessions.end(session, 'cancelled');

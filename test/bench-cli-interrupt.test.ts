@@ -2,13 +2,14 @@
 // starts its emulator) exits 130 and says so, as every command does when interrupted.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, type TestContext, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { run } from '../src/cli/bench-command.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
+import { canListChildren, childPids } from './helpers/proc.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-bench-int-'));
 after(() => rm(root, { recursive: true, force: true }));
@@ -48,18 +49,11 @@ test('Ctrl-C while the media is read: exit 130, interrupted', async (t) => {
 });
 
 test('Ctrl-C while the emulator starts (it gets the signal too): exit 130, interrupted', async (t) => {
-  const children = `/proc/self/task/${process.pid}/children`;
-  if (
-    !(await readFile(children, 'utf8').then(
-      () => true,
-      () => false,
-    ))
-  )
-    return t.skip('no /proc/PID/task/PID/children here');
+  if (!(await canListChildren())) return t.skip('no /proc/PID/task/PID/children here');
   const { code, stderr } = await runInterrupted(t, async (sigint) => {
     // A terminal's Ctrl-C reaches the whole process group: the emulator as soon as it exists.
     for (let i = 0; i < 3000; i++) {
-      const pids = (await readFile(children, 'utf8')).trim().split(/\s+/).filter(Boolean).map(Number);
+      const pids = await childPids(process.pid);
       if (pids.length > 0) {
         for (const pid of pids) process.kill(pid, 'SIGINT');
         sigint();

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { cliEnv } from './helpers/cli.ts';
+import { canListChildren, childPids } from './helpers/proc.ts';
 
 const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 
@@ -65,14 +66,7 @@ test('emulator --stop-on-stdin-end stops, exit 0, when its standard input ends',
 });
 
 test('bench killed with SIGKILL leaves no emulator behind', async (t) => {
-  const children = `/proc/self/task/${process.pid}/children`;
-  if (
-    !(await readFile(children, 'utf8').then(
-      () => true,
-      () => false,
-    ))
-  )
-    return t.skip('no /proc/PID/task/PID/children here');
+  if (!(await canListChildren())) return t.skip('no /proc/PID/task/PID/children here');
   const bench = spawn(
     process.execPath,
     [main, 'bench', '--workload', 'tts', '--concurrency', '1', '--duration', '120', '--json'],
@@ -82,8 +76,7 @@ test('bench killed with SIGKILL leaves no emulator behind', async (t) => {
   let emulatorPid: number | undefined;
   try {
     const found = await until(async () => {
-      const text = await readFile(`/proc/${bench.pid}/task/${bench.pid}/children`, 'utf8').catch(() => '');
-      for (const pid of text.trim().split(/\s+/).filter(Boolean).map(Number)) {
+      for (const pid of await childPids(bench.pid!)) {
         const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
         if (cmdline.includes('emulator')) emulatorPid = pid;
       }

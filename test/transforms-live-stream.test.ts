@@ -858,6 +858,34 @@ test('destroying the stream aborts the session and leaves nothing open', async (
 });
 
 for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: a stream that fails or is destroyed closes only once its sessions are over at the service`, async () => {
+    const own = newClient();
+    const running = () => own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running;
+    for (const how of ['destroy', 'pipeline error'] as const) {
+      const before = emulator.stats().sessions.active;
+      const stt = sttStream({ coalesceMs: 0, client: own, transport });
+      stt.on('error', () => {});
+      await new Promise<void>((resolve, reject) =>
+        stt.write(
+          encodeFrame({ streamId: randomUuid(), isStart: true, language: 'en', pcm: pcm.subarray(0, 32000) }),
+          (e) => (e ? reject(e) : resolve()),
+        ),
+      );
+      assert.equal(emulator.stats().sessions.active, before + 1);
+      const closed = new Promise((resolve) => stt.once('close', resolve));
+      if (how === 'destroy') stt.destroy();
+      else stt.destroy(new Error('a later stage failed'));
+      await closed;
+      // Nothing to wait for after 'close' (a pipeline settles then): no slot, nothing live there.
+      assert.equal(running(), 0, `${how}: the client still holds the session's slot`);
+      assert.equal(
+        emulator.stats().sessions.active,
+        before,
+        `${how}: the stream is still live at the service`,
+      );
+    }
+  });
+
   test(`${transport}: a frame still waiting when the stream is destroyed opens no session and holds no slot`, async () => {
     const own = newClient();
     const opened = emulator.stats().sessions.opened;

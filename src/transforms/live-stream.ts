@@ -275,6 +275,12 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** The writable side ended (`_final`): no keepalive from now on. */
   #finishing = false;
   #readWaiter: (() => void) | undefined;
+  /**
+   * Sessions this stream started that are not over at the service yet (a failed or aborted one
+   * is ended there in the background): destroy waits for them, so that once the stream has
+   * closed (and a pipeline settled) no slot is held and nothing is live at the service.
+   */
+  readonly #notEnded = new Set<LiveSession<K>>();
   /** Sessions told to stop reading records while the readable side is full (see _read). */
   readonly #pausedSessions = new Set<LiveSession<K>>();
   #ended = false;
@@ -431,7 +437,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#readWaiter?.();
     this.#destroyed.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
     this.#session?.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
-    callback(err);
+    // Each ends within its endTimeoutMs (`ended` never rejects).
+    if (this.#notEnded.size === 0) callback(err);
+    else void Promise.all([...this.#notEnded].map((s) => s.ended)).then(() => callback(err));
   }
 
   /** Backpressure from the reader: do not send while unread records pile up. */
@@ -641,6 +649,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
       this.#options.pacer?.penalize(err.retryAfterMs ?? 1000),
     );
     this.#session = session;
+    this.#notEnded.add(session);
+    void session.ended.then(() => this.#notEnded.delete(session));
     if (this.#pendingChange) {
       const change: SessionChange = { ...this.#pendingChange, id: session.id, offsetSec: offset };
       this.#pendingChange = undefined;

@@ -168,6 +168,32 @@ test('a body that drips after its request was answered (an unknown key) is cut t
   );
 });
 
+test('a body answered early whose client then closes the connection is not counted as a slow upload', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  const answer = new Promise<string>((resolve) =>
+    socket.once('data', (d: Buffer) => resolve(d.toString('latin1'))),
+  );
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: not-a-key\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  assert.match(await answer, /^HTTP\/1\.1 401 /);
+  // The client stops sending once refused, and goes away.
+  socket.destroy();
+  // A body that drips, watched after the one above: once it is cut, the guard has looked at both.
+  const drip = await open();
+  drip.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  const dripping = setInterval(() => drip.writable && drip.write(' '), 100);
+  try {
+    await closed(drip);
+  } finally {
+    clearInterval(dripping);
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW, before + 1, 'only the dripping body was cut');
+});
+
 test('Expect: 100-continue: a body refused by its headers is answered without asking for it; one accepted is asked for', async () => {
   const exchange = async (headers: string, body?: Buffer) => {
     const socket = await open();

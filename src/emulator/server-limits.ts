@@ -117,7 +117,9 @@ export class UploadRateGuard {
     // A set may lose entries while it is iterated: each is visited once.
     for (const upload of this.#uploads) {
       const { req } = upload;
-      if (req.complete || req.destroyed) {
+      // Its connection gone: a request answered before its body ended left Node's list of the
+      // connection's requests, so it is neither destroyed nor closed when its client goes away.
+      if (req.complete || req.destroyed || req.socket.destroyed) {
         this.#uploads.delete(upload);
         continue;
       }

@@ -168,6 +168,32 @@ test('a body that drips after its request was answered (an unknown key) is cut t
   );
 });
 
+test('a body answered early whose client then closes the connection is not counted as a slow upload', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  const answer = new Promise<string>((resolve) =>
+    socket.once('data', (d: Buffer) => resolve(d.toString('latin1'))),
+  );
+  socket.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: not-a-key\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  assert.match(await answer, /^HTTP\/1\.1 401 /);
+  // The client stops sending once refused, and goes away.
+  socket.destroy();
+  // A body that drips, watched after the one above: once it is cut, the guard has looked at both.
+  const drip = await open();
+  drip.write(
+    `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{`,
+  );
+  const dripping = setInterval(() => drip.writable && drip.write(' '), 100);
+  try {
+    await closed(drip);
+  } finally {
+    clearInterval(dripping);
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW, before + 1, 'only the dripping body was cut');
+});
+
 test('Expect: 100-continue: a body refused by its headers is answered without asking for it; one accepted is asked for', async () => {
   const exchange = async (headers: string, body?: Buffer) => {
     const socket = await open();
@@ -205,6 +231,34 @@ test('Expect: 100-continue: a body refused by its headers is answered without as
     ),
     /^HTTP\/1\.1 100 /,
   );
+});
+
+test('Expect: 100-continue: a body not asked for yet (the operation waits first) is not cut as a slow upload', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  // The operation waits well past the upload window before it reads the body.
+  const delay = emu.faults.add({ operation: 'tts.http', times: 1, action: { type: 'delay', ms: 1000 } });
+  try {
+    const socket = await open();
+    const body = Buffer.from(JSON.stringify({ id: crypto.randomUUID(), text: 'hello' }));
+    let received = '';
+    socket.on('data', (d: Buffer) => {
+      received += d.toString('latin1');
+    });
+    socket.write(
+      `POST /http/tts HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nexpect: 100-continue\r\n\r\n`,
+    );
+    // The client waits for 100 Continue before it sends the body, as the header says.
+    await Promise.race([
+      until(() => /^HTTP\/1\.1 100 /.test(received), 'asked for the body'),
+      closed(socket).then(() => assert.fail(`the connection closed: ${JSON.stringify(received)}`)),
+    ]);
+    socket.write(body);
+    await until(() => /HTTP\/1\.1 200 /.test(received), 'the answer');
+    socket.destroy();
+  } finally {
+    delay.remove();
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0, before, 'not cut as a slow upload');
 });
 
 test('connections beyond the cap are closed as they arrive; those before it still work', async () => {

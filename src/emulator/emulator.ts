@@ -179,7 +179,8 @@ export async function startEmulatorServer(
 
   const server = createServer(serverOptions(serverLimits), onRequest);
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    askForBodyWhenRead(req, res);
+    uploads.bodyNotAsked(req);
+    askForBodyWhenRead(req, res, () => uploads.bodyAsked(req));
     onRequest(req, res);
   });
   capConnections(server, serverLimits);
@@ -291,12 +292,14 @@ export async function startEmulatorServer(
  * `Expect: 100-continue`: the client waits for 100 Continue before it sends the body. It is sent
  * when something first reads the body (the operation, or a thread passing the request on), not
  * as Node would at once: a request refused by its headers (401, 404, 413 from Content-Length) is
- * answered without the client sending a body it would only have to discard.
+ * answered without the client sending a body it would only have to discard. `asked` is told when
+ * the body is first read (the minimum upload rate does not count the wait before).
  */
-function askForBodyWhenRead(req: IncomingMessage, res: ServerResponse): void {
+function askForBodyWhenRead(req: IncomingMessage, res: ServerResponse, asked: () => void): void {
   const read = req._read;
   req._read = function (this: IncomingMessage, size: number) {
     req._read = read;
+    asked();
     // Not once a final answer is under way (the rest of a refused body is being drained).
     if (!res.headersSent && !res.destroyed) res.writeContinue();
     return read.call(this, size);

@@ -76,12 +76,29 @@ interface Upload {
 export class UploadRateGuard {
   readonly #limits: ServerLimits;
   readonly #uploads = new Set<Upload>();
+  /** Requests whose client sends the body only once asked (`Expect: 100-continue`), not asked yet. */
+  readonly #notAsked = new WeakSet<IncomingMessage>();
   readonly #onCut: () => void;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(limits: ServerLimits, onCut: () => void) {
     this.#limits = limits;
     this.#onCut = onCut;
+  }
+
+  /**
+   * This request's client waits for 100 Continue before it sends its body, and the emulator
+   * sends that only when something reads the body: until `bodyAsked`, no body is not the
+   * client's fault (an operation that waits first, a delay or stall fault, was cut as a slow
+   * upload before the client was ever asked).
+   */
+  bodyNotAsked(req: IncomingMessage): void {
+    this.#notAsked.add(req);
+  }
+
+  /** The body of a `bodyNotAsked` request was asked for: the minimum rate applies from now. */
+  bodyAsked(req: IncomingMessage): void {
+    this.#notAsked.delete(req);
   }
 
   /**
@@ -117,7 +134,9 @@ export class UploadRateGuard {
     // A set may lose entries while it is iterated: each is visited once.
     for (const upload of this.#uploads) {
       const { req } = upload;
-      if (req.complete || req.destroyed) {
+      // Its connection gone: a request answered before its body ended left Node's list of the
+      // connection's requests, so it is neither destroyed nor closed when its client goes away.
+      if (req.complete || req.destroyed || req.socket.destroyed) {
         this.#uploads.delete(upload);
         continue;
       }
@@ -125,8 +144,9 @@ export class UploadRateGuard {
       // Our side is not reading (its buffer is full): not the client's fault. A paused request
       // whose buffer is not full still receives what the client sends (Node stops reading the
       // socket only once it is full), and one read with `read()` (a thread of several peeking
-      // at a live frame's stream id) counts as paused: neither is a reason to wait forever.
-      if (req.readableLength >= req.readableHighWaterMark) {
+      // at a live frame's stream id) counts as paused: neither is a reason to wait forever. A
+      // client waiting for 100 Continue is not asked to send yet.
+      if (req.readableLength >= req.readableHighWaterMark || this.#notAsked.has(req)) {
         upload.windowStart = now;
         upload.bytesAtWindowStart = bytes;
         continue;

@@ -5,13 +5,14 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { startEmulator } from '../src/emulator/index.ts';
 import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
-import { alive, ffmpegChildren } from './helpers/ffmpeg.ts';
+import { alive, ffmpegChildren, sineFile } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 import { readEvents } from './helpers/sse.ts';
 
@@ -118,6 +119,30 @@ test('SIGINT while speech is heard: the captions of what was read still reach th
   assert.equal(vtt.match(/ --> /g)?.length, 1);
   assert.equal(code, 130, run.stderr());
   assert.match(run.stderr(), /interrupted: 1 cues, all written to/);
+});
+
+test('an input that fails mid-speech: the captions of what it gave still reach the file, then exit 1', async (t) => {
+  // A stream URL that sends a WAV header and two seconds of tone (one utterance that never
+  // pauses), then resets the connection: only the end of the input commits its words.
+  const wav = await sineFile({ seconds: 2, rate: 16000, codec: 'pcm_s16le', frequency: 300 });
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: audio/wav\r\n\r\n');
+      socket.write(wav, () => setTimeout(() => socket.resetAndDestroy(), 200));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const out = join(root, 'failed-input.vtt');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/live.wav`;
+  const run = await runCli(['caption', url, '--port', '0', '--out', out]);
+  const vtt = await readFile(out, 'utf8');
+  assert.equal(vtt.match(/ --> /g)?.length, 1, `the cue of the tone: ${vtt}`);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /the input failed \(ERR_FFMPEG_FAILED: ffmpeg could not read its input/);
+  assert.doesNotMatch(run.stderr, /the input ended/);
 });
 
 test('a session that fails is a warning on stderr (not a silent gap), and the captions go on', async () => {

@@ -148,20 +148,32 @@ function parse(args: string[]): Options {
 
 /**
  * The input until it ends, or until `stop` aborts: then it is closed (ffmpeg stopped, standard
- * input let go) and what was read goes on as if the input had ended there.
+ * input let go) and what was read goes on as if the input had ended there. An input that fails
+ * (a source that stalled, a reset connection) ends there too, after telling `failed`: the
+ * captions of the audio read until then still come out, and the failure is reported after.
  */
-async function* readUntil(source: Readable, stop: AbortSignal): AsyncGenerator<Buffer> {
+async function* readUntil(
+  source: Readable,
+  stop: AbortSignal,
+  cut: AbortSignal,
+  failed: (err: unknown, afterAudio: boolean) => void,
+): AsyncGenerator<Buffer> {
   if (stop.aborted) {
     source.destroy();
     return;
   }
   const close = () => source.destroy();
   stop.addEventListener('abort', close, { once: true });
+  let afterAudio = false;
   try {
-    for await (const chunk of source) yield chunk as Buffer;
+    for await (const chunk of source) {
+      afterAudio = true;
+      yield chunk as Buffer;
+    }
   } catch (err) {
+    if (cut.aborted) throw err;
     // Closed by `stop` (a premature close), or failing as it was closed: the input ended.
-    if (!stop.aborted) throw err;
+    if (!stop.aborted) failed(err, afterAudio);
   } finally {
     stop.removeEventListener('abort', close);
   }
@@ -193,6 +205,17 @@ export async function run(args: string[]): Promise<number> {
   const stop = new AbortController();
   const signal = AbortSignal.any([interrupt.signal, stop.signal]);
   let drainTimer: NodeJS.Timeout | undefined;
+  /** The input failed: reported once the captions of what it gave are out (or cut). */
+  let inputFailure: { error: unknown } | undefined;
+  let failTimer: NodeJS.Timeout | undefined;
+  const inputFailed = (error: unknown, afterAudio: boolean) => {
+    inputFailure = { error };
+    if (afterAudio)
+      log(
+        `the input failed (${describe(error)}): the captions of the audio read until then follow (at most ${DRAIN_MS / 1000} s)`,
+      );
+    failTimer = setTimeout(() => stop.abort(error), DRAIN_MS);
+  };
   const onSignal = () => {
     if (drain.signal.aborted) {
       interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
@@ -271,7 +294,7 @@ export async function run(args: string[]): Promise<number> {
     const [toRelay, toFile] = outputs.branches;
     const theRelay = relay;
     const done = [
-      pipeline(readUntil(audio, drain.signal), split.input, { signal }),
+      pipeline(readUntil(audio, drain.signal, signal, inputFailed), split.input, { signal }),
       pipeline(
         [
           forAsr!,
@@ -282,9 +305,10 @@ export async function run(args: string[]): Promise<number> {
         { signal },
       ),
       // The relay's end tells viewers the captions are over: only at the input's own end. An
-      // interrupted relay just closes its connections, and overlays reconnect to the next one.
+      // interrupted or failed relay just closes its connections, and overlays reconnect to the
+      // next one.
       pipeline(toRelay!, theRelay, { signal, end: false }).then(async () => {
-        if (drain.signal.aborted) return;
+        if (drain.signal.aborted || inputFailure) return;
         await new Promise<void>((resolve, reject) =>
           theRelay.end((err?: Error | null) => (err ? reject(err) : resolve())),
         );
@@ -324,6 +348,7 @@ export async function run(args: string[]): Promise<number> {
         }),
       ),
     );
+    if (inputFailure) throw inputFailure.error;
     if (failures.length > 0) throw failures[0];
     const stats = relay.stats();
     if (drain.signal.aborted) {
@@ -353,6 +378,7 @@ export async function run(args: string[]): Promise<number> {
     return (err as { code?: unknown }).code === 'ERR_CONFIG' || refusedKey(err) ? 2 : 1;
   } finally {
     clearTimeout(drainTimer);
+    clearTimeout(failTimer);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await relay?.close();

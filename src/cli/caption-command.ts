@@ -235,6 +235,8 @@ export async function run(args: string[]): Promise<number> {
 
   let service: Service | undefined;
   let relay: CaptionRelay | undefined;
+  /** The --out file, once it is being written. */
+  let writing: string | undefined;
   try {
     service = await openService(process.env, log);
     const client = service.client;
@@ -338,6 +340,7 @@ export async function run(args: string[]): Promise<number> {
     if (toFile) {
       const format = options.out!.toLowerCase().endsWith('.srt') ? 'srt' : 'vtt';
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
+      writing = options.out;
     }
     const failures: unknown[] = [];
     await Promise.all(
@@ -366,13 +369,13 @@ export async function run(args: string[]): Promise<number> {
         interrupt.signal.aborted || !(err instanceof SpeechpipeError && err.code === 'ERR_INTERRUPTED');
       log(
         cut
-          ? `interrupted: stopped before the last captions were out${options.out ? ` (${options.out} has those made until then)` : ''}${interrupt.signal.aborted ? '' : `: ${describe(err)}`}`
+          ? `interrupted: stopped before the last captions were out${writing ? ` (${writing} has those made until then)` : ''}${interrupt.signal.aborted ? '' : `: ${describe(err)}`}`
           : 'interrupted',
       );
       return 130;
     }
     log(`speechpipe caption: ${describe(err)}`);
-    if (options.out) log(`${options.out} has the captions made until then`);
+    if (writing) log(`${writing} has the captions made until then`);
     // A bad setting in the environment (API_URL without API_KEY, a refused key) is bad usage,
     // as for every command.
     return (err as { code?: unknown }).code === 'ERR_CONFIG' || refusedKey(err) ? 2 : 1;

@@ -5,22 +5,27 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
+import { startEmulator } from '../src/emulator/index.ts';
 import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
-import { alive, ffmpegChildren } from './helpers/ffmpeg.ts';
+import { alive, ffmpegChildren, sineFile } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 import { readEvents } from './helpers/sse.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-caption-'));
 after(() => rm(root, { recursive: true, force: true }));
 
-function start(args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+function start(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
   const child = spawn(process.execPath, ['src/cli/main.ts', 'caption', ...args], {
     cwd: CLI_CWD,
-    env: cliEnv(),
+    env: { ...cliEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -80,6 +85,107 @@ test('SIGINT stops an endless input: exit 130, its ffmpeg is gone', async () => 
   assert.equal(code, 130, run.stderr());
   assert.match(run.stderr(), /interrupted/);
   assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
+});
+
+test('SIGINT while speech is heard: the captions of what was read still reach the file and the viewers (no end), exit 130', async () => {
+  // A tone is one utterance that never pauses: only the end of the input commits its words.
+  const out = join(root, 'interrupted.vtt');
+  const run = start([
+    'sine=frequency=300:sample_rate=16000',
+    '--input-format',
+    'lavfi',
+    '--realtime',
+    '--port',
+    '0',
+    '--out',
+    out,
+  ]);
+  const exited = once(run.child, 'exit');
+  let signalled = false;
+  const events = await readEvents(`${await run.url}/events`, (e) => {
+    // Interrupted once the service has heard speech it has not committed yet.
+    if (!signalled && e.some((x) => x.event === 'partial')) {
+      signalled = true;
+      run.child.kill('SIGINT');
+    }
+    return false; // to the end of the stream
+  });
+  const [code] = await exited;
+  const cues = events.filter((e) => e.event === 'cue');
+  assert.equal(cues.length, 1, 'the viewer got the cue of the speech heard before the signal');
+  assert.ok(!events.some((e) => e.event === 'end'), 'no end: overlays reconnect to the next relay');
+  const vtt = await readFile(out, 'utf8');
+  assert.match(vtt, /^WEBVTT\n\n00:00:00\.\d{3} --> /);
+  assert.equal(vtt.match(/ --> /g)?.length, 1);
+  assert.equal(code, 130, run.stderr());
+  assert.match(run.stderr(), /interrupted: 1 cues, all written to/);
+});
+
+test('an input that fails mid-speech: the captions of what it gave still reach the file, then exit 1', async (t) => {
+  // A stream URL that sends a WAV header and two seconds of tone (one utterance that never
+  // pauses), then resets the connection: only the end of the input commits its words.
+  const wav = await sineFile({ seconds: 2, rate: 16000, codec: 'pcm_s16le', frequency: 300 });
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: audio/wav\r\n\r\n');
+      socket.write(wav, () => setTimeout(() => socket.resetAndDestroy(), 200));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const out = join(root, 'failed-input.vtt');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/live.wav`;
+  const run = await runCli(['caption', url, '--port', '0', '--out', out]);
+  const vtt = await readFile(out, 'utf8');
+  assert.equal(vtt.match(/ --> /g)?.length, 1, `the cue of the tone: ${vtt}`);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /the input failed \(ERR_FFMPEG_FAILED: ffmpeg could not read its input/);
+  assert.doesNotMatch(run.stderr, /the input ended/);
+});
+
+test('a session that fails is a warning on stderr (not a silent gap), and the captions go on', async () => {
+  const emulator = await startEmulator();
+  try {
+    const wav = join(root, 'restart.wav');
+    await writeFile(wav, await speechWav('Good evening and welcome. Here is the news.', { pauseMs: 600 }));
+    emulator.faults.add({
+      operation: 'stt.http',
+      nth: 3,
+      action: { type: 'status', status: 503, code: 'SERVER_UNAVAILABLE', stage: 'afterEffect' },
+    });
+    const run = await runCli(['caption', wav, '--port', '0', '--transport', 'http'], {
+      API_URL: emulator.url,
+      API_KEY: emulator.apiKey,
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(emulator.stats().faultsApplied.status, 1);
+    assert.match(run.stderr, /warning: ASR session failed \(SERVER_UNAVAILABLE: .*503.*\); restarting/);
+    assert.match(run.stderr, /the input ended: [1-9]\d* cues/);
+    assert.ok(!run.stderr.includes(emulator.apiKey));
+  } finally {
+    await emulator.close();
+  }
+});
+
+test('a key the service refuses is bad environment: exit 2, the key not shown', async () => {
+  const emulator = await startEmulator();
+  try {
+    const key = 'not-the-key-0123456789';
+    for (const transport of ['socketio', 'http']) {
+      const input = ['sine=frequency=300:sample_rate=16000:duration=2', '--input-format', 'lavfi'];
+      const run = await runCli(['caption', ...input, '--port', '0', '--transport', transport], {
+        API_URL: emulator.url,
+        API_KEY: key,
+      });
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, /AUTH_UNAUTHORIZED/);
+      assert.ok(!run.stderr.includes(key) && !run.stdout.includes(key));
+    }
+  } finally {
+    await emulator.close();
+  }
 });
 
 test('--cors ORIGIN: pages of that origin may read the cues and the events; --language ar: the page says so', async () => {

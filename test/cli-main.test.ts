@@ -2,13 +2,14 @@
 // decides itself, and the Node version check that must run on an old Node.
 
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CLI_CWD, runCli } from './helpers/cli.ts';
+import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
 
 const root = fileURLToPath(CLI_CWD);
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -83,6 +84,43 @@ test('a bad environment (API_URL without API_KEY) exits 2 for every command that
       assert.match(r.stderr, /API_KEY/);
     });
     await Promise.all(runs);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test('a reader that closed standard output (or error) early does not crash the command nor change its exit code', async () => {
+  const out = mkdtempSync(join(tmpdir(), 'speechpipe-cli-'));
+  try {
+    const runs: [string[], string][] = [
+      [['tts', 'Hello there.', '--out', join(out, 'hello.wav')], 'hello.wav'],
+      [
+        [
+          'caption',
+          'sine=frequency=300:sample_rate=16000:duration=1',
+          '--input-format',
+          'lavfi',
+          '--port',
+          '0',
+          '--out',
+          join(out, 'c.vtt'),
+        ],
+        'c.vtt',
+      ],
+    ];
+    for (const [args, made] of runs) {
+      const child = spawn(process.execPath, ['src/cli/main.ts', ...args], {
+        cwd: CLI_CWD,
+        env: cliEnv(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // Both read ends closed at once: every line the command writes meets EPIPE.
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+      const [code] = (await once(child, 'exit')) as [number | null];
+      assert.equal(code, 0, args.join(' '));
+      assert.ok(existsSync(join(out, made)), made);
+    }
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

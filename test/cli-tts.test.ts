@@ -121,10 +121,38 @@ test('--text-file, --list-voices, a refused voice and bad usage', async () => {
   assert.match(refused.stderr, /TTS_VOICE_NOT_FOUND/);
   assert.ok(!existsSync(out) && !existsSync(`${out}.partial`), 'no file left behind');
 
-  for (const args of [[], ['Hello'], ['...', '--out', out], ['Hi', '--out', out, '--transport', 'ftp']]) {
+  for (const args of [
+    [],
+    ['Hello'],
+    ['...', '--out', out],
+    ['Hi', '--out', out, '--transport', 'ftp'],
+    ['--text-file', join(root, 'no-such-text.txt'), '--out', out],
+    ['--text-file', root, '--out', out],
+  ]) {
     const run = await cli(args);
     assert.equal(run.code, 2, args.join(' '));
     assert.match(run.stderr, /usage: speechpipe tts/);
+  }
+});
+
+test('a key the service refuses is bad environment: exit 2, the key not shown, no file', async () => {
+  const emulator = await startEmulator();
+  try {
+    const key = 'not-the-key-0123456789';
+    const out = join(root, 'refused-key.wav');
+    for (const args of [
+      ['Hello there.', '--out', out],
+      ['Hello there.', '--out', out, '--transport', 'http'],
+      ['--list-voices'],
+    ]) {
+      const run = await cli(args, { API_URL: emulator.url, API_KEY: key });
+      assert.equal(run.code, 2, `${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stderr, /AUTH_UNAUTHORIZED/);
+      assert.ok(!run.stderr.includes(key) && !run.stdout.includes(key));
+      assert.ok(!existsSync(out));
+    }
+  } finally {
+    await emulator.close();
   }
 });
 

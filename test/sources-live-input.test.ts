@@ -133,3 +133,46 @@ test('a URL whose server accepts and never sends fails after ioTimeoutMs instead
   }
   assert.throws(() => liveInput(url, { ioTimeoutMs: -1 }), { code: 'ERR_INVALID_ARGUMENT' });
 });
+
+test('a URL whose server stops sending mid-stream fails after ioTimeoutMs: an error, not a warning and an end', {
+  timeout: 30_000,
+}, async (t) => {
+  // ffmpeg ends a read that timed out as if the input had ended (exit 0), saying
+  // `<url>: Connection timed out`: that is the input failing, not input it skipped.
+  const wav = await sineFile({ seconds: 2, rate: 16000, codec: 'pcm_s16le' });
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: audio/wav\r\n\r\n');
+      socket.write(wav.subarray(0, wav.length / 2)); // a second of audio, then nothing
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const stream = liveInput(`http://127.0.0.1:${(server.address() as AddressInfo).port}/live.wav`, {
+    ioTimeoutMs: 300,
+  });
+  const warnings: Error[] = [];
+  stream.on('warning', (w: Error) => warnings.push(w));
+  let bytes = 0;
+  stream.on('data', (chunk: Buffer) => (bytes += chunk.length));
+  const closed = new Promise((resolve) => stream.once('close', resolve));
+  await assert.rejects(
+    new Promise((resolve, reject) => stream.once('end', resolve).once('error', reject)),
+    (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_FFMPEG_FAILED');
+      assert.match(err.message, /timed out/i);
+      return true;
+    },
+  );
+  await closed;
+  assert.ok(bytes > 0, 'the audio before the stall came through');
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(ffmpegChildren(process.pid), [], 'ffmpeg is gone');
+});

@@ -244,6 +244,15 @@ test('empty input: an empty SRT, a WebVTT header alone; bad input is refused', a
   assert.throws(() => toCaptions({ format: 'ass' as 'srt' }), /format/);
 });
 
+test('a WebVTT stream gives its header before any input: a live file cut before its first cue is still WebVTT', () => {
+  const captions = toCaptions({ format: 'vtt' });
+  assert.equal(String(captions.read()), 'WEBVTT\n\n');
+  captions.destroy();
+  const srt = toCaptions({ format: 'srt' });
+  assert.equal(srt.read(), null);
+  srt.destroy();
+});
+
 test('a word without times, or not a word at all, is a typed error: never NaN:NaN:NaN in the file, nor a TypeError', async () => {
   const bad: unknown[] = [
     { word: 'hello' },

@@ -7,14 +7,19 @@ import { createWriteStream } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
-import { SpeechpipeError } from '../protocol/errors.ts';
+import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { liveInput } from '../sources/live-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
 import type { RawEncoding, RawInputFormat } from '../transforms/decode.ts';
-import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
+import {
+  diarizationStream,
+  type LiveTranscriptionStream,
+  type LostAudio,
+  sttStream,
+} from '../transforms/live-stream.ts';
 import { mergeDiarization } from '../transforms/merge-diarization.ts';
 import { Pacer, pace } from '../transforms/pace.ts';
 import { tee } from '../transforms/tee.ts';
@@ -24,6 +29,12 @@ import { openService, type Service } from './service.ts';
 
 /** A relay runs for days: sessions may keep failing this long (an outage) before it gives up. */
 const RELAY_RESTART_WITHIN_MS = 10 * 60_000;
+
+/**
+ * After the first SIGINT or SIGTERM, how long the captions of the audio read until then may
+ * take to come out (the service finalising its last utterance) before everything is cut.
+ */
+const DRAIN_MS = 5_000;
 
 export const USAGE = `usage: speechpipe caption <input> [options]
 
@@ -44,10 +55,13 @@ export const USAGE = `usage: speechpipe caption <input> [options]
 
 Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
 page. /events is the Server-Sent Events stream, /captions.vtt and /cues.json the recent cues. Prints
-{"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM.
+{"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM: the
+input is closed there and the captions of the audio read until then still come out (to --out
+too) for up to ${DRAIN_MS / 1000} s; a second signal stops at once. Session failures and restarts are
+warnings on stderr.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
-Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment, 130 when
-interrupted (SIGINT, SIGTERM).`;
+Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment (a key the
+service refuses), 130 when interrupted (SIGINT, SIGTERM).`;
 
 class UsageError extends Error {}
 
@@ -132,6 +146,46 @@ function parse(args: string[]): Options {
   };
 }
 
+/**
+ * The input until it ends, or until `stop` aborts: then it is closed (ffmpeg stopped, standard
+ * input let go) and what was read goes on as if the input had ended there. An input that fails
+ * (a source that stalled, a reset connection) ends there too, after telling `failed`: the
+ * captions of the audio read until then still come out, and the failure is reported after.
+ */
+async function* readUntil(
+  source: Readable,
+  stop: AbortSignal,
+  cut: AbortSignal,
+  failed: (err: unknown, afterAudio: boolean) => void,
+): AsyncGenerator<Buffer> {
+  if (stop.aborted) {
+    source.destroy();
+    return;
+  }
+  const close = () => source.destroy();
+  stop.addEventListener('abort', close, { once: true });
+  let afterAudio = false;
+  try {
+    for await (const chunk of source) {
+      afterAudio = true;
+      yield chunk as Buffer;
+    }
+  } catch (err) {
+    if (cut.aborted) throw err;
+    // Closed by `stop` (a premature close), or failing as it was closed: the input ended.
+    if (!stop.aborted) failed(err, afterAudio);
+  } finally {
+    stop.removeEventListener('abort', close);
+  }
+}
+
+const describe = (err: unknown) =>
+  `${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}: ${err instanceof Error ? err.message : String(err)}`;
+
+/** The service refused the key (401) or what it may do (403): the environment is wrong. */
+const refusedKey = (err: unknown) =>
+  err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
+
 export async function run(args: string[]): Promise<number> {
   let options: Options;
   try {
@@ -143,16 +197,46 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
+  /** The first signal: close the input, let the captions of what was read come out. */
+  const drain = new AbortController();
+  /** A second signal, or a drain that took too long: stop everything at once. */
   const interrupt = new AbortController();
   // The first pipeline to fail stops the others, so that nothing runs on while we close.
   const stop = new AbortController();
   const signal = AbortSignal.any([interrupt.signal, stop.signal]);
-  const onSignal = () => interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  let drainTimer: NodeJS.Timeout | undefined;
+  /** The input failed: reported once the captions of what it gave are out (or cut). */
+  let inputFailure: { error: unknown } | undefined;
+  let failTimer: NodeJS.Timeout | undefined;
+  const inputFailed = (error: unknown, afterAudio: boolean) => {
+    inputFailure = { error };
+    if (afterAudio)
+      log(
+        `the input failed (${describe(error)}): the captions of the audio read until then follow (at most ${DRAIN_MS / 1000} s)`,
+      );
+    failTimer = setTimeout(() => stop.abort(error), DRAIN_MS);
+  };
+  const onSignal = () => {
+    if (drain.signal.aborted) {
+      interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+      return;
+    }
+    log(
+      `interrupted: closing the input; the captions of the audio read until now follow (at most ${DRAIN_MS / 1000} s; a second signal stops at once)`,
+    );
+    drain.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
+    drainTimer = setTimeout(
+      () => interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted')),
+      DRAIN_MS,
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   let service: Service | undefined;
   let relay: CaptionRelay | undefined;
+  /** The --out file, once it is being written. */
+  let writing: string | undefined;
   try {
     service = await openService(process.env, log);
     const client = service.client;
@@ -165,6 +249,7 @@ export async function run(args: string[]): Promise<number> {
     });
     process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);
+    if (drain.signal.aborted) throw drain.signal.reason;
 
     const audio = liveInput(options.input, {
       realtime: options.realtime,
@@ -181,10 +266,27 @@ export async function run(args: string[]): Promise<number> {
       toFrames({ transport: options.transport, language: options.language }),
       ...(stream === 'stt' ? [pace({ pacer, live })] : [pace({ live })]),
     ];
+    // A session that fails is replaced (for up to RELAY_RESTART_WITHIN_MS of failures): said on
+    // stderr, so that an outage or a wrong API_URL is not ten silent minutes, nor a gap in the
+    // captions (audio the replay buffer could not keep) a silent one.
+    const watch = (stream: LiveTranscriptionStream, name: string) => {
+      stream.on('session-error', (err) =>
+        log(`warning: ${name} session failed (${describe(err)}); restarting`),
+      );
+      stream.on('audio-lost', (lost: LostAudio) =>
+        log(
+          `warning: ${name}: the audio from ${lost.start_time.toFixed(1)} s to ${lost.end_time.toFixed(1)} s was lost with a failed session (not captioned)`,
+        ),
+      );
+      return stream;
+    };
     // Days of captions: nothing kept for a final transcript.
     const transcript = [
       ...framesFor('stt'),
-      sttStream({ client, transport: options.transport, pacer, restartWithinMs: RELAY_RESTART_WITHIN_MS }),
+      watch(
+        sttStream({ client, transport: options.transport, pacer, restartWithinMs: RELAY_RESTART_WITHIN_MS }),
+        'ASR',
+      ),
       assembleTranscript({ keepWords: false }),
     ];
     const split = tee(options.speakers ? 2 : 1);
@@ -192,8 +294,9 @@ export async function run(args: string[]): Promise<number> {
     const timeline = new SpeakerTimeline();
     const outputs = tee(options.out ? 2 : 1, { objectMode: true });
     const [toRelay, toFile] = outputs.branches;
+    const theRelay = relay;
     const done = [
-      pipeline(audio, split.input, { signal }),
+      pipeline(readUntil(audio, drain.signal, signal, inputFailed), split.input, { signal }),
       pipeline(
         [
           forAsr!,
@@ -203,7 +306,15 @@ export async function run(args: string[]): Promise<number> {
         ] as unknown as [Readable, Writable],
         { signal },
       ),
-      pipeline(toRelay!, relay, { signal }),
+      // The relay's end tells viewers the captions are over: only at the input's own end. An
+      // interrupted or failed relay just closes its connections, and overlays reconnect to the
+      // next one.
+      pipeline(toRelay!, theRelay, { signal, end: false }).then(async () => {
+        if (drain.signal.aborted || inputFailure) return;
+        await new Promise<void>((resolve, reject) =>
+          theRelay.end((err?: Error | null) => (err ? reject(err) : resolve())),
+        );
+      }),
     ];
     if (forSpeakers) {
       done.push(
@@ -211,11 +322,14 @@ export async function run(args: string[]): Promise<number> {
           [
             forSpeakers,
             ...framesFor('diarization'),
-            diarizationStream({
-              client,
-              transport: options.transport,
-              restartWithinMs: RELAY_RESTART_WITHIN_MS,
-            }),
+            watch(
+              diarizationStream({
+                client,
+                transport: options.transport,
+                restartWithinMs: RELAY_RESTART_WITHIN_MS,
+              }),
+              'diarization',
+            ),
             mergeDiarization({ keepTimeline: false }),
             timeline.writable(),
           ] as unknown as [Readable, Writable],
@@ -226,6 +340,7 @@ export async function run(args: string[]): Promise<number> {
     if (toFile) {
       const format = options.out!.toLowerCase().endsWith('.srt') ? 'srt' : 'vtt';
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
+      writing = options.out;
     }
     const failures: unknown[] = [];
     await Promise.all(
@@ -236,20 +351,37 @@ export async function run(args: string[]): Promise<number> {
         }),
       ),
     );
+    if (inputFailure) throw inputFailure.error;
     if (failures.length > 0) throw failures[0];
     const stats = relay.stats();
+    if (drain.signal.aborted) {
+      log(
+        `interrupted: ${stats.cues} cues${options.out ? `, all written to ${options.out}` : ''}, ${stats.dropped} viewers dropped for falling behind`,
+      );
+      return 130;
+    }
     log(`the input ended: ${stats.cues} cues, ${stats.dropped} viewers dropped for falling behind`);
     return 0;
   } catch (err) {
-    if (interrupt.signal.aborted) {
-      log('interrupted');
+    if (drain.signal.aborted || interrupt.signal.aborted) {
+      // Cut before the captions were all out (a second signal, the drain's bound, or a failure).
+      const cut =
+        interrupt.signal.aborted || !(err instanceof SpeechpipeError && err.code === 'ERR_INTERRUPTED');
+      log(
+        cut
+          ? `interrupted: stopped before the last captions were out${writing ? ` (${writing} has those made until then)` : ''}${interrupt.signal.aborted ? '' : `: ${describe(err)}`}`
+          : 'interrupted',
+      );
       return 130;
     }
-    const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
-    log(`speechpipe caption: ${code}: ${err instanceof Error ? err.message : String(err)}`);
-    // A bad setting in the environment (API_URL without API_KEY) is bad usage, as for every command.
-    return code === 'ERR_CONFIG' ? 2 : 1;
+    log(`speechpipe caption: ${describe(err)}`);
+    if (writing) log(`${writing} has the captions made until then`);
+    // A bad setting in the environment (API_URL without API_KEY, a refused key) is bad usage,
+    // as for every command.
+    return (err as { code?: unknown }).code === 'ERR_CONFIG' || refusedKey(err) ? 2 : 1;
   } finally {
+    clearTimeout(drainTimer);
+    clearTimeout(failTimer);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await relay?.close();

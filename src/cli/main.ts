@@ -130,12 +130,27 @@ async function main(argv: string[]): Promise<number> {
   return loaded.run(rest);
 }
 
+/**
+ * A reader that went away (`speechpipe ... | head -1`, a supervisor that read the first line and
+ * closed its end) made the next write an unhandled EPIPE: a crash with a stack trace, exit 1,
+ * whatever the command had done (a relay stopped, a file written reported as a failure). What
+ * is left to say to it is dropped instead; any other error of the stream is thrown as before.
+ */
+function dropWritesToClosedReader(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') return;
+    throw err;
+  });
+}
+
 if (isOlderNode(process.versions.node)) {
   process.stderr.write(
     `speechpipe: needs Node.js ${REQUIRED_NODE} or later; this is Node.js ${process.versions.node} (${process.execPath})\n`,
   );
   process.exitCode = EXIT.usage;
 } else {
+  dropWritesToClosedReader(process.stdout);
+  dropWritesToClosedReader(process.stderr);
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

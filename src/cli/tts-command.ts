@@ -9,7 +9,7 @@ import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { runFfmpeg } from '../audio/ffmpeg.ts';
-import { SpeechpipeError } from '../protocol/errors.ts';
+import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { countCodePoints, hasSpeakableText } from '../protocol/tts-request.ts';
 import { wavFile } from '../sinks/wav-file.ts';
@@ -30,8 +30,8 @@ export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav|.ogg|.opus|
   --list-voices     print the voices as JSON lines and exit
 
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
-Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage or environment,
-130 when interrupted (SIGINT, SIGTERM).`;
+Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage or environment
+(a --text-file that cannot be read, a key the service refuses), 130 when interrupted (SIGINT, SIGTERM).`;
 
 class UsageError extends Error {}
 
@@ -79,7 +79,14 @@ interface Options {
 }
 
 async function readText(path: string): Promise<string> {
-  if (path !== '-') return readFile(path, 'utf8');
+  if (path !== '-') {
+    // A text file that is not there (or not a file) is bad usage, as a missing input is.
+    return readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      throw new UsageError(
+        `--text-file ${JSON.stringify(path)}: cannot read it (${err.code ?? err.message})`,
+      );
+    });
+  }
   const parts: Buffer[] = [];
   for await (const chunk of process.stdin) parts.push(chunk as Buffer);
   return Buffer.concat(parts).toString('utf8');
@@ -281,7 +288,9 @@ export async function run(args: string[]): Promise<number> {
   } catch (err) {
     const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
     log(`speechpipe tts: ${code}: ${err instanceof Error ? err.message : String(err)}`);
-    return signal.aborted ? 130 : 1;
+    if (signal.aborted) return 130;
+    // The service refused the key (401) or what it may do (403): bad environment, as for every command.
+    return err instanceof SpeechServiceError && (err.status === 401 || err.status === 403) ? 2 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

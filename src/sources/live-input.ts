@@ -2,6 +2,8 @@
 // at its own pace), or bytes on standard input, as PCM16LE at 16 kHz mono by default.
 
 import { pipeline, type Readable } from 'node:stream';
+import { FfmpegError } from '../audio/ffmpeg.ts';
+import type { MediaError } from '../audio/media-error.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type DecodeEvents, decode, type RawInputFormat } from '../transforms/decode.ts';
@@ -94,7 +96,34 @@ export function liveInput(input: string, options: LiveInputOptions = {}): LiveIn
     channels: 1,
     ffmpegPath: options.ffmpegPath,
     signal: options.signal,
-    onDecodeErrors: (err) => stream.emit('warning', err),
+    onDecodeErrors: (err) => {
+      const failure = readFailure(input, err);
+      if (failure) stream.destroy(failure);
+      else stream.emit('warning', err);
+    },
   });
   return stream as LiveInputStream;
+}
+
+/**
+ * ffmpeg ends a read of its input that failed (a network read past `-rw_timeout`, a reset
+ * connection, a device error) as if the input had ended, exit status 0, having said
+ * `<input>: <error>` (ffmpeg 5) or `Error during demuxing: <error>` (6 and later). That is the
+ * input failing, not input it skipped: the stream must fail, not end (a source that stalled
+ * mid-stream ended `speechpipe caption` with exit 0, "the input ended").
+ */
+function readFailure(input: string, err: MediaError): FfmpegError | undefined {
+  const lines = err.message.split('\n');
+  const failed = lines.find(
+    (line) =>
+      line.includes(`${input}: `) ||
+      /Error during demuxing: |Error retrieving a packet from demuxer/.test(line),
+  );
+  if (failed === undefined) return undefined;
+  const said = err.message.replace(/^ffmpeg skipped input it could not decode: /, '');
+  return new FfmpegError(`ffmpeg could not read its input: ${said}`, {
+    exitCode: 0,
+    signal: null,
+    stderr: said,
+  });
 }

@@ -289,7 +289,7 @@ export function renderCaptions(input: readonly CaptionWord[] | JobV2Done, option
  * (from `assembleTranscript` or `alignSpeakersStream`; cues go out as soon as an utterance is
  * committed), arrays of word segments (`WordSegment[]`/`SpeakerWord[]`) and V2 `done` jobs;
  * other events (`partial`, `final`, diarization) are ignored. WebVTT output starts with its
- * header even when there are no cues.
+ * header, given at once (before any input, so a stream cut before its first cue still has it).
  */
 export function toCaptions(options: CaptionOptions): Transform {
   const builder = new CaptionBuilder(options);
@@ -305,7 +305,7 @@ export function toCaptions(options: CaptionOptions): Transform {
       stream.push(options.format === 'vtt' ? formatVttCue(cue, labels) : formatSrtCue(cue, ++index, labels));
     }
   };
-  return new Transform({
+  const captions = new Transform({
     writableObjectMode: true,
     transform(this: Transform, input: unknown, _encoding: BufferEncoding, callback: TransformCallback) {
       const event = input as { type?: unknown; words?: unknown };
@@ -336,4 +336,8 @@ export function toCaptions(options: CaptionOptions): Transform {
       callback();
     },
   });
+  // The header at once: a live file whose pipeline fails (or is cut) before its first cue is
+  // still a WebVTT file, not an empty one players refuse.
+  if (options.format === 'vtt') emit(captions, []);
+  return captions;
 }

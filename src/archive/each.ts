@@ -7,7 +7,8 @@
 import { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { SpeechClient } from '../client/index.ts';
-import { SpeechpipeError, SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import { isAuthFailure } from '../client/retry.ts';
+import { SpeechpipeError, type SpeechServiceError, TransportError } from '../protocol/errors.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
 import type { ArchiveStore } from './store.ts';
@@ -99,14 +100,11 @@ export interface TranscribeEachOptions {
   signal?: AbortSignal;
 }
 
-const AUTH_STATUSES = new Set([401, 403]);
 /** Attempts of one input, however often the service went away. */
 const MAX_ATTEMPTS = 20;
 
-/** The key was refused: every other file would be refused too. */
-export function isAuthFailure(err: unknown): boolean {
-  return err instanceof SpeechServiceError && AUTH_STATUSES.has(err.status);
-}
+// The key was refused: every other file would be refused too (exported with the archive API).
+export { isAuthFailure };
 
 /** The service could not be reached at all (not: it answered with an error). */
 export function isConnectionFailure(err: unknown): boolean {

@@ -8,7 +8,8 @@ import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setImmediate } from 'node:timers/promises';
 import type { SpeechClient } from '../client/index.ts';
-import { InvalidArgumentError, SpeechServiceError } from '../protocol/errors.ts';
+import { sleep as abortableSleep, isAuthFailure } from '../client/retry.ts';
+import { InvalidArgumentError, type SpeechServiceError } from '../protocol/errors.ts';
 import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { Workload } from '../protocol/limits.ts';
@@ -119,10 +120,6 @@ const ENDING_METRICS: Record<BenchWorkload, readonly string[]> = {
 };
 
 class Cut extends Error {}
-
-/** The service refused the key (401) or what it may do (403). */
-const isRefusal = (err: unknown): err is SpeechServiceError =>
-  err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
 
 function positive(name: string, value: number | undefined): void {
   if (value !== undefined && !(Number.isFinite(value) && value > 0))
@@ -249,7 +246,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       lastDoneMs = elapsed();
       if (lastDoneMs > durationMs) cpuAtLastDone = process.cpuUsage();
     } catch (err) {
-      if (isRefusal(err) && !stop.signal.aborted) {
+      if (isAuthFailure(err) && !stop.signal.aborted) {
         // A key refused is refused for every operation: the run stops, and says so.
         refused = err;
         stop.abort(err);

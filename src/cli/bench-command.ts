@@ -18,7 +18,8 @@ import {
   runBench,
 } from '../benchmark/run.ts';
 import { createClient, type SpeechClient } from '../client/index.ts';
-import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
+import { isAuthFailure } from '../client/retry.ts';
+import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 
 export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts --transport http|socketio
@@ -291,7 +292,7 @@ export async function run(args: string[]): Promise<number> {
       },
     });
   } catch (err) {
-    if (!(err instanceof SpeechServiceError && (err.status === 401 || err.status === 403))) throw err;
+    if (!isAuthFailure(err)) throw err;
     refused = err;
   } finally {
     if (tty) process.stderr.write('\n');

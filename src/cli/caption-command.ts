@@ -7,7 +7,8 @@ import { createWriteStream } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
-import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
+import { isAuthFailure } from '../client/retry.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { liveInput } from '../sources/live-input.ts';
@@ -181,10 +182,6 @@ async function* readUntil(
 
 const describe = (err: unknown) =>
   `${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}: ${err instanceof Error ? err.message : String(err)}`;
-
-/** The service refused the key (401) or what it may do (403): the environment is wrong. */
-const refusedKey = (err: unknown) =>
-  err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
 
 export async function run(args: string[]): Promise<number> {
   let options: Options;
@@ -378,7 +375,7 @@ export async function run(args: string[]): Promise<number> {
     if (writing) log(`${writing} has the captions made until then`);
     // A bad setting in the environment (API_URL without API_KEY, a refused key) is bad usage,
     // as for every command.
-    return (err as { code?: unknown }).code === 'ERR_CONFIG' || refusedKey(err) ? 2 : 1;
+    return (err as { code?: unknown }).code === 'ERR_CONFIG' || isAuthFailure(err) ? 2 : 1;
   } finally {
     clearTimeout(drainTimer);
     clearTimeout(failTimer);

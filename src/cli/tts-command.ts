@@ -9,7 +9,8 @@ import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { runFfmpeg } from '../audio/ffmpeg.ts';
-import { SpeechpipeError, SpeechServiceError } from '../protocol/errors.ts';
+import { isAuthFailure } from '../client/retry.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { countCodePoints, hasSpeakableText } from '../protocol/tts-request.ts';
 import { wavFile } from '../sinks/wav-file.ts';
@@ -290,7 +291,7 @@ export async function run(args: string[]): Promise<number> {
     log(`speechpipe tts: ${code}: ${err instanceof Error ? err.message : String(err)}`);
     if (signal.aborted) return 130;
     // The service refused the key (401) or what it may do (403): bad environment, as for every command.
-    return err instanceof SpeechServiceError && (err.status === 401 || err.status === 403) ? 2 : 1;
+    return isAuthFailure(err) ? 2 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -77,6 +77,14 @@ export function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal 
 const NEVER_RETRIED = new Set([401, 403, 413, 422]);
 
 /**
+ * The service refused the key (401) or what it may do (403): every other operation would be
+ * refused too, and a changed request is no remedy. The environment is wrong.
+ */
+export function isAuthFailure(err: unknown): err is SpeechServiceError {
+  return err instanceof SpeechServiceError && (err.status === 401 || err.status === 403);
+}
+
+/**
  * Whether a failure may be retried (the caller decides whether it is *safe*: nothing
  * delivered yet, an idempotent read). 429 is left to admission control unless `include429`
  * (reads are not admission-queued, so they wait out their own 429s).

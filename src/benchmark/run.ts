@@ -184,17 +184,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         }, warmupMs)
       : undefined;
   /** Until `ms` have passed or the run is stopped (the timer goes with the stop). */
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (stop.signal.aborted) return resolve();
-      const done = () => {
-        clearTimeout(timer);
-        stop.signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      stop.signal.addEventListener('abort', done, { once: true });
-    });
+  const sleep = (ms: number) => abortableSleep(ms, stop.signal).catch(() => {});
   const inFlight = new Set<Promise<void>>();
   const ticker = setInterval(
     () =>

@@ -29,7 +29,7 @@ import type { Validation } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection, type Slot } from './admission.ts';
 import { decoded, type HttpTransport } from './http.ts';
 import type { LiveSessionEvents } from './live-events.ts';
-import { backoffDelay, sleep } from './retry.ts';
+import { backoffDelay, sleep, untilAborted } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** Default wait for the final record once the final frame was accepted. */
@@ -607,15 +607,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   /** `signal`: a send's, which ends its wait as it ends the wait for a slot. */
   async #waitForConsumer(signal?: AbortSignal): Promise<void> {
     while (this.#consumerFull && this.#error === undefined && this.#state !== 'finished') {
-      signal?.throwIfAborted();
-      await new Promise<void>((resolve, reject) => {
-        const onAbort = () => reject(signal!.reason);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        this.#drainWaiters.push(() => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        });
-      });
+      await untilAborted(new Promise<void>((resolve) => this.#drainWaiters.push(resolve)), signal);
     }
   }
 
@@ -773,17 +765,6 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
       clearTimeout(timer);
     }
   }
-}
-
-/** `promise`, or the rejection with `signal`'s reason if it aborts first (no listener left). */
-function untilAborted(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 /** 20 ms of silence: the closing frame must carry audio (an empty terminator is invalid). */

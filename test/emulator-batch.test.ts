@@ -16,7 +16,13 @@ import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recordi
 import type { HttpExchange } from '../src/emulator/http-exchange.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
-import { PartDataSplitter, receiveUpload, releaseChunk, uploadRules } from '../src/emulator/upload.ts';
+import {
+  checkUploadHeaders,
+  PartDataSplitter,
+  receiveUpload,
+  releaseChunk,
+  uploadRules,
+} from '../src/emulator/upload.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { chunksOf, splitAt } from './helpers/chunks.ts';
@@ -434,7 +440,7 @@ describe('batch submission', () => {
       });
       if (otherListener) req.on('data', () => {});
       const ex = { req, ctx, signal: new AbortController().signal } as unknown as HttpExchange;
-      const audio = await receiveUpload(ex, rules);
+      const audio = await receiveUpload(ex, rules, checkUploadHeaders(ex, rules));
       return { audio, freed: owned.map((b, i) => b.length === 0 && reads[i]!.length > 0) };
     };
     const expected = async (file: Buffer) => (await receive([multipart([filePart(file)])])).audio;

@@ -70,17 +70,24 @@ function multipartParser(headers: IncomingHttpHeaders): busboy.Busboy {
   }
 }
 
+/** What an upload's headers gave: its boundary, and the multipart parser made for them. */
+export interface UploadHeaders {
+  boundary: string;
+  parser: busboy.Busboy;
+}
+
 /**
- * What the headers alone decide, before admission: a multipart body (400) within the byte
- * limit by its declared Content-Length (413). Returns the boundary.
+ * What the headers alone decide, before admission: a multipart body (400) its parser can read
+ * (400), within the byte limit by its declared Content-Length (413). The parser is made once,
+ * here, and handed to `receiveUpload`.
  */
-export function checkUploadHeaders(ex: HttpExchange, rules: UploadRules): string {
+export function checkUploadHeaders(ex: HttpExchange, rules: UploadRules): UploadHeaders {
   const boundary = multipartBoundary(ex.req.headers['content-type']);
-  multipartParser(ex.req.headers);
+  const parser = multipartParser(ex.req.headers);
   const declared = declaredLength(ex.req);
   if (declared !== undefined && declared > rules.maxBytes)
     throw tooLarge(rules.bytesBound, rules.maxBytes, declared, 'the request body');
-  return boundary;
+  return { boundary, parser };
 }
 
 const CRLF = Buffer.from('\r\n');
@@ -222,10 +229,14 @@ export function releaseChunk(chunk: Buffer): boolean {
 
 /**
  * Read and validate an upload; resolves with the analysed audio or rejects with the
- * `Rejection` to answer. The request body may still be arriving when it rejects.
+ * `Rejection` to answer. The request body may still be arriving when it rejects. `headers`:
+ * what `checkUploadHeaders` gave (called before admission).
  */
-export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promise<AnalyzedAudio> {
-  const boundary = checkUploadHeaders(ex, rules);
+export async function receiveUpload(
+  ex: HttpExchange,
+  rules: UploadRules,
+  { boundary, parser: bb }: UploadHeaders,
+): Promise<AnalyzedAudio> {
   const declared = declaredLength(ex.req);
 
   const analyzer = new UploadAnalyzer({
@@ -235,7 +246,6 @@ export async function receiveUpload(ex: HttpExchange, rules: UploadRules): Promi
     signal: ex.signal,
     hash: ex.ctx.hashUploads,
   });
-  const bb = multipartParser(ex.req.headers);
   const req = ex.req;
   const stats = ex.ctx.stats;
 

@@ -62,10 +62,10 @@ export async function submitBatch(
   ctx.asrModel(lang, q.get('asr') ?? undefined);
 
   const rules = uploadRules(ctx.limits, 'batch');
-  checkUploadHeaders(ex, rules);
+  const headers = checkUploadHeaders(ex, rules);
   const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'batch'));
   try {
-    const audio = await receiveUpload(ex, rules);
+    const audio = await receiveUpload(ex, rules, headers);
     await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
     const job = jobs.create(
       key.account,

@@ -55,10 +55,10 @@ export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void
   const { id, language } = checkFastRequest(rawId, nonEmpty(q.get('language')) ?? nonEmpty(q.get('lang')));
   ctx.asrModel(language, nonEmpty(q.get('asr')) ?? nonEmpty(q.get('model')));
   const rules = uploadRules(ctx.limits, 'fast');
-  checkUploadHeaders(ex, rules);
+  const headers = checkUploadHeaders(ex, rules);
   const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'fast'));
   try {
-    const audio = await receiveUpload(ex, rules);
+    const audio = await receiveUpload(ex, rules, headers);
     await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(audio.durationSec), ex.signal);
     throwIfFailing(ex);
     if (await answeredAfterEffect(ex)) return;

@@ -2,7 +2,7 @@
 // WebM Opus) or with ffmpeg, and what ffmpeg cannot know from a pipe (an MP3's gapless length,
 // an MP4 whose index follows its media data).
 
-import { looksLikeWav, parseWavHeader, type WavInfo } from '../protocol/riff.ts';
+import { looksLikeWav, parseWavHeader, riffDataEnd, type WavInfo } from '../protocol/riff.ts';
 import { type OpusHead, parseOpusHead } from './ogg-opus.ts';
 import { canDecodeOpusNatively } from './opus-decoder.ts';
 import { WebmOpusDemuxer } from './webm-opus.ts';
@@ -106,20 +106,6 @@ function sniffWav(head: Buffer, more: boolean): SniffResult {
     const wavEnd = riffDataEnd(head);
     return wavEnd === undefined ? { kind: 'ffmpeg' } : { kind: 'ffmpeg', wavEnd };
   }
-}
-
-/** Where a RIFF/WAVE file's data chunk ends by its header, when the head reaches it and says. */
-function riffDataEnd(head: Buffer): number | undefined {
-  if (!startsWith(head, 'RIFF')) return undefined;
-  for (let at = 12; at + 8 <= head.length; ) {
-    const size = head.readUInt32LE(at + 4);
-    if (head.toString('latin1', at, at + 4) === 'data') {
-      // 0 and 0xFFFFFFFF: a streaming header, to the end of input.
-      return size === 0 || size === 0xffffffff ? undefined : at + 8 + size;
-    }
-    at += 8 + size + (size % 2);
-  }
-  return undefined;
 }
 
 function sniffOgg(head: Buffer, more: boolean): SniffResult {

@@ -70,24 +70,50 @@ export function parseWavHeader(bytes: Uint8Array): WavInfo | null {
   if (buf.toString('latin1', 0, 4) !== 'RIFF')
     fail('not a RIFF file (RIFX, RF64 and others are not supported)');
   if (buf.toString('latin1', 8, 12) !== 'WAVE') fail('RIFF file is not WAVE');
-  let pos = 12;
   let fmt: Omit<WavInfo, 'dataOffset' | 'dataBytes'> | undefined;
-  while (true) {
-    if (pos > MAX_WAV_HEADER_BYTES) fail('no data chunk within the first MiB');
-    if (pos + 8 > buf.length) return null;
-    const id = buf.toString('latin1', pos, pos + 4);
-    const size = buf.readUInt32LE(pos + 4);
-    const body = pos + 8;
+  let next = 12;
+  for (const { id, body, size } of riffChunks(buf)) {
+    if (body - 8 > MAX_WAV_HEADER_BYTES) fail('no data chunk within the first MiB');
     if (id === 'data') {
       if (!fmt) fail('data chunk before fmt chunk');
-      const streaming = size === 0 || size === 0xffffffff;
-      return { ...fmt, dataOffset: body, dataBytes: streaming ? undefined : size };
+      return { ...fmt, dataOffset: body, dataBytes: dataSize(size) };
     }
     if (id === 'fmt ') {
       if (body + size > buf.length) return null;
       fmt = parseFmt(buf.subarray(body, body + size));
     }
-    pos = body + size + (size % 2);
+    next = body + size + (size % 2);
+  }
+  if (next > MAX_WAV_HEADER_BYTES) fail('no data chunk within the first MiB');
+  return null;
+}
+
+/**
+ * Where a RIFF file's data chunk ends by its header (any codec: ADPCM, GSM ... that
+ * `parseWavHeader` does not read), when `bytes` reaches the chunk's header and it gives a size
+ * (not a streaming one).
+ */
+export function riffDataEnd(bytes: Uint8Array): number | undefined {
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (buf.toString('latin1', 0, 4) !== 'RIFF') return undefined;
+  for (const { id, body, size } of riffChunks(buf)) {
+    if (id === 'data') {
+      const known = dataSize(size);
+      return known === undefined ? undefined : body + known;
+    }
+  }
+  return undefined;
+}
+
+/** The data chunk's size, or undefined for a streaming header's (0 or 0xFFFFFFFF: to the end). */
+const dataSize = (size: number): number | undefined => (size === 0 || size === 0xffffffff ? undefined : size);
+
+/** The chunks of a RIFF file after its 12-byte header, as far as `buf` holds their own headers. */
+function* riffChunks(buf: Buffer): Generator<{ id: string; body: number; size: number }> {
+  for (let pos = 12; pos + 8 <= buf.length; ) {
+    const size = buf.readUInt32LE(pos + 4);
+    yield { id: buf.toString('latin1', pos, pos + 4), body: pos + 8, size };
+    pos += 8 + size + (size % 2);
   }
 }
 

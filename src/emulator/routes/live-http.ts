@@ -42,14 +42,14 @@ export async function liveHttp(
   sessions: LiveSessions,
 ): Promise<void> {
   const { limits } = ex.ctx;
-  const HTTP_SCOPE = httpScope(key);
+  const scope = httpScope(key);
   let post: Release = NOTHING;
   /** The stream the frame names, once its first 16 bytes have arrived (read only if it fails). */
   let streamHead: Buffer | undefined;
   const seen = (head: Buffer) => {
     if (!isZeroUuid(head)) streamHead = head;
     // Diarization: one POST in flight per stream, from the moment the header names it.
-    if (kind === 'diarization') post = sessions.claimDiarizationPost(head, HTTP_SCOPE);
+    if (kind === 'diarization') post = sessions.claimDiarizationPost(head, scope);
   };
   try {
     let body: Buffer;
@@ -69,20 +69,20 @@ export async function liveHttp(
     } catch (err) {
       // The client went away while its frame was arriving: that aborted POST cancels the stream.
       if (!(err instanceof Rejection) && streamHead !== undefined) {
-        const live = sessions.find(kind, bytesToUuid(streamHead), HTTP_SCOPE);
+        const live = sessions.find(kind, bytesToUuid(streamHead), scope);
         if (live) sessions.end(live, 'cancelled');
       }
       throw err;
     }
     const frame = decodeFrame(body);
-    const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, HTTP_SCOPE);
+    const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, scope);
     if (!existing) {
-      await answerFrame(ex, key, kind, sessions, frame);
+      await answerFrame(ex, key, scope, kind, sessions, frame);
       return;
     }
     sessions.beginPost(existing);
     try {
-      const answering = existing.inTurn(() => answerFrame(ex, key, kind, sessions, frame));
+      const answering = existing.inTurn(() => answerFrame(ex, key, scope, kind, sessions, frame));
       if (answering) await answering;
     } finally {
       sessions.endPost(existing);
@@ -99,20 +99,21 @@ export async function liveHttp(
 function answerFrame(
   ex: HttpExchange,
   key: EmulatorKey,
+  scope: SessionScope,
   kind: SessionKind,
   sessions: LiveSessions,
   frame: ReturnType<typeof decodeFrame>,
 ): Promise<void> | undefined {
   if (ex.gone) {
     // The client gave up while its POST waited for its turn: that aborted POST cancels the stream.
-    const waiting = sessions.find(kind, frame.streamId, httpScope(key));
+    const waiting = sessions.find(kind, frame.streamId, scope);
     if (waiting) sessions.end(waiting, 'cancelled');
     return;
   }
   const { session, records, after } = sessions.acceptFrame(
     frame,
     kind,
-    httpScope(key),
+    scope,
     key,
     (acquire) => ex.admit(acquire),
     ex.op,

@@ -62,7 +62,6 @@ export function serverOptions(limits: ServerLimits) {
 interface Upload {
   req: IncomingMessage;
   res: ServerResponse;
-  startedAt: number;
   windowStart: number;
   bytesAtWindowStart: number;
 }
@@ -116,7 +115,6 @@ export class UploadRateGuard {
     const upload: Upload = {
       req,
       res,
-      startedAt: now,
       windowStart: now,
       bytesAtWindowStart: req.socket.bytesRead,
     };

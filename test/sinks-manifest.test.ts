@@ -36,6 +36,29 @@ test('a torn last line costs only itself: the next entry is a line of its own', 
   assert.ok(again.isDone(file('a'), { settings, outputs: ['a.txt'] }));
 });
 
+test('a manifest opened by a relative path records where it was opened, after the process changed directory', async () => {
+  const base = await mkdtemp(join(root, 'relative-'));
+  const elsewhere = await mkdtemp(join(root, 'elsewhere-'));
+  const cwd = process.cwd();
+  let manifest: Manifest;
+  process.chdir(base);
+  try {
+    manifest = await Manifest.open(join('out', 'manifest.ndjson'));
+  } finally {
+    process.chdir(cwd);
+  }
+  assert.equal(manifest.path, join(base, 'out', 'manifest.ndjson'));
+  // Entries come long after the open (a cluster run's follow): the directory is another by then.
+  process.chdir(elsewhere);
+  try {
+    await manifest.record(done('a'));
+  } finally {
+    process.chdir(cwd);
+  }
+  const again = await Manifest.open(join(base, 'out', 'manifest.ndjson'));
+  assert.ok(again.isDone(file('a'), { settings, outputs: ['a.txt'] }));
+});
+
 test('a manifest whose lines are mostly superseded is compacted to the latest entry per input', async () => {
   const path = join(root, 'compact.ndjson');
   const lines: string[] = [];

@@ -179,8 +179,7 @@ export async function startEmulatorServer(
 
   const server = createServer(serverOptions(serverLimits), onRequest);
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    uploads.bodyNotAsked(req);
-    askForBodyWhenRead(req, res, () => uploads.bodyAsked(req));
+    uploads.askForBodyWhenRead(req, res);
     onRequest(req, res);
   });
   capConnections(server, serverLimits);
@@ -286,24 +285,6 @@ export async function startEmulatorServer(
     close,
   };
   return privateAddress ? { emulator, ctx, privateAddress } : { emulator, ctx };
-}
-
-/**
- * `Expect: 100-continue`: the client waits for 100 Continue before it sends the body. It is sent
- * when something first reads the body (the operation, or a thread passing the request on), not
- * as Node would at once: a request refused by its headers (401, 404, 413 from Content-Length) is
- * answered without the client sending a body it would only have to discard. `asked` is told when
- * the body is first read (the minimum upload rate does not count the wait before).
- */
-function askForBodyWhenRead(req: IncomingMessage, res: ServerResponse, asked: () => void): void {
-  const read = req._read;
-  req._read = function (this: IncomingMessage, size: number) {
-    req._read = read;
-    asked();
-    // Not once a final answer is under way (the rest of a refused body is being drained).
-    if (!res.headersSent && !res.destroyed) res.writeContinue();
-    return read.call(this, size);
-  };
 }
 
 /** How long `close()` lets websockets finish their closing handshake before destroying them. */

@@ -86,18 +86,23 @@ export class UploadRateGuard {
   }
 
   /**
-   * This request's client waits for 100 Continue before it sends its body, and the emulator
-   * sends that only when something reads the body: until `bodyAsked`, no body is not the
-   * client's fault (an operation that waits first, a delay or stall fault, was cut as a slow
-   * upload before the client was ever asked).
+   * `Expect: 100-continue`: the client waits for 100 Continue before it sends the body. It is
+   * sent when something first reads the body (the operation, or a thread passing the request
+   * on), not as Node would at once: a request refused by its headers (401, 404, 413 from
+   * Content-Length) is answered without the client sending a body it would only have to
+   * discard. Until then no body is not the client's fault (an operation that waits first, a
+   * delay or stall fault, was cut as a slow upload before the client was ever asked).
    */
-  bodyNotAsked(req: IncomingMessage): void {
+  askForBodyWhenRead(req: IncomingMessage, res: ServerResponse): void {
     this.#notAsked.add(req);
-  }
-
-  /** The body of a `bodyNotAsked` request was asked for: the minimum rate applies from now. */
-  bodyAsked(req: IncomingMessage): void {
-    this.#notAsked.delete(req);
+    const read = req._read;
+    req._read = (size: number) => {
+      req._read = read;
+      this.#notAsked.delete(req);
+      // Not once a final answer is under way (the rest of a refused body is being drained).
+      if (!res.headersSent && !res.destroyed) res.writeContinue();
+      return read.call(req, size);
+    };
   }
 
   /**

@@ -1,41 +1,23 @@
 // The quadratic speaker alignment alignSpeakers replaced (every segment scanned for every word),
 // kept as the reference its answers must equal, ties included: the tests compare with it, and
-// bench/align.bench.ts races it.
+// bench/align.bench.ts races it. Its V1 lookups are the one-word scans of speaker-rule.ts.
 
 import type { WordSegment } from '../../src/protocol/records.ts';
-import { UNKNOWN_SPEAKER } from '../../src/protocol/speaker-rule.ts';
+import {
+  nearestBoundarySpeaker,
+  realSegments,
+  segmentHolding,
+  UNKNOWN_SPEAKER,
+  v1Speaker,
+} from '../../src/protocol/speaker-rule.ts';
 import type { SpeakerSegment } from '../../src/transforms/merge-diarization.ts';
 
 export const reference = {
-  realSegments(segments: readonly SpeakerSegment[]): SpeakerSegment[] {
-    return segments
-      .map((s, i) => ({ s, i }))
-      .filter(({ s }) => s.end_time > s.start_time)
-      .sort((a, b) => a.s.start_time - b.s.start_time || a.i - b.i)
-      .map(({ s }) => s);
-  },
-  segmentHolding(time: number, real: readonly SpeakerSegment[]): SpeakerSegment | undefined {
-    return real.find((s) => s.start_time <= time && time <= s.end_time);
-  },
-  nearestBoundarySpeaker(word: WordSegment, real: readonly SpeakerSegment[]): string {
-    const mid = (word.start_time + word.end_time) / 2;
-    let speaker = real[0]!.speaker;
-    let best = Number.POSITIVE_INFINITY;
-    for (const s of real) {
-      const d = Math.round(Math.min(Math.abs(mid - s.start_time), Math.abs(mid - s.end_time)) * 1e6);
-      if (d < best) {
-        best = d;
-        speaker = s.speaker;
-      }
-    }
-    return speaker;
-  },
-  v1Speaker(word: WordSegment, real: readonly SpeakerSegment[], forceAlign: boolean): string | null {
-    if (real.length === 0) return null;
-    const holder = reference.segmentHolding(word.start_time, real);
-    if (holder) return holder.speaker;
-    return forceAlign ? reference.nearestBoundarySpeaker(word, real) : UNKNOWN_SPEAKER;
-  },
+  // The one-word scans of the V1 rule are the protocol's own, which SegmentIndex must equal.
+  realSegments,
+  segmentHolding,
+  nearestBoundarySpeaker,
+  v1Speaker,
   labelOne(
     word: WordSegment,
     segs: readonly SpeakerSegment[],

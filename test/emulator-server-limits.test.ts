@@ -96,6 +96,32 @@ test('an upload that drips is cut, and the batch slot it held is free again at o
   assert.equal(next.status, 200, next.text);
 });
 
+test('a kept-alive connection whose second upload drips is cut (the guard follows the latest request)', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  const head = `GET /v1/transcribe/00000000-0000-4000-8000-000000000000 HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\n\r\n`;
+  const answered = new Promise<string>((resolve) =>
+    socket.once('data', (d: Buffer) => resolve(d.toString())),
+  );
+  socket.write(head);
+  assert.match(await answered, /^HTTP\/1\.1 404/);
+  const wav = wavOf(speechPcm([{ speech: 0.5 }]));
+  const body = multipart([filePart(wav)]);
+  socket.write(
+    `POST /v1/transcribe/en HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: ${MULTIPART_TYPE}\r\ncontent-length: ${body.length}\r\n\r\n`,
+  );
+  socket.write(body.subarray(0, 200));
+  // Faster than the keep-alive timeout, far below the minimum rate.
+  const drip = setInterval(() => socket.writable && socket.write(body.subarray(200, 201)), 100);
+  try {
+    await closed(socket);
+  } finally {
+    clearInterval(drip);
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW, before + 1);
+  await until(() => emu.stats().concurrent.batch === 0, 'the slot given back');
+});
+
 test('a client that never reads its answer is disconnected, and the TTS slot it held is free again', async () => {
   const tts = (text: string) => JSON.stringify({ id: crypto.randomUUID(), text, model: 'nebula' });
   // About 9 MB of speech: more than the socket buffers between the two ends take in.

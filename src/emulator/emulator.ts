@@ -12,7 +12,7 @@ import { handleAdmin, isAdminPath } from './admin.ts';
 import { type ClusterMember, FORWARDED_HEADER, forward, ownerOf, peekBody } from './cluster.ts';
 import { EmulatorContext } from './context.ts';
 import { HttpExchange, pathnameOf } from './http-exchange.ts';
-import { runHttpOperation } from './http-operation.ts';
+import { type HandlerResult, runHttpOperation } from './http-operation.ts';
 import { JobStore } from './jobs.ts';
 import { newRequestId, reject } from './rejection.ts';
 import { getJob, submitBatch } from './routes/batch.ts';
@@ -34,7 +34,7 @@ import { listVoices } from './voices.ts';
 
 interface Route {
   op: OperationName;
-  run: (ex: HttpExchange, key: EmulatorKey) => Promise<void>;
+  run: (ex: HttpExchange, key: EmulatorKey) => HandlerResult;
 }
 
 /**

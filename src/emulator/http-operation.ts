@@ -22,33 +22,65 @@ export function toRejection(err: unknown): Rejection | undefined {
   return undefined;
 }
 
-export async function runHttpOperation(
+/**
+ * What an operation's handler gives back: the promise of its answer, or undefined when it
+ * answers in callbacks of its own (a live frame) and gives what it throws there to
+ * `answerFailure` itself.
+ */
+export type HandlerResult = Promise<void> | undefined;
+
+/**
+ * Run an HTTP operation. Without faults (the usual case) everything before the handler is
+ * synchronous, so a handler that answers in callbacks (every live frame) costs no promise;
+ * the result is the promise of the answer, or undefined when the handler gave none.
+ */
+export function runHttpOperation(
   ex: HttpExchange,
-  handler: (key: EmulatorKey) => Promise<void>,
-): Promise<void> {
+  handler: (key: EmulatorKey) => HandlerResult,
+): HandlerResult {
   const { ctx } = ex;
   ctx.stats.request(ex.op);
   ex.plan = ctx.faults.plan({ op: ex.op, key: ex.keyHeader });
+  if (ex.plan !== NO_FAULTS) return runWithFaults(ex, handler);
+  let out: HandlerResult;
   try {
-    // Without faults (the usual case) nothing to wait for, and no abort signal to make.
-    const before = ex.plan === NO_FAULTS ? undefined : await faultsBefore(ex.plan, ctx.lifecycle, ex.signal);
+    out = authorizedRun(ex, handler);
+  } catch (err) {
+    return answerFailure(ex, err);
+  }
+  return out?.catch((err: unknown) => answerFailure(ex, err));
+}
+
+async function runWithFaults(ex: HttpExchange, handler: (key: EmulatorKey) => HandlerResult): Promise<void> {
+  try {
+    const before = await faultsBefore(ex.plan, ex.ctx.lifecycle, ex.signal);
     if (before) {
       await answerFault(ex, before);
       return;
     }
-    const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
-    ctx.keys.authorize(key, ex.op);
-    ex.admission = ctx.admission(key, ex.op);
-    await handler(key);
+    await authorizedRun(ex, handler);
   } catch (err) {
-    const rejection = toRejection(err);
-    if (rejection && !ex.gone) await ex.reject(rejection);
-    else if (!ex.gone && !ex.started) {
-      await ex.reject(
-        new Rejection('SERVER_INTERNAL', { detail: `emulator error: ${(err as Error)?.message ?? err}` }),
-      );
-    } else ex.cut();
+    await answerFailure(ex, err);
   }
+}
+
+function authorizedRun(ex: HttpExchange, handler: (key: EmulatorKey) => HandlerResult): HandlerResult {
+  const { ctx } = ex;
+  const key = ctx.keys.authenticate(ex.req.headers['x-api-key']);
+  ctx.keys.authorize(key, ex.op);
+  ex.admission = ctx.admission(key, ex.op);
+  return handler(key);
+}
+
+/** What an operation threw, as its answer: its rejection, a 500, or the answer cut once begun. */
+export async function answerFailure(ex: HttpExchange, err: unknown): Promise<void> {
+  const rejection = toRejection(err);
+  if (rejection && !ex.gone) await ex.reject(rejection);
+  else if (!ex.gone && !ex.started) {
+    await ex.reject(
+      new Rejection('SERVER_INTERNAL', { detail: `emulator error: ${(err as Error)?.message ?? err}` }),
+    );
+  } else ex.cut();
 }
 
 /**

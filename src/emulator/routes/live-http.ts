@@ -7,7 +7,7 @@ import { decodeFrame } from '../../protocol/frame.ts';
 import { bytesToUuid, isZeroUuid } from '../../protocol/uuid.ts';
 import { NOTHING, type Release } from '../admission.ts';
 import type { HttpExchange } from '../http-exchange.ts';
-import { answerFault } from '../http-operation.ts';
+import { answerFailure, answerFault } from '../http-operation.ts';
 import { Rejection } from '../rejection.ts';
 import {
   type LiveRecord,
@@ -35,61 +35,87 @@ const httpScope = (key: EmulatorKey): SessionScope => {
 /** One scope object per account, made once: every live frame needs its account's. */
 const HTTP_SCOPES = new Map<string, SessionScope>();
 
-export async function liveHttp(
+/**
+ * A live frame: read its body, then answer it, in the body's callback and with no promise made
+ * when its records are out at once (every frame without a latency model or faults). Failures
+ * are answered here (`answerFailure`), not returned.
+ */
+export function liveHttp(
   ex: HttpExchange,
   key: EmulatorKey,
   kind: SessionKind,
   sessions: LiveSessions,
-): Promise<void> {
+): undefined {
   const { limits } = ex.ctx;
   const scope = httpScope(key);
   let post: Release = NOTHING;
   /** The stream the frame names, once its first 16 bytes have arrived (read only if it fails). */
   let streamHead: Buffer | undefined;
-  const seen = (head: Buffer) => {
-    if (!isZeroUuid(head)) streamHead = head;
-    // Diarization: one POST in flight per stream, from the moment the header names it.
-    if (kind === 'diarization') post = sessions.claimDiarizationPost(head, scope);
+  const head = {
+    bytes: 16,
+    seen: (bytes: Buffer) => {
+      if (!isZeroUuid(bytes)) streamHead = bytes;
+      // Diarization: one POST in flight per stream, from the moment the header names it.
+      if (kind === 'diarization') post = sessions.claimDiarizationPost(bytes, scope);
+    },
   };
-  try {
-    let body: Buffer;
-    try {
-      body =
-        kind === 'asr'
-          ? await ex.readBody(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body', {
-              bytes: 16,
-              seen,
-            })
-          : await ex.readBody(
-              limits.realtimeDiarizationFrameBytes,
-              'realtime_diarization_frame_bytes',
-              'the frame body',
-              { bytes: 16, seen },
-            );
-    } catch (err) {
+  const failed = (err: unknown) => {
+    post();
+    void answerFailure(ex, err);
+  };
+  const onBody = (err: unknown, body?: Buffer) => {
+    if (!body) {
       // The client went away while its frame was arriving: that aborted POST cancels the stream.
       if (!(err instanceof Rejection) && streamHead !== undefined) {
         const live = sessions.find(kind, bytesToUuid(streamHead), scope);
         if (live) sessions.end(live, 'cancelled');
       }
-      throw err;
-    }
-    const frame = decodeFrame(body);
-    const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, scope);
-    if (!existing) {
-      await answerFrame(ex, key, scope, kind, sessions, frame);
+      failed(err);
       return;
     }
-    sessions.beginPost(existing);
+    let answering: Promise<void> | undefined;
     try {
-      const answering = existing.inTurn(() => answerFrame(ex, key, scope, kind, sessions, frame));
-      if (answering) await answering;
-    } finally {
-      sessions.endPost(existing);
+      answering = answerBody(ex, key, scope, kind, sessions, body);
+    } catch (err) {
+      failed(err);
+      return;
     }
+    if (answering) answering.then(post, failed);
+    else post();
+  };
+  if (kind === 'asr')
+    ex.readBodyThen(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body', head, onBody);
+  else
+    ex.readBodyThen(
+      limits.realtimeDiarizationFrameBytes,
+      'realtime_diarization_frame_bytes',
+      'the frame body',
+      head,
+      onBody,
+    );
+  return undefined;
+}
+
+/** Decode the frame and answer it in its stream's turn (POSTs of a stream in arrival order). */
+function answerBody(
+  ex: HttpExchange,
+  key: EmulatorKey,
+  scope: SessionScope,
+  kind: SessionKind,
+  sessions: LiveSessions,
+  body: Buffer,
+): Promise<void> | undefined {
+  const frame = decodeFrame(body);
+  const existing = frame.isStart ? undefined : sessions.find(kind, frame.streamId, scope);
+  if (!existing) return answerFrame(ex, key, scope, kind, sessions, frame);
+  sessions.beginPost(existing);
+  let answering: Promise<void> | undefined;
+  try {
+    answering = existing.inTurn(() => answerFrame(ex, key, scope, kind, sessions, frame));
   } finally {
-    post();
+    if (!answering) sessions.endPost(existing);
   }
+  return answering?.finally(() => sessions.endPost(existing));
 }
 
 /**

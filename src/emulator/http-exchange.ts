@@ -132,10 +132,16 @@ export class HttpExchange {
     const declared = declaredLength(this.req);
     const over = (observed: number) =>
       bound === undefined ? tooLargePlain(limit, observed, what) : tooLarge(bound, limit, observed, what);
-    if (declared !== undefined && declared > limit) return done(over(declared));
+    if (declared !== undefined && declared > limit) {
+      done(over(declared));
+      return;
+    }
     const { req, ctx } = this;
     // Destroyed before it ended (its client went away): no 'end' or 'close' is coming.
-    if (req.destroyed && !req.readableEnded) return done(req.errored ?? PREMATURE_CLOSE);
+    if (req.destroyed && !req.readableEnded) {
+      done(req.errored ?? PREMATURE_CLOSE);
+      return;
+    }
     const chunks: Buffer[] = [];
     let total = 0;
     let headSeen = head === undefined;
@@ -156,7 +162,10 @@ export class HttpExchange {
       settled = true;
       done(undefined, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
     };
-    if (req.readableEnded) return onEnd();
+    if (req.readableEnded) {
+      onEnd();
+      return;
+    }
     req.on('data', (chunk: Buffer) => {
       if (settled) return;
       total += chunk.length;

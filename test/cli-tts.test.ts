@@ -83,6 +83,35 @@ test('a piece refused after others were spoken: exit 1, neither the file nor its
   }
 });
 
+test('a piece whose audio breaks off is spoken again: exit 0, the whole text once in the file', async () => {
+  const emulator = await startEmulator();
+  try {
+    const dir = await mkdtemp(join(root, 'cut-'));
+    const text = 'The first piece is fine. The second piece is cut short. The third is fine.';
+    const env = { API_URL: emulator.url, API_KEY: emulator.apiKey };
+    const whole = join(dir, 'whole.wav');
+    assert.equal(
+      (await cli([text, '--out', whole, '--transport', 'http', '--max-chars', '30'], env)).code,
+      0,
+    );
+    const requests = emulator.stats().requests['tts.http'];
+    emulator.faults.add({
+      operation: 'tts.http',
+      nth: 2,
+      action: { type: 'truncateTts', afterBytes: 3000 },
+    });
+    const out = join(dir, 'speech.wav');
+    const run = await cli([text, '--out', out, '--transport', 'http', '--max-chars', '30'], env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /spoke piece 3 of 3/);
+    assert.equal(emulator.stats().requests['tts.http'], 2 * requests + 1, 'one piece spoken twice');
+    assert.deepEqual(await readFile(out), await readFile(whole), 'the same audio as a run without the cut');
+    assert.deepEqual((await readdir(dir)).sort(), ['speech.wav', 'whole.wav']);
+  } finally {
+    await emulator.close();
+  }
+});
+
 test('a file that cannot be written: a typed error and exit 1, no crash, nothing left behind', async () => {
   const dir = await mkdtemp(join(root, 'nodir-'));
   const out = join(dir, 'missing', 'speech.wav');

@@ -116,6 +116,78 @@ test('TTS over HTTP: the audio that came before a truncation is delivered, then 
   }
 });
 
+test('synthesizeToBuffer speaks a synthesis cut mid-audio again, over both transports; it gives up after retry.maxAttempts', {
+  timeout: 30_000,
+}, async () => {
+  const text = 'This audio will be cut short by the emulator, then spoken again.';
+  for (const transport of ['http', 'socketio'] as const) {
+    const op = transport === 'http' ? 'tts.http' : 'tts.socket';
+    const whole = await client.tts.synthesizeToBuffer({ text, transport });
+    const before = emulator.stats().requests[op];
+    const fault = emulator.faults.add({
+      operation: op,
+      times: 1,
+      action: { type: 'truncateTts', afterBytes: 3000 },
+    });
+    const short = newClient({ timeouts: { bodyIdleMs: 300 } });
+    try {
+      const again = await short.tts.synthesizeToBuffer({ text, transport });
+      assert.equal(emulator.stats().requests[op], before + 2, 'the cut synthesis and one more');
+      assert.equal(again.pcm.length, whole.pcm.length, 'all of the audio, none of it twice');
+      assert.notEqual(again.id, undefined);
+    } finally {
+      fault.remove();
+    }
+    // Cut every time: the error once the attempts are used up, and no slot held.
+    const always = emulator.faults.add({
+      operation: op,
+      times: 100,
+      action: { type: 'truncateTts', afterBytes: 3000 },
+    });
+    const twice = newClient({
+      retry: { maxAttempts: 2, baseMs: 10, maxMs: 20 },
+      timeouts: { bodyIdleMs: 300 },
+    });
+    try {
+      const from = emulator.stats().requests[op];
+      const err = await twice.tts.synthesizeToBuffer({ text, transport }).catch((e: unknown) => e);
+      assert.ok(err instanceof IncompleteStreamError, String(err));
+      assert.equal(emulator.stats().requests[op], from + 2);
+      assert.equal((await ttsStats(twice)).running, 0);
+    } finally {
+      always.remove();
+    }
+  }
+});
+
+test('synthesizeToBuffer: an abort during the pause before speaking again ends it with the abort', {
+  timeout: 10_000,
+}, async () => {
+  const fault = emulator.faults.add({
+    operation: 'tts.http',
+    times: 100,
+    action: { type: 'truncateTts', afterBytes: 3000 },
+  });
+  // A minute's pause between attempts: only the abort ends it within the test's time.
+  const slow = newClient({ retry: { baseMs: 60_000, maxMs: 60_000 } });
+  try {
+    const ctl = new AbortController();
+    const before = emulator.stats().requests['tts.http'];
+    const pending = slow.tts.synthesizeToBuffer({ text: 'Cut, then a long pause.', signal: ctl.signal });
+    pending.catch(() => {});
+    // The first attempt was made and cut (its slot given back): the pause has begun.
+    await until(
+      async () =>
+        emulator.stats().requests['tts.http'] === before + 1 && (await ttsStats(slow)).running === 0,
+    );
+    ctl.abort(new Error('stopped while pausing'));
+    await assert.rejects(pending, /stopped while pausing/);
+    assert.equal(emulator.stats().requests['tts.http'], before + 1, 'not spoken again');
+  } finally {
+    fault.remove();
+  }
+});
+
 test('429 concurrency is waited out; a 503 before output is retried with a fresh id', async () => {
   const f1 = emulator.faults.add({
     operation: 'tts.http',
@@ -182,9 +254,10 @@ test('Socket.IO TTS truncated before its final event is an IncompleteStreamError
   });
   try {
     const text = 'This audio will be cut short by the emulator.';
-    const perCall = await client.tts
-      .synthesizeToBuffer({ text, transport: 'socketio', idleTimeoutMs: 200 })
-      .catch((e: unknown) => e);
+    // synthesize(), not synthesizeToBuffer(): that one speaks a cut synthesis again.
+    const perCall = await drain(
+      (await client.tts.synthesize({ text, transport: 'socketio', idleTimeoutMs: 200 })).audio,
+    );
     assert.ok(perCall instanceof IncompleteStreamError, String(perCall));
     assert.equal(perCall.operation, 'tts.socket');
     assert.ok(perCall.received > 0);
@@ -192,9 +265,7 @@ test('Socket.IO TTS truncated before its final event is an IncompleteStreamError
 
     // Without the option, the client's body-idle timeout applies, as over HTTP.
     const short = newClient({ timeouts: { bodyIdleMs: 200 } });
-    const viaClient = await short.tts
-      .synthesizeToBuffer({ text, transport: 'socketio' })
-      .catch((e: unknown) => e);
+    const viaClient = await drain((await short.tts.synthesize({ text, transport: 'socketio' })).audio);
     assert.ok(viaClient instanceof IncompleteStreamError, String(viaClient));
     assert.equal((await ttsStats(short)).running, 0);
   } finally {

@@ -221,22 +221,19 @@ export async function run(args: string[]): Promise<number> {
         1,
         service.client.admissionStats().find((w) => w.workload === 'tts')?.concurrency ?? 1,
       );
-      const speak = (text: string) =>
-        service.client.tts.synthesize({
+      /**
+       * A piece's audio, gathered while an earlier piece is being written: a piece whose audio
+       * breaks off is spoken again (`synthesizeToBuffer`), since none of it was written yet.
+       */
+      const gather = (text: string) =>
+        service.client.tts.synthesizeToBuffer({
           text,
           transport: options.transport,
           ...(options.voice ? { voiceId: options.voice } : {}),
           ...(options.model ? { model: options.model } : {}),
           signal: stopped,
         });
-      /** A piece's audio, gathered while an earlier piece is being written. */
-      const gather = async (text: string) => {
-        const synthesis = await speak(text);
-        const chunks: Buffer[] = [];
-        for await (const pcm of synthesis.audio) chunks.push(pcm as Buffer);
-        return { sampleRate: synthesis.sampleRate, chunks };
-      };
-      const pending: Array<Promise<{ sampleRate: number; chunks: Buffer[] }>> = [];
+      const pending: Array<ReturnType<typeof gather>> = [];
       const startNext = () => {
         const next = pieces[pending.length];
         if (next === undefined) return;
@@ -252,10 +249,8 @@ export async function run(args: string[]): Promise<number> {
           wav = wavFile(partial, { sampleRate: piece.sampleRate, channels: 1 });
           wav.on('error', (err) => fileFailed.abort(err));
         }
-        for (const pcm of piece.chunks) {
-          seconds += pcm.length / 2 / piece.sampleRate;
-          if (!wav.write(pcm)) await once(wav, 'drain', { signal: stopped });
-        }
+        seconds += piece.pcm.length / 2 / piece.sampleRate;
+        if (!wav.write(piece.pcm)) await once(wav, 'drain', { signal: stopped });
         if (pieces.length > 1) log(`spoke piece ${i + 1} of ${pieces.length}`);
       }
       wav!.end();

@@ -189,14 +189,31 @@ export class TtsApi {
     }
   }
 
-  /** Synthesize and collect the whole PCM. */
+  /**
+   * Synthesize and collect the whole PCM. A synthesis whose audio breaks off (the body cut, the
+   * connection lost, the final event never coming: `IncompleteStreamError`) is started again
+   * with a fresh request id, within the client's `retry.maxAttempts` and its backoff: nothing
+   * was handed out, so nothing is lost or doubled. `options.signal` and `client.close()` end
+   * the pauses between attempts.
+   */
   async synthesizeToBuffer(
     options: SynthesizeOptions,
   ): Promise<{ id: string; sampleRate: number; pcm: Buffer }> {
-    const synthesis = await this.synthesize(options);
-    const chunks: Buffer[] = [];
-    for await (const chunk of synthesis.audio) chunks.push(chunk as Buffer);
-    return { id: synthesis.id, sampleRate: synthesis.sampleRate, pcm: Buffer.concat(chunks) };
+    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    for (let attempt = 0; ; attempt++) {
+      const synthesis = await this.synthesize(options);
+      const chunks: Buffer[] = [];
+      try {
+        for await (const chunk of synthesis.audio) chunks.push(chunk as Buffer);
+      } catch (err) {
+        const cut =
+          err instanceof IncompleteStreamError && !options.signal?.aborted && !this.#deps.closed?.aborted;
+        if (!cut || attempt + 1 >= maxAttempts) throw err;
+        await sleep(backoffDelay(attempt, this.#deps.retry), anySignal(options.signal, this.#deps.closed));
+        continue;
+      }
+      return { id: synthesis.id, sampleRate: synthesis.sampleRate, pcm: Buffer.concat(chunks) };
+    }
   }
 
   /** The voice profiles (Socket.IO only: no HTTP operation lists voices). */

@@ -68,6 +68,35 @@ test('a random key when none is given; bad arguments exit 2', async () => {
   }
 });
 
+test('an address it cannot listen on (a port in use, a host that does not resolve) exits 2 saying which, with every thread stopped', async () => {
+  const { createServer } = await import('node:net');
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const { port } = taken.address() as { port: number };
+  try {
+    for (const [args, why] of [
+      [['emulator', '--port', String(port)], /cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE/],
+      [
+        ['emulator', '--port', String(port), '--workers', '2'],
+        /cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE/,
+      ],
+      [
+        ['emulator', '--host', 'no-such-host.invalid'],
+        /cannot listen on no-such-host\.invalid:0 \(E(NOTFOUND|AI_AGAIN)/,
+      ],
+    ] as const) {
+      const run = start([...args]);
+      const [code] = await run.exit;
+      await run.closed;
+      assert.equal(code, 2, `${args.join(' ')}: ${run.stderr()}`);
+      assert.match(run.stderr(), why);
+      assert.doesNotMatch(run.stderr(), /at .*\.ts:\d+/, 'no stack');
+    }
+  } finally {
+    taken.close();
+  }
+});
+
 test('TTS_MAX_INPUT_CHARACTERS_* in the environment set the text limits; a bad value exits 2', async () => {
   const run = start(['emulator', '--key', 'cli-env-key'], { TTS_MAX_INPUT_CHARACTERS_STANDARD: '4' });
   const lines = createInterface({ input: run.child.stdout });

@@ -46,6 +46,16 @@ Exit code: 0 when stopped by SIGINT or SIGTERM (a server's normal end: it has no
 short), 1 when it fails, 2 on bad usage, environment or file.
 `;
 
+/** Why a server cannot listen where it was told to: the address, not the emulator. */
+const LISTEN_ERRORS: ReadonlySet<string> = new Set([
+  'EADDRINUSE',
+  'EADDRNOTAVAIL',
+  'EACCES',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_NONAME',
+]);
+
 /** A file the command was given that it cannot use: bad usage (exit 2), the file named. */
 class BadFileError extends Error {}
 
@@ -148,7 +158,15 @@ export async function run(args: string[]): Promise<number> {
       workers > 1 ? await startEmulatorWorkers({ ...options, workers }) : await startEmulator(options);
   } catch (err) {
     // A bad file, or a bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive
-    // integer).
+    // integer), or an address it cannot listen on (a port in use or not allowed, a host that
+    // does not resolve or is not this machine's): bad usage or environment.
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && LISTEN_ERRORS.has(code)) {
+      process.stderr.write(
+        `speechpipe emulator: cannot listen on ${options.host}:${port} (${code}: ${(err as Error).message})\n`,
+      );
+      return 2;
+    }
     if (
       !(
         err instanceof BadFileError ||

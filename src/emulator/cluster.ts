@@ -240,7 +240,7 @@ export type WorkerMessage =
   | { type: 'listening'; url: string; port: number; private: { host: string; port: number } }
   | { type: 'ask'; seq: number; request: CoordinatorRequest }
   | { type: 'done'; seq: number; value?: unknown }
-  | { type: 'failed'; error: string };
+  | { type: 'failed'; error: string; code?: string };
 
 export interface WorkerData {
   index: number;
@@ -387,7 +387,8 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
           url ||= m.url;
           peers[index] = m.private;
           resolve();
-        } else if (m.type === 'failed') rejectStart(new Error(m.error));
+        } else if (m.type === 'failed')
+          rejectStart(Object.assign(new Error(m.error), m.code ? { code: m.code } : {}));
         else if (m.type === 'done') settle(m.seq, index, m.value);
         else if (m.type === 'ask') {
           answer(m.request).then(

@@ -60,6 +60,8 @@ try {
   const { port: listening } = new URL(emulator.url);
   post({ type: 'listening', url: emulator.url, port: Number(listening), private: privateAddress! });
 } catch (err) {
-  post({ type: 'failed', error: (err as Error).message });
+  // Its code too (EADDRINUSE: a port in use), so the caller can tell a bad address from a fault.
+  const code = (err as { code?: unknown }).code;
+  post({ type: 'failed', error: (err as Error).message, ...(typeof code === 'string' ? { code } : {}) });
   process.exit(1);
 }

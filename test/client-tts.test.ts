@@ -160,6 +160,47 @@ test('synthesizeToBuffer speaks a synthesis cut mid-audio again, over both trans
   }
 });
 
+test('synthesizeToBuffer: every attempt counts toward retry.maxAttempts, those refused before output after a cut too', async () => {
+  // The first synthesis is cut mid-audio; every one after it is refused with a retryable 503.
+  const cut = emulator.faults.add({
+    operation: 'tts.http',
+    times: 1,
+    action: { type: 'truncateTts', afterBytes: 3000 },
+  });
+  const busy = emulator.faults.add({
+    operation: 'tts.http',
+    nth: 2,
+    times: 100,
+    action: { type: 'status', status: 503, code: 'TTS_MODERATION_UNAVAILABLE' },
+  });
+  const c = newClient({ retry: { maxAttempts: 3, baseMs: 1, maxMs: 2 }, timeouts: { bodyIdleMs: 300 } });
+  try {
+    const from = emulator.stats().requests['tts.http'];
+    const err = await c.tts.synthesizeToBuffer({ text: 'Cut, then refused.' }).catch((e: unknown) => e);
+    assert.ok(err instanceof SpeechServiceError && err.status === 503, String(err));
+    assert.equal(emulator.stats().requests['tts.http'] - from, 3, 'three attempts in all, not 1 + 3');
+    assert.equal((await ttsStats(c)).running, 0);
+  } finally {
+    cut.remove();
+    busy.remove();
+  }
+});
+
+test('synthesizeToBuffer: audio over maxBufferedBytes is not spoken again (the same burst passes it again)', async () => {
+  const c = newClient({ retry: { maxAttempts: 4, baseMs: 1, maxMs: 2 } });
+  const from = emulator.stats().requests['tts.socket'];
+  const err = await c.tts
+    .synthesizeToBuffer({
+      text: 'A bound below one event of audio.',
+      transport: 'socketio',
+      maxBufferedBytes: 10,
+    })
+    .catch((e: unknown) => e);
+  assert.ok(err instanceof IncompleteStreamError && /maxBufferedBytes/.test(err.message), String(err));
+  assert.equal(emulator.stats().requests['tts.socket'] - from, 1);
+  assert.equal((await ttsStats(c)).running, 0);
+});
+
 test('synthesizeToBuffer: an abort during the pause before speaking again ends it with the abort', {
   timeout: 10_000,
 }, async () => {

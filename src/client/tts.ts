@@ -74,6 +74,12 @@ export interface SynthesizeOptions {
   maxBufferedBytes?: number;
 }
 
+/**
+ * Audio that failed because its reader did not keep up (`maxBufferedBytes`): not the
+ * service's doing, so `synthesizeToBuffer` does not speak it again.
+ */
+const OVERFLOWED = new WeakSet<Error>();
+
 /** See `SynthesizeOptions.maxBufferedBytes`: 16 MiB is about 5.8 min of 24 kHz PCM16. */
 export const DEFAULT_TTS_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
@@ -160,9 +166,20 @@ export class TtsApi {
 
   /** Start a synthesis; resolves when output begins. */
   async synthesize(options: SynthesizeOptions): Promise<TtsSynthesis> {
+    return (await this.#start(options, 0)).synthesis;
+  }
+
+  /**
+   * `synthesize`, its attempts numbered from `first` (those a caller made already count toward
+   * `retry.maxAttempts`); also the number of the attempt that began the output.
+   */
+  async #start(
+    options: SynthesizeOptions,
+    first: number,
+  ): Promise<{ synthesis: TtsSynthesis; attempt: number }> {
     this.body(options); // fail fast, before queueing
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = first; ; attempt++) {
       const body = this.body(options);
       const slot = await this.#deps.admission.acquire('tts', {
         signal: options.signal,
@@ -174,7 +191,7 @@ export class TtsApi {
             ? await this.#socket(body, options, slot.release)
             : await this.#http(body, options, slot.release);
         slot.succeeded(); // the 200 or the acknowledgement came
-        return synthesis;
+        return { synthesis, attempt };
       } catch (err) {
         const refused = isAdmissionRejection(err) && attempt < 100;
         if (refused) slot.rejected(err, attempt);
@@ -192,22 +209,28 @@ export class TtsApi {
   /**
    * Synthesize and collect the whole PCM. A synthesis whose audio breaks off (the body cut, the
    * connection lost, the final event never coming: `IncompleteStreamError`) is started again
-   * with a fresh request id, within the client's `retry.maxAttempts` and its backoff: nothing
-   * was handed out, so nothing is lost or doubled. `options.signal` and `client.close()` end
-   * the pauses between attempts.
+   * with a fresh request id, within the client's `retry.maxAttempts` (every attempt counts,
+   * those failed before output too) and its backoff: nothing was handed out, so nothing is lost
+   * or doubled. Not audio over `maxBufferedBytes`: a bound that one burst of events passes is
+   * passed again. `options.signal` and `client.close()` end the pauses between attempts.
    */
   async synthesizeToBuffer(
     options: SynthesizeOptions,
   ): Promise<{ id: string; sampleRate: number; pcm: Buffer }> {
     const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
     for (let attempt = 0; ; attempt++) {
-      const synthesis = await this.synthesize(options);
+      const started = await this.#start(options, attempt);
+      attempt = started.attempt;
+      const { synthesis } = started;
       const chunks: Buffer[] = [];
       try {
         for await (const chunk of synthesis.audio) chunks.push(chunk as Buffer);
       } catch (err) {
         const cut =
-          err instanceof IncompleteStreamError && !options.signal?.aborted && !this.#deps.closed?.aborted;
+          err instanceof IncompleteStreamError &&
+          !OVERFLOWED.has(err) &&
+          !options.signal?.aborted &&
+          !this.#deps.closed?.aborted;
         if (!cut || attempt + 1 >= maxAttempts) throw err;
         await sleep(backoffDelay(attempt, this.#deps.retry), anySignal(options.signal, this.#deps.closed));
         continue;
@@ -396,12 +419,12 @@ export class TtsApi {
         // then the synthesis fails rather than holding memory without limit. (Events can come in
         // the same tick as the acknowledgement: the caller gets its turn to read first.)
         if (handed && audio.readableLength > maxBuffered) {
-          fail(
-            new IncompleteStreamError(
-              `tts.socket: ${id} stopped: ${audio.readableLength} bytes of audio unread, over maxBufferedBytes ${maxBuffered} (read the audio as it arrives)`,
-              { operation: 'tts.socket', id, received: frames },
-            ),
+          const overflow = new IncompleteStreamError(
+            `tts.socket: ${id} stopped: ${audio.readableLength} bytes of audio unread, over maxBufferedBytes ${maxBuffered} (read the audio as it arrives)`,
+            { operation: 'tts.socket', id, received: frames },
           );
+          OVERFLOWED.add(overflow);
+          fail(overflow);
         }
       },
       onError: (err) => fail(err),

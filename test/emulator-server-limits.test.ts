@@ -122,6 +122,23 @@ test('a kept-alive connection whose second upload drips is cut (the guard follow
   await until(() => emu.stats().concurrent.batch === 0, 'the slot given back');
 });
 
+test('an admin request whose body drips is cut as any upload is', async () => {
+  const before = emu.stats().rejections.UPLOAD_TOO_SLOW ?? 0;
+  const socket = await open();
+  const body = JSON.stringify({ operation: 'stt.http', action: { type: 'status', status: 503 } });
+  socket.write(
+    `POST /_emulator/faults HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${body.length + 1000}\r\n\r\n`,
+  );
+  socket.write(body.slice(0, 10));
+  const drip = setInterval(() => socket.writable && socket.write(' '), 100);
+  try {
+    await closed(socket);
+  } finally {
+    clearInterval(drip);
+  }
+  assert.equal(emu.stats().rejections.UPLOAD_TOO_SLOW, before + 1);
+});
+
 test('a client that never reads its answer is disconnected, and the TTS slot it held is free again', async () => {
   const tts = (text: string) => JSON.stringify({ id: crypto.randomUUID(), text, model: 'nebula' });
   // About 9 MB of speech: more than the socket buffers between the two ends take in.

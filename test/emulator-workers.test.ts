@@ -245,6 +245,38 @@ test('a frame whose body stops before its stream id is cut at the minimum upload
   }
 });
 
+test('a frame passed to the thread owning its stream, then stalling, is cut once and counted once', async () => {
+  const slow = await startEmulatorWorkers({
+    workers: 2,
+    server: { minUploadBytesPerSecond: 50_000, uploadRateWindowMs: 300 },
+  });
+  const { port } = new URL(slow.url);
+  // Streams of both threads: whichever thread a connection lands on, half are passed on.
+  const ids = [idOwnedBy(0), idOwnedBy(1), idOwnedBy(0), idOwnedBy(1), idOwnedBy(0), idOwnedBy(1)];
+  const sockets = ids.map(() => connect(Number(port), '127.0.0.1'));
+  let closed = 0;
+  try {
+    for (const [i, socket] of sockets.entries()) {
+      socket.on('error', () => {});
+      socket.on('close', () => closed++);
+      socket.resume();
+      const head = frame(ids[i]!, { isStart: true }).subarray(0, 24);
+      socket.write(
+        `POST /http/stt-stream HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${slow.apiKey}\r\ncontent-length: 3218\r\n\r\n`,
+      );
+      // The stream id and a little audio, then nothing.
+      socket.write(head);
+    }
+    await until(() => closed === sockets.length, 'every stalled frame cut');
+    // Counted by the thread the client sent to, not again by the owner it was passed to.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await slow.stats()).rejections.UPLOAD_TOO_SLOW, sockets.length);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await slow.close();
+  }
+});
+
 test('Socket.IO: each socket stays on one thread; the account limit holds across sockets on any thread', async () => {
   const sockets = await Promise.all(Array.from({ length: 6 }, () => connectSocket(emu.url, emu.apiKey)));
   try {

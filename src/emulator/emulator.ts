@@ -129,13 +129,13 @@ export async function startEmulatorServer(
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const pathname = pathnameOf(req.url);
+    // Every body is watched, from its headers to its end, whatever answers it and when (a
+    // frame a thread peeks at, a body drained after an early answer, an admin request).
+    uploads.watch(req, res);
     if (adminEnabled && isAdminPath(pathname)) {
       void handleAdmin(ctx, req, res, pathname);
       return;
     }
-    // Every body is watched, from its headers to its end, whatever answers it and when (a
-    // frame a thread peeks at, a body drained after an early answer).
-    uploads.watch(req, res);
     const found = route(req.method ?? 'GET', pathname);
     if (found && 'op' in found && member && (JOB_READS.has(found.op) || LIVE_FRAMES.has(found.op))) {
       void ownerElsewhere(req, found.op, pathname).then((peer) => {
@@ -239,7 +239,8 @@ export async function startEmulatorServer(
   if (member) {
     privateServer = createServer(serverOptions(serverLimits), (req, res) => {
       const pathname = pathnameOf(req.url);
-      uploads.watch(req, res);
+      // Not watched here: the thread passing it on watches its client's body, and cutting that
+      // ends this request too (watched on both, a dripping body was cut and counted twice).
       serve(req, res, pathname, route(req.method ?? 'GET', pathname));
     });
     privateServer.on('connection', (socket: Socket) => sends.watch(socket));

@@ -904,3 +904,29 @@ describe('the session state machine (LiveSessions)', () => {
     assert.equal(ctx.stats.sessions.active, 1);
   });
 });
+
+test('a pipelined frame whose client went away while it waited behind another answer opens nothing that stays', async () => {
+  // Answers held 300 ms: the second request's answer waits in Node's queue behind the first.
+  const emu = await emulator({ latency: { perRequestMs: 300 } });
+  const { connect } = await import('node:net');
+  const { port } = new URL(emu.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  socket.on('error', () => {});
+  socket.resume();
+  const request = (f: FrameInput) => {
+    const body = frameOf(f);
+    return Buffer.concat([
+      Buffer.from(
+        `POST ${ASR} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-api-key: ${emu.apiKey}\r\ncontent-type: application/octet-stream\r\ncontent-length: ${body.length}\r\n\r\n`,
+      ),
+      body,
+    ]);
+  };
+  // Two streams started in one write (HTTP/1.1 pipelining), then the client leaves.
+  socket.write(Buffer.concat([request({ id: uuid(), start: true }), request({ id: uuid(), start: true })]));
+  await until(() => emu.stats().concurrent.realtime_asr === 2, 'both streams started');
+  socket.destroy();
+  // Both POSTs were aborted, so both streams are cancelled at once, not held until their
+  // expiry (60 s): the queued answer's response never closes, its request does.
+  await until(() => emu.stats().concurrent.realtime_asr === 0, 'both streams cancelled');
+});

@@ -18,6 +18,7 @@ import {
   type TranscriptEvent,
   toFrames,
 } from '../src/index.ts';
+import { IncompleteStreamError, TransportError } from '../src/protocol/errors.ts';
 import type { AsrRecord, WordSegment } from '../src/protocol/records.ts';
 import { startService } from './helpers/service.ts';
 import { speechWithPauses } from './helpers/speech.ts';
@@ -156,4 +157,69 @@ test('a failure that outlasts the replay buffer: the lost time range is an event
       `word at ${w.start_time}-${w.end_time} lost outside every reported range ${JSON.stringify(lostEvents)}`,
     );
   }
+});
+
+/**
+ * Run `pcm` through sttStream until it ends, or until it restarted `cap` times (then it is
+ * destroyed with an error saying so): the error it failed with, and its restarts.
+ */
+async function restartsUntilFailure(
+  transport: 'http' | 'socketio',
+  cap: number,
+): Promise<{ error: unknown; restarts: number }> {
+  let restarts = 0;
+  const stt = sttStream({
+    coalesceMs: 0,
+    client,
+    transport,
+    maxRestarts: 5,
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+    session: { endTimeoutMs: 500, finalTimeoutMs: 200 },
+  });
+  stt.on('session-error', () => {
+    if (++restarts === cap) stt.destroy(new Error(`still restarting after ${cap} restarts`));
+  });
+  const error = await pipeline(
+    Readable.from([pcm.subarray(0, 32_000 * 6)]),
+    toFrames({ transport, language: 'en', frameMs: 500 }),
+    stt,
+    new Writable({ objectMode: true, write: (_r, _e, cb) => cb() }),
+  ).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  return { error, restarts };
+}
+
+for (const transport of ['http', 'socketio'] as const) {
+  test(`${transport}: sessions that each accept the replayed audio and never finalise it are restarted only maxRestarts times`, {
+    timeout: 60_000,
+  }, async (t) => {
+    // The final record never comes: each session accepts the replay (the final frame with it)
+    // and fails waiting for it. Hearing the same audio again is no progress.
+    const rule = emulator.faults.add({
+      operation: transport === 'http' ? 'stt.http' : 'stt.socket',
+      times: Number.POSITIVE_INFINITY,
+      action: { type: 'endWithoutFinal' },
+    });
+    t.after(() => rule.remove());
+    const { error, restarts } = await restartsUntilFailure(transport, 50);
+    assert.ok(error instanceof IncompleteStreamError, String(error));
+    assert.equal(restarts, 5);
+  });
+}
+
+test('http: every answer cut before its records: the replayed frame accepted again and again is no progress', {
+  timeout: 60_000,
+}, async (t) => {
+  const rule = emulator.faults.add({
+    operation: 'stt.http',
+    nth: 3,
+    times: Number.POSITIVE_INFINITY,
+    action: { type: 'reset', afterBytes: 0 },
+  });
+  t.after(() => rule.remove());
+  const { error, restarts } = await restartsUntilFailure('http', 50);
+  assert.ok(error instanceof TransportError || error instanceof IncompleteStreamError, String(error));
+  assert.ok(restarts <= 6, `${restarts} restarts`);
 });

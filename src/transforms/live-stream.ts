@@ -42,13 +42,14 @@ export interface LiveStreamOptions {
   /** Start a fresh session after 408, 409, a broken response or a lost connection. Default true. */
   restart?: boolean;
   /**
-   * Restarts allowed with no record heard and no frame accepted in between, before the stream
-   * fails. Default unbounded: `restartWithinMs` decides.
+   * Restarts allowed with no progress in between (no record finalising audio, no new frame
+   * accepted; audio heard again after a failure is not new), before the stream fails. Default
+   * unbounded: `restartWithinMs` decides.
    */
   maxRestarts?: number;
   /**
-   * The stream fails when sessions keep failing, with no record heard and no frame accepted,
-   * for longer than this since the first of those failures. Default 60 s (a relay meant to
+   * The stream fails when sessions keep failing, with no progress (as for `maxRestarts`), for
+   * longer than this since the first of those failures. Default 60 s (a relay meant to
    * ride out longer outages raises it).
    */
   restartWithinMs?: number;
@@ -482,7 +483,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
           const chunk = this.#pendingReplay[0]!;
           const closing = final && accepted && this.#pendingReplay.length === 1;
           if (closing) this.#lastSession = session;
-          await this.#sendOn(session, chunk.pcm, closing, false);
+          await this.#sendOn(session, chunk.pcm, closing, false, true);
           this.#pendingReplay.shift();
         }
         if (!accepted) {
@@ -492,7 +493,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
         } else if (final && this.#lastSession !== session) {
           // All the failed session heard was finalised: close this one with a short silence.
           this.#lastSession = session;
-          await this.#sendOn(session, Buffer.alloc(640), true, true);
+          await this.#sendOn(session, Buffer.alloc(640), true, true, true);
         }
       } catch (err) {
         // Not accepted by this session: send it on a fresh one, after what this one did not finalise.
@@ -538,10 +539,23 @@ class LiveStream<K extends LiveKind> extends Duplex {
     return true;
   }
 
-  async #sendOn(session: LiveSession<K>, pcm: Buffer, final: boolean, filler: boolean): Promise<void> {
+  /**
+   * `again`: audio a failed session accepted (or the terminator standing for its final frame),
+   * sent on its replacement.
+   */
+  async #sendOn(
+    session: LiveSession<K>,
+    pcm: Buffer,
+    final: boolean,
+    filler: boolean,
+    again = false,
+  ): Promise<void> {
     await session.send(pcm, { final });
     // Accepted: the service works again (silence yields no records, so those alone cannot say).
-    this.#restartsWithoutRecord = 0;
+    // Not audio heard again: sessions that each accept the replay and fail before finalising
+    // any of it (every answer cut, a final record never sent) make no progress, and restarting
+    // them for ever would hang the stream.
+    if (!again) this.#restartsWithoutRecord = 0;
     const sec = pcm.length / LIVE_BYTES_PER_SECOND;
     if (filler) this.#fillers.push({ at: this.#sessionSec, sec });
     this.#replay?.push(this.#sessionSec, pcm, filler);
@@ -618,7 +632,10 @@ class LiveStream<K extends LiveKind> extends Duplex {
     const replay = this.#replayLimits ? new ReplayBuffer(this.#replayLimits) : undefined;
     this.#replay = replay;
     session.on('record', (record: AsrRecord | DiarizationRecord) => {
-      this.#restartsWithoutRecord = 0;
+      // Progress: a record that finalises audio (with a replay buffer, audio it did not
+      // finalise before). Provisional records of the replayed audio, heard by session after
+      // session that fails before finalising it, are not.
+      const committedBefore = replay?.committed;
       const continued = record.is_final && this.#lastSession !== session;
       const last = record.is_final && !continued;
       if (this.kind === 'stt') {
@@ -627,6 +644,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
         else if (asr.is_speech_final && asr.words.length > 0)
           replay?.commit(maxOf(asr.words, (w) => w.end_time));
         if (continued) asr = continuedAsr(asr);
+        this.#progressed(record, replay, committedBefore);
         this.#heard(session, asr.is_speech_final);
         this.#pushFrom(session, this.#withLost(this.#newWords(shiftAsr(asr, offset, fillers)), last));
       } else {
@@ -637,6 +655,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
             replay?.commit(maxOf(diarization.final_segments, segmentEnd));
         }
         if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
+        this.#progressed(record, replay, committedBefore);
         // Nobody speaking: a place to cut.
         this.#heard(session, diarization.active_segments.length === 0);
         this.#pushFrom(
@@ -657,6 +676,15 @@ class LiveStream<K extends LiveKind> extends Duplex {
       this.emit('session', change);
     }
     return session;
+  }
+
+  /** A record resets the restart bound when it finalised something (see the record handler). */
+  #progressed(
+    record: AsrRecord | DiarizationRecord,
+    replay: ReplayBuffer | undefined,
+    committedBefore: number | undefined,
+  ): void {
+    if (!replay || record.is_final || replay.committed > committedBefore!) this.#restartsWithoutRecord = 0;
   }
 
   get #replayLimits(): ReplayLimits | undefined {

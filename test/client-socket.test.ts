@@ -224,3 +224,40 @@ test('the API key never appears in Socket.IO errors', async () => {
   assert.ok(unreachable instanceof TransportError && unreachable.code === 'ERR_CONNECT', String(unreachable));
   assert.ok(!shown(unreachable).includes(key));
 });
+
+test('an operation started in the turn that close() disconnects in fails at once with ERR_CLIENT_CLOSED', async () => {
+  const events = resolveSocketEvents();
+  const transport = new SocketTransport(
+    resolveConfig({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} }),
+    events,
+  );
+  await transport.connect('voices.socket');
+  const ctl = new AbortController(); // ends the wait if the test fails
+  try {
+    // The operation waits one turn for the (already connected) socket; close() comes first.
+    const withAck = transport.emitWithAck(
+      'voices.socket',
+      events.listVoices,
+      {},
+      {
+        timeoutMs: 600_000,
+        signal: ctl.signal,
+      },
+    );
+    const withoutAck = transport.emit('stt.socket', events.audioStream, Buffer.alloc(64));
+    const outcomes = [withAck, withoutAck].map((p) =>
+      p.then(
+        () => 'sent',
+        (err: unknown) => err,
+      ),
+    );
+    transport.close();
+    await nextTurn();
+    for (const outcome of outcomes) {
+      const settled = await Promise.race([outcome, 'still waiting']);
+      assert.ok(settled instanceof TransportError && settled.code === 'ERR_CLIENT_CLOSED', String(settled));
+    }
+  } finally {
+    ctl.abort(new Error('test over'));
+  }
+});

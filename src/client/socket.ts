@@ -261,7 +261,7 @@ export class SocketTransport {
     const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
     // The wait covers the connect (itself bounded by the connect timeout) and the ack.
     const started = this.#socket?.connected ? undefined : performance.now();
-    const socket = await this.connect(operation, options.signal);
+    const socket = this.#usable(await this.connect(operation, options.signal), operation);
     options.signal?.throwIfAborted();
     const remainingMs =
       started === undefined ? timeoutMs : Math.max(0, timeoutMs - (performance.now() - started));
@@ -321,8 +321,26 @@ export class SocketTransport {
 
   /** Emit without an acknowledgement (connects first). */
   async emit(operation: OperationName, event: string, payload: unknown, signal?: AbortSignal): Promise<void> {
-    const socket = await this.connect(operation, signal);
+    const socket = this.#usable(await this.connect(operation, signal), operation);
     socket.emit(event, payload);
+  }
+
+  /**
+   * The socket `connect` gave, if it is still connected. It can be gone by the time its waiter
+   * runs: close() (called in the same turn as the operation) disconnects it synchronously. An
+   * event emitted then would sit in socket.io's send buffer of a socket that never reconnects,
+   * and its acknowledgement would be awaited to the timeout (the 5 min upload wait for a fast
+   * transcription) as a disconnect that already happened is never signalled again.
+   */
+  #usable(socket: Socket, operation: OperationName): Socket {
+    if (socket.connected) return socket;
+    if (this.#closed)
+      throw new TransportError('ERR_CLIENT_CLOSED', `${operation}: the client was closed`, { operation });
+    // Nothing was sent: not ambiguous.
+    throw new TransportError('ERR_SOCKET_DISCONNECTED', `${operation}: Socket.IO connection lost`, {
+      operation,
+      ambiguous: false,
+    });
   }
 
   /** Turn a negative ack into a typed error. */

@@ -16,6 +16,7 @@ import {
   IncompleteStreamError,
   randomUuid,
   type SpeechClient,
+  SpeechServiceError,
   sttStream,
   TransportError,
   toFrames,
@@ -83,6 +84,48 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
     assert.ok(err instanceof TransportError, String(err));
     assert.equal(err.code, 'ERR_TIMEOUT', String(err));
   }
+});
+
+test('a fast upload over Socket.IO refused by an `error` event, not an acknowledgement, fails with that error at once', {
+  timeout: 10_000,
+}, async (t) => {
+  const http = createServer();
+  const io = new Server(http, { transports: ['websocket'] });
+  let uploads = 0;
+  io.on('connection', (socket) => {
+    socket.on('audio_file', (payload: { id: string }) => {
+      uploads++;
+      socket.emit('error', {
+        id: payload.id,
+        code: 'VALIDATION_FILE_CORRUPT',
+        detail: 'not audio',
+        retryable: false,
+        timestamp: new Date().toISOString(),
+      });
+    });
+  });
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
+  t.after(async () => {
+    io.disconnectSockets(true);
+    await io.close();
+  });
+  const c = createClient({
+    apiUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    apiKey: 'k',
+    env: {},
+    timeouts: { uploadHeadersMs: 600_000 },
+  });
+  t.after(() => c.close());
+  const ctl = new AbortController(); // ends the upload's wait if this test fails
+  t.after(() => ctl.abort());
+  const records = c.fast.transcribe(Buffer.alloc(3200), { transport: 'socketio', signal: ctl.signal });
+  await assert.rejects(records.next(), (err: unknown) => {
+    assert.ok(err instanceof SpeechServiceError, String(err));
+    assert.equal(err.code, 'VALIDATION_FILE_CORRUPT');
+    return true;
+  });
+  assert.equal(uploads, 1, 'a refusal is not retried');
 });
 
 for (const transport of ['socketio', 'http'] as const) {

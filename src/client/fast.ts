@@ -238,6 +238,11 @@ export class FastApi {
     let failure: unknown;
     let wake: (() => void) | undefined;
     let received = 0;
+    // Ends the acknowledgement wait when the upload fails before it (an `error` event naming
+    // it, a disconnect), so that failure is the answer: the service does not acknowledge an
+    // upload it refused with an event, and the wait would run to its 5 min timeout, then be
+    // retried as an ambiguous timeout with the refusal lost.
+    const starting = new AbortController();
     const unroute = socket.route(id, {
       operation: 'fast.socket',
       onResult: (event, payload) => {
@@ -251,6 +256,7 @@ export class FastApi {
       },
       onError: (err) => {
         failure ??= err;
+        starting.abort(failure);
         wake?.();
       },
       onDisconnect: (err) => {
@@ -263,6 +269,7 @@ export class FastApi {
                 cause: err,
               })
             : err;
+        starting.abort(failure);
         wake?.();
       },
     });
@@ -275,10 +282,15 @@ export class FastApi {
       };
       // The service acknowledges `audio_file` once it has received and validated the whole
       // upload (up to 64 MiB), as it answers an HTTP upload: the upload's wait, not a frame's.
-      const ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
-        timeoutMs: this.#deps.http.timeouts.uploadHeadersMs,
-        signal: options.signal,
-      });
+      let ack: Awaited<ReturnType<SocketTransport['emitWithAck']>>;
+      try {
+        ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
+          timeoutMs: this.#deps.http.timeouts.uploadHeadersMs,
+          signal: anySignal(options.signal, starting.signal),
+        });
+      } catch (err) {
+        throw failure ?? err;
+      }
       const rejected = socket.ackError(ack, 'fast.socket');
       if (rejected) throw rejected;
       accepted();

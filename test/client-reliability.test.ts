@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
-import { Server } from 'socket.io';
+import { Server, type Socket } from 'socket.io';
 import {
   createClient,
   IncompleteStreamError,
@@ -86,36 +86,39 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
   }
 });
 
-test('a fast upload over Socket.IO refused by an `error` event, not an acknowledgement, fails with that error at once', {
-  timeout: 10_000,
-}, async (t) => {
+/** A Socket.IO server whose connections `serve` answers. */
+async function socketServer(t: { after(fn: () => unknown): void }, serve: (socket: Socket) => void) {
   const http = createServer();
   const io = new Server(http, { transports: ['websocket'] });
-  let uploads = 0;
-  io.on('connection', (socket) => {
-    socket.on('audio_file', (payload: { id: string }) => {
-      uploads++;
-      socket.emit('error', {
-        id: payload.id,
-        code: 'VALIDATION_FILE_CORRUPT',
-        detail: 'not audio',
-        retryable: false,
-        timestamp: new Date().toISOString(),
-      });
-    });
-  });
+  io.on('connection', serve);
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');
   t.after(async () => {
     io.disconnectSockets(true);
     await io.close();
   });
-  const c = createClient({
-    apiUrl: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
-    apiKey: 'k',
-    env: {},
-    timeouts: { uploadHeadersMs: 600_000 },
+  return `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+}
+
+const errorBody = (code: string, id?: string) => ({
+  ...(id === undefined ? {} : { id }),
+  code,
+  detail: 'refused',
+  retryable: false,
+  timestamp: new Date().toISOString(),
+});
+
+test('a fast upload over Socket.IO refused by an `error` event, not an acknowledgement, fails with that error at once', {
+  timeout: 10_000,
+}, async (t) => {
+  let uploads = 0;
+  const url = await socketServer(t, (socket) => {
+    socket.on('audio_file', (payload: { id: string }) => {
+      uploads++;
+      socket.emit('error', errorBody('VALIDATION_FILE_CORRUPT', payload.id));
+    });
   });
+  const c = createClient({ apiUrl: url, apiKey: 'k', env: {}, timeouts: { uploadHeadersMs: 600_000 } });
   t.after(() => c.close());
   const ctl = new AbortController(); // ends the upload's wait if this test fails
   t.after(() => ctl.abort());
@@ -126,6 +129,24 @@ test('a fast upload over Socket.IO refused by an `error` event, not an acknowled
     return true;
   });
   assert.equal(uploads, 1, 'a refusal is not retried');
+});
+
+test('an acknowledgement awaited when a connection-level `error` event (no id) comes fails with that error', {
+  timeout: 10_000,
+}, async (t) => {
+  const url = await socketServer(t, (socket) => {
+    socket.on('list_voices', () => socket.emit('error', errorBody('AUTH_FORBIDDEN')));
+  });
+  const c = createClient({ apiUrl: url, apiKey: 'k', env: {} });
+  t.after(() => c.close());
+  const ctl = new AbortController(); // ends the wait if this test fails
+  t.after(() => ctl.abort());
+  await assert.rejects(c.tts.listVoices({ signal: ctl.signal, timeoutMs: 600_000 }), (err: unknown) => {
+    assert.ok(err instanceof SpeechServiceError, String(err));
+    assert.equal(err.code, 'AUTH_FORBIDDEN');
+    assert.equal(err.status, 403);
+    return true;
+  });
 });
 
 for (const transport of ['socketio', 'http'] as const) {

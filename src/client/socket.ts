@@ -281,6 +281,7 @@ export class SocketTransport {
         clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
         socket.off('disconnect', onDisconnect);
+        socket.off(this.events.error, onConnectionError);
         if (typeof ackId === 'number' && registry.acks?.[ackId] === callback) delete registry.acks[ackId];
         fn();
       };
@@ -298,8 +299,17 @@ export class SocketTransport {
                 ),
           ),
         );
+      // An `error` event naming no id fails every operation of the connection (see #attach):
+      // this one too, which the service will not acknowledge then (a key refused the voice
+      // listing waited for the timeout, and its 403 became an ambiguous ERR_TIMEOUT). One naming
+      // an id is for the operation of that id, whose route ends its own waits.
+      const onConnectionError = (payload: unknown) => {
+        if (typeof (payload as { id?: unknown } | null)?.id === 'string') return;
+        finish(() => reject(errorFromSocketPayload(payload, operation, this.#secrets)));
+      };
       options.signal?.addEventListener('abort', onAbort, { once: true });
       socket.once('disconnect', onDisconnect);
+      socket.on(this.events.error, onConnectionError);
       // Our own timer, not socket.timeout(): socket.io's timer can only be cleared by the ack or
       // a disconnect, so an aborted operation would keep the process alive until then.
       const timer = setTimeout(

@@ -469,3 +469,23 @@ test("a send's signal ends its wait for the previous answer, read slowly for a f
     slow.remove();
   }
 });
+
+test('Socket.IO: a second live session with the id of one in progress fails at once, typed; the first completes', async () => {
+  const streamId = crypto.randomUUID();
+  const first = client.live.stt({ transport: 'socketio', language: 'en', streamId });
+  const records: AsrRecord[] = [];
+  first.on('record', (r: AsrRecord) => records.push(r));
+  await first.send(pcm.subarray(0, 6400));
+  const second = client.live.stt({ transport: 'socketio', language: 'en', streamId });
+  second.done.catch(() => {});
+  await assert.rejects(second.send(pcm.subarray(0, 6400)), (err: Error) => {
+    assert.equal((err as { code?: string }).code, 'ERR_INVALID_ARGUMENT', String(err));
+    assert.match(err.message, /in use by another operation/);
+    return true;
+  });
+  await sendAll(first, pcm.subarray(6400));
+  const final = await first.done;
+  assert.equal(final.is_final, true);
+  assert.ok(records.every((r) => r.id === streamId));
+  assert.equal(running(client), 0);
+});

@@ -6,6 +6,7 @@ import type { Socket } from 'socket.io-client';
 import type { ServiceConfig } from '../protocol/config.ts';
 import {
   errorFromErrorBody,
+  InvalidArgumentError,
   redactSecrets,
   type SpeechServiceError,
   TransportError,
@@ -242,6 +243,12 @@ export class SocketTransport {
   /** Receive results and errors for `id`; returns the unsubscribe function. */
   route(id: string, route: Route): () => void {
     const key = routeKey(id);
+    // The service tells operations apart by id alone: a second one with the same id would take
+    // the first's results, and the first would wait for its final record until its timeout.
+    if (this.#routes.has(key))
+      throw new InvalidArgumentError(
+        `${route.operation}: id ${id} is in use by another operation on this connection (give each its own)`,
+      );
     this.#routes.set(key, route);
     return () => {
       if (this.#routes.get(key) === route) this.#routes.delete(key);

@@ -364,6 +364,15 @@ test('wait() deadline runs on a monotonic clock: a wall clock set forward does n
   assert.equal(job.status, 'done');
 });
 
+test("wait() with a deadline beyond a timer's range waits for the job (it neither ends at once nor throws)", async () => {
+  // 3e9 ms overflows a 32-bit timer (it would fire after 1 ms); 5e9 ms is out of a timer's range.
+  for (const timeoutMs of [3e9, 5e9]) {
+    const ack = await client.batch.submit(wav);
+    const job = await client.batch.wait(ack.jobId, { timeoutMs, initialIntervalMs: 10 });
+    assert.equal(job.status, 'done');
+  }
+});
+
 test('wait() deadline bounds a lookup in flight', { timeout: 10_000 }, async () => {
   const slow = await startService({ jobTiming: { queuedMs: 60_000, processingMs: 60_000 } });
   const ack = await slow.client.batch.submit(wav);

@@ -171,6 +171,9 @@ export interface BatchDeps {
   closed?: AbortSignal;
 }
 
+/** The longest delay a Node timer keeps (a longer one fires after 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 function flag(value: boolean | undefined): string | undefined {
   return value === undefined ? undefined : value ? 'true' : 'false';
 }
@@ -347,12 +350,15 @@ export class BatchApi {
     let interval = options.initialIntervalMs ?? 1_000;
     let last: JobStatus | undefined;
     while (true) {
-      // The deadline bounds a poll in flight too (with its retries), not only the pauses.
+      // The deadline bounds a poll in flight too (with its retries), not only the pauses. A
+      // deadline beyond a timer's range (about 24.8 days) is not armed for this poll: a timer
+      // given more fires at once, and one over 2^32 - 1 ms throws; a poll ends long before it,
+      // and the next is checked again.
       let deadline: AbortSignal | undefined;
       if (options.timeoutMs !== undefined) {
         const left = started + options.timeoutMs - performance.now();
         if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
-        deadline = AbortSignal.timeout(Math.ceil(left));
+        if (left <= MAX_TIMER_MS) deadline = AbortSignal.timeout(Math.ceil(left));
       }
       let job: JobV2;
       try {

@@ -371,6 +371,14 @@ test("wait() with a deadline beyond a timer's range waits for the job (it neithe
     const job = await client.batch.wait(ack.jobId, { timeoutMs, initialIntervalMs: 10 });
     assert.equal(job.status, 'done');
   }
+  const ack = await client.batch.submit(wav);
+  assert.equal(
+    (await client.batch.wait(ack.jobId, { timeoutMs: Infinity, initialIntervalMs: 10 })).status,
+    'done',
+  );
+  const before = emulator.stats().requests['batch.get'];
+  await assert.rejects(client.batch.wait(ack.jobId, { timeoutMs: Number.NaN }), RangeError);
+  assert.equal(emulator.stats().requests['batch.get'], before, 'no poll');
 });
 
 test('wait() deadline bounds a lookup in flight', { timeout: 10_000 }, async () => {

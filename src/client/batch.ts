@@ -344,6 +344,10 @@ export class BatchApi {
    * exponential backoff and jitter. Returns the terminal job (result fields only when done).
    */
   async wait(jobId: string, options: WaitOptions = {}): Promise<JobV2> {
+    const { timeoutMs } = options;
+    // NaN would arm no deadline and pause for NaN (1 ms) between polls: checked, not assumed.
+    if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0))
+      throw new RangeError(`batch.wait: timeoutMs must be a number >= 0, got ${String(timeoutMs)}`);
     const started = performance.now(); // monotonic: a clock step must not end or stretch the wait
     const factor = options.factor ?? 1.5;
     const maxInterval = options.maxIntervalMs ?? 15_000;

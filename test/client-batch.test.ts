@@ -377,7 +377,9 @@ test("wait() with a deadline beyond a timer's range waits for the job (it neithe
     'done',
   );
   const before = emulator.stats().requests['batch.get'];
-  await assert.rejects(client.batch.wait(ack.jobId, { timeoutMs: Number.NaN }), RangeError);
+  await assert.rejects(client.batch.wait(ack.jobId, { timeoutMs: Number.NaN }), {
+    code: 'ERR_INVALID_ARGUMENT',
+  });
   assert.equal(emulator.stats().requests['batch.get'], before, 'no poll');
 });
 

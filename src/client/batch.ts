@@ -3,6 +3,7 @@
 // submit + wait reading with save_result so a lost response can be read again.
 
 import {
+  InvalidArgumentError,
   localServiceError,
   ProtocolError,
   SpeechpipeError,
@@ -347,7 +348,7 @@ export class BatchApi {
     const { timeoutMs } = options;
     // NaN would arm no deadline and pause for NaN (1 ms) between polls: checked, not assumed.
     if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0))
-      throw new RangeError(`batch.wait: timeoutMs must be a number >= 0, got ${String(timeoutMs)}`);
+      throw new InvalidArgumentError(`batch.wait: timeoutMs must be a number >= 0, got ${String(timeoutMs)}`);
     const started = performance.now(); // monotonic: a clock step must not end or stretch the wait
     const factor = options.factor ?? 1.5;
     const maxInterval = options.maxIntervalMs ?? 15_000;

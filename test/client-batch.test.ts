@@ -487,3 +487,26 @@ test('a 200 submit answer that is not an acknowledgement is ambiguous and follow
     fault.remove();
   }
 });
+
+test('transcribe() gives the job id as soon as the job exists: a wait that fails then leaves a job the caller can still find', {
+  timeout: 10_000,
+}, async () => {
+  const ctl = new AbortController();
+  let jobId: string | undefined;
+  const failed = await client.batch
+    .transcribe(wav, {
+      signal: ctl.signal,
+      initialIntervalMs: 60_000,
+      onSubmitted: (id) => {
+        jobId = id;
+        ctl.abort(new Error('stopped while waiting'));
+      },
+    })
+    .catch((e: unknown) => e);
+  assert.match(String(failed), /stopped while waiting/);
+  assert.ok(jobId, 'the job id was given');
+  // The job ran on at the service; its result is found with the id.
+  const job = await client.batch.wait(jobId, { initialIntervalMs: 10 });
+  assert.equal(job.status, 'done');
+  assert.ok(job.status === 'done' && job.final_result.length > 0);
+});

@@ -391,12 +391,20 @@ export class BatchApi {
     }
   }
 
-  /** Submit and wait. The terminal job is returned; check `status` (`done` carries the result). */
+  /**
+   * Submit and wait. The terminal job is returned; check `status` (`done` carries the result).
+   * `onSubmitted` gets the job id as soon as the job exists: a wait that then fails (an abort,
+   * the connection lost past its retries) leaves the job running at the service, its result
+   * kept, and this is how to find it again (`wait(jobId)`). Timeouts and lost results carry it
+   * too (`BatchWaitTimeoutError.jobId`, `BatchResultLostError.jobId`).
+   */
   async transcribe(
     input: UploadInput,
-    options: BatchSubmitOptions & Omit<WaitOptions, 'signal'> = {},
+    options: BatchSubmitOptions &
+      Omit<WaitOptions, 'signal'> & { onSubmitted?: (jobId: string) => void } = {},
   ): Promise<JobV2 & { jobId: string }> {
     const ack = await this.submit(input, options);
+    options.onSubmitted?.(ack.jobId);
     const job = await this.wait(ack.jobId, { ...options, saveResult: options.saveResult ?? true });
     return Object.assign(job, { jobId: ack.jobId });
   }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { walkAudioFiles } from '../src/sources/files.ts';
+import { fromFile, walkAudioFiles } from '../src/sources/files.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-walk-'));
 after(() => rm(root, { recursive: true, force: true }));
@@ -51,4 +51,24 @@ test('a directory of 16,000 subdirectories is walked, not a RangeError (spread a
     script,
   ]);
   assert.deepEqual(JSON.parse(stdout), [join('15999', 'last.wav')]);
+});
+
+test('fromFile: abort fails the stream with the signal’s own reason, not an AbortError wrapping it', async () => {
+  const path = join(root, 'abort.wav');
+  await writeFile(path, Buffer.alloc(64 * 1024));
+  const reason = new Error('stopped by the caller');
+  const aborted = new AbortController();
+  aborted.abort(reason);
+  await assert.rejects(fromFile(path, { signal: aborted.signal }).toArray(), (err) => err === reason);
+
+  const later = new AbortController();
+  const stream = fromFile(path, { signal: later.signal, highWaterMark: 1024 });
+  const failed = assert.rejects(
+    (async () => {
+      for await (const _ of stream) later.abort(reason);
+    })(),
+    (err) => err === reason,
+  );
+  await failed;
+  assert.ok(stream.destroyed);
 });

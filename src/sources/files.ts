@@ -6,6 +6,7 @@ import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, extname, join, relative, resolve, sep } from 'node:path';
 import picomatch from 'picomatch';
 import { InvalidArgumentError } from '../protocol/errors.ts';
+import { destroyOnAbort } from '../transforms/abort.ts';
 
 /**
  * Extensions of audio and video containers taken by `walkAudioFiles` (lower case, no dot).
@@ -302,13 +303,15 @@ async function* walk(inputs: readonly string[], options: WalkOptions): AsyncGene
   }
 }
 
-/** A Readable of a file, with a read size suited to decoding. */
+/**
+ * A Readable of a file, with a read size suited to decoding. Abort destroys it with the
+ * signal's own reason, as `decode()` (not Node's `AbortError` wrapping it).
+ */
 export function fromFile(
   path: string,
   options: { highWaterMark?: number; signal?: AbortSignal } = {},
 ): ReadStream {
-  return createReadStream(path, {
-    highWaterMark: options.highWaterMark ?? 256 * 1024,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  const stream = createReadStream(path, { highWaterMark: options.highWaterMark ?? 256 * 1024 });
+  destroyOnAbort(stream, options.signal);
+  return stream;
 }

@@ -244,6 +244,47 @@ test('a cut file ffmpeg decodes without a word (MP3 with a LAME tag, ADPCM WAV, 
   }
 });
 
+test('a FLAC short of its STREAMINFO length (cut on a frame boundary, which ffmpeg decodes without a word) warns ERR_MEDIA_TRUNCATED, or fails', async () => {
+  // Written to a file: to a pipe ffmpeg cannot write the total samples (0, unknown, is not judged).
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  const path = join(dir, 'a.flac');
+  await ffmpeg(['-f', 'lavfi', '-i', 'sine=duration=3:sample_rate=44100', '-c:a', 'flac', '-y', path]);
+  const file = readFileSync(path);
+  rmSync(dir, { recursive: true, force: true });
+  assert.deepEqual(sniffAudio(file, false), {
+    kind: 'ffmpeg',
+    flac: { sampleRate: 44100, samples: 3 * 44100 },
+  });
+  const whole = decode();
+  const wholeWarnings: MediaError[] = [];
+  whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
+  await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+  assert.deepEqual(wholeWarnings, []);
+  // Every frame whole, the last ones missing: the header declaring 5 s of these 3 s is the same
+  // input as a 5 s file cut on a frame boundary.
+  const cut = Buffer.from(file);
+  cut[21] = (cut[21]! & 0xf0) | 0;
+  cut.writeUInt32BE(5 * 44100, 22);
+  const d = decode();
+  const warnings: MediaError[] = [];
+  d.on('warning', (w: MediaError) => warnings.push(w));
+  await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+  assert.deepEqual(
+    warnings.map((w) => w.code),
+    ['ERR_MEDIA_TRUNCATED'],
+    warnings.map((w) => w.message).join(),
+  );
+  await assert.rejects(
+    run(cut, { decodeErrors: 'fail' }),
+    (err: MediaError) =>
+      err.code === 'ERR_MEDIA_TRUNCATED' && /FLAC decoded to 3000 ms, 5000 ms/.test(err.message),
+  );
+  // A stream's FLAC (total samples 0) is not judged.
+  const piped = await sineFile({ seconds: 1, rate: 16000, codec: 'flac', format: 'flac' });
+  assert.deepEqual(sniffAudio(piped, false), { kind: 'ffmpeg' });
+  assert.equal((await run(piped, { decodeErrors: 'fail' })).pcm.length, 32000);
+});
+
 test('property: OggPageWalker says whether any split of an Ogg file ends inside a page', async () => {
   const ogg = await sineFile({ seconds: 0.5, rate: 44100, codec: 'libvorbis', format: 'ogg' });
   const boundaries = new Set([...oggPageOffsets(ogg), ogg.length]);

@@ -34,6 +34,11 @@ export type SniffResult =
        * an input ending before is known cut (ffmpeg decodes what there is without a word).
        */
       wavEnd?: number;
+      /**
+       * A FLAC's length by its STREAMINFO block: ffmpeg decodes a FLAC cut on a frame boundary
+       * without a word, so output short of this is known cut.
+       */
+      flac?: { sampleRate: number; samples: number };
     };
 
 const startsWith = (b: Buffer, text: string, at = 0) =>
@@ -47,6 +52,7 @@ export function sniffAudio(head: Buffer, ended: boolean): SniffResult {
   if (startsWith(head, 'OggS')) return sniffOgg(head, more);
   if (head.length >= 4 && head.readUInt32BE(0) === 0x1a45dfa3) return sniffWebm(head, more);
   if (startsWith(head, 'ftyp', 4)) return sniffMp4(head, more);
+  if (startsWith(head, 'fLaC')) return sniffFlac(head, more);
   if (startsWith(head, 'ID3') || isMp3Frame(head, 0)) return sniffMp3(head, more);
   return { kind: 'ffmpeg' };
 }
@@ -155,6 +161,19 @@ function sniffMp4(head: Buffer, more: boolean): SniffResult {
     at += size;
   }
   return more ? { kind: 'more' } : { kind: 'ffmpeg', needsFile: true };
+}
+
+/** A native FLAC stream: its STREAMINFO (the first metadata block, 34 bytes) says its length. */
+function sniffFlac(head: Buffer, more: boolean): SniffResult {
+  if (head.length < 8 + 34) return more ? { kind: 'more' } : { kind: 'ffmpeg' };
+  if ((head[4]! & 0x7f) !== 0 || head.readUIntBE(5, 3) !== 34) return { kind: 'ffmpeg' };
+  // From byte 18: 20 bits of rate, 3 of channels, 5 of bits per sample, 36 of total samples.
+  const sampleRate = (head[18]! << 12) | (head[19]! << 4) | (head[20]! >> 4);
+  const samples = (head[21]! & 0x0f) * 2 ** 32 + head.readUInt32BE(22);
+  // 0 samples: the encoder did not know the length (a stream); ffmpeg judges it alone.
+  return sampleRate > 0 && samples > 0
+    ? { kind: 'ffmpeg', flac: { sampleRate, samples } }
+    : { kind: 'ffmpeg' };
 }
 
 const MP3_RATES = [

@@ -74,8 +74,8 @@ export interface DecodeOptions {
    * with a `MediaError` `ERR_MEDIA_FORMAT` carrying ffmpeg's words (concatenated MP3s and stray
    * tags make ffmpeg complain about files it decodes whole); `'fail'`: the stream fails with it.
    * The same for a file that looks cut where ffmpeg says nothing (`ERR_MEDIA_TRUNCATED`: a WAV
-   * ending before its data chunk's end, an MP3 short of its LAME tag's length, an Ogg stream
-   * ending inside a page).
+   * ending before its data chunk's end, an MP3 short of its LAME tag's length, a FLAC short of
+   * its STREAMINFO's, an Ogg stream ending inside a page).
    */
   decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
@@ -231,11 +231,11 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   let inner: Duplex | undefined;
   /**
    * ffmpeg path: the input length a WAV header declares, and the output length an MP3's LAME
-   * tag gives (with a frame of slack). ffmpeg decodes a cut file without a word; falling short
+   * tag (with a frame of slack) or a FLAC's STREAMINFO gives. ffmpeg decodes a cut file without a word; falling short
    * of these is a warning, or the error with `decodeErrors: 'fail'`.
    */
   let declaredInput: number | undefined;
-  let declaredOutput: { bytes: number; slack: number; what: string } | undefined;
+  let declaredOutput: { bytes: number; slack: number; what: string; format: string } | undefined;
   let inputBytes = 0;
   /** ffmpeg path, Ogg input: whether it ends inside a page (cut). */
   let oggPages: OggPageWalker | undefined;
@@ -262,15 +262,20 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     else if (sniffed?.kind === 'wav' && sniffed.info.dataBytes !== undefined) {
       declaredInput = sniffed.info.dataOffset + sniffed.info.dataBytes;
     }
-    if (mp3) {
+    const flac = sniffed?.kind === 'ffmpeg' ? sniffed.flac : undefined;
+    const declared = (format: string, length: { sampleRate: number; samples: number }, by: string) => {
       const frameBytes = (n: number) =>
-        Math.round((n * target.sampleRate) / mp3.sampleRate) * target.channels * 2;
+        Math.round((n * target.sampleRate) / length.sampleRate) * target.channels * 2;
       declaredOutput = {
-        bytes: frameBytes(mp3.samples),
-        slack: frameBytes(1152),
-        what: `${((mp3.samples / mp3.sampleRate) * 1000).toFixed(0)} ms by its LAME tag`,
+        bytes: frameBytes(length.samples),
+        // MP3: a frame, as ffmpeg may drop a last partial one; FLAC: 10 ms of resampler rounding.
+        slack: frameBytes(format === 'MP3' ? 1152 : Math.ceil(length.sampleRate / 100)),
+        what: `${((length.samples / length.sampleRate) * 1000).toFixed(0)} ms by its ${by}`,
+        format,
       };
-    }
+    };
+    if (mp3) declared('MP3', mp3, 'LAME tag');
+    else if (flac) declared('FLAC', flac, 'STREAMINFO');
     return ffmpegPcm({
       ...target,
       inputArgs: raw ? ['-f', raw.encoding, '-ar', String(raw.sampleRate), '-ac', String(raw.channels)] : [],
@@ -362,7 +367,9 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
       const want = declaredOutput;
       if (want && outputBytes + want.slack < want.bytes) {
         const got = (outputBytes / (target.sampleRate * target.channels * 2)) * 1000;
-        const err = suspectCut(`the MP3 decoded to ${got.toFixed(0)} ms, ${want.what} (a cut file)`);
+        const err = suspectCut(
+          `the ${want.format} decoded to ${got.toFixed(0)} ms, ${want.what} (a cut file)`,
+        );
         if (err) return outer.destroy(err);
       }
       outer.push(null);

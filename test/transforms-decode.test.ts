@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { FfmpegError, FfmpegNotFoundError } from '../src/audio/ffmpeg.ts';
 import { MediaError } from '../src/audio/media-error.ts';
 import { OggOpusDemuxer, OggPageWalker, oggCrc } from '../src/audio/ogg-opus.ts';
-import { sniffAudio } from '../src/audio/sniff.ts';
+import { Mp4BoxWalker, sniffAudio } from '../src/audio/sniff.ts';
 import { WebmOpusDemuxer } from '../src/audio/webm-opus.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { type DecodeFormatEvent, type DecodeOptions, decode } from '../src/transforms/decode.ts';
@@ -283,6 +283,76 @@ test('a FLAC short of its STREAMINFO length (cut on a frame boundary, which ffmp
   const piped = await sineFile({ seconds: 1, rate: 16000, codec: 'flac', format: 'flac' });
   assert.deepEqual(sniffAudio(piped, false), { kind: 'ffmpeg' });
   assert.equal((await run(piped, { decodeErrors: 'fail' })).pcm.length, 32000);
+});
+
+test('an MP4 with its index first, cut in its media data (which ffmpeg decodes without a word), warns ERR_MEDIA_TRUNCATED, or fails', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'speechpipe-test-'));
+  const path = join(dir, 'a.m4a');
+  await ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    'sine=duration=3',
+    '-c:a',
+    'aac',
+    '-movflags',
+    '+faststart',
+    '-y',
+    path,
+  ]);
+  const file = readFileSync(path);
+  rmSync(dir, { recursive: true, force: true });
+  const whole = decode();
+  const wholeWarnings: MediaError[] = [];
+  whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
+  await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+  assert.deepEqual(wholeWarnings, []);
+  // (ffmpeg may also complain of the last frame, cut inside; cut between frames it says nothing.)
+  const cut = file.subarray(0, Math.floor(file.length * 0.6));
+  const d = decode();
+  const warnings: MediaError[] = [];
+  d.on('warning', (w: MediaError) => warnings.push(w));
+  await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+  assert.equal(warnings[0]?.code, 'ERR_MEDIA_TRUNCATED', warnings.map((w) => w.message).join());
+  await assert.rejects(
+    run(cut, { decodeErrors: 'fail' }),
+    (err: MediaError) =>
+      err.code === 'ERR_MEDIA_TRUNCATED' && /MP4 input ends inside a box/.test(err.message),
+  );
+});
+
+test('property: Mp4BoxWalker says whether any split of boxes (32- and 64-bit sizes) ends inside one', () => {
+  const box = (type: string, body: number, large = false) => {
+    const head = Buffer.alloc(large ? 16 : 8);
+    head.writeUInt32BE(large ? 1 : 8 + body, 0);
+    head.write(type, 4, 'latin1');
+    if (large) head.writeBigUInt64BE(BigInt(16 + body), 8);
+    return Buffer.concat([head, Buffer.alloc(body, 7)]);
+  };
+  const boxes = [box('ftyp', 12), box('moov', 300), box('mdat', 5000, true), box('free', 0)];
+  const file = Buffer.concat(boxes);
+  const ends = new Set<number>([0]);
+  let end = 0;
+  for (const b of boxes) {
+    end += b.length;
+    ends.add(end);
+  }
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 0, max: file.length }),
+      fc.integer({ min: 1, max: 400 }),
+      (length, chunk) => {
+        const walker = new Mp4BoxWalker();
+        for (const part of chunksOf(file.subarray(0, length), chunk)) walker.push(part);
+        assert.equal(walker.insideBox, !ends.has(length), `length ${length}`);
+      },
+    ),
+  );
+  // A box running to the end of the input (size 0) is not judged.
+  const open = Buffer.concat([box('ftyp', 12), Buffer.from([0, 0, 0, 0, 0x6d, 0x64, 0x61, 0x74, 1, 2])]);
+  const walker = new Mp4BoxWalker();
+  walker.push(open);
+  assert.equal(walker.insideBox, false);
 });
 
 test('property: OggPageWalker says whether any split of an Ogg file ends inside a page', async () => {

@@ -15,7 +15,7 @@ import {
   type ResamplerDesign,
   resamplerChain,
 } from '../audio/resampler.ts';
-import { HeadSniffer, type SniffResult } from '../audio/sniff.ts';
+import { HeadSniffer, Mp4BoxWalker, type SniffResult } from '../audio/sniff.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
@@ -75,7 +75,7 @@ export interface DecodeOptions {
    * tags make ffmpeg complain about files it decodes whole); `'fail'`: the stream fails with it.
    * The same for a file that looks cut where ffmpeg says nothing (`ERR_MEDIA_TRUNCATED`: a WAV
    * ending before its data chunk's end, an MP3 short of its LAME tag's length, a FLAC short of
-   * its STREAMINFO's, an Ogg stream ending inside a page).
+   * its STREAMINFO's, an Ogg stream ending inside a page, an MP4 ending inside a box).
    */
   decodeErrors?: 'fail' | 'warn';
   /** Worker pool for the in-process paths' resampling (see `resample()`); default inline. */
@@ -239,6 +239,8 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   let inputBytes = 0;
   /** ffmpeg path, Ogg input: whether it ends inside a page (cut). */
   let oggPages: OggPageWalker | undefined;
+  /** ffmpeg path, MP4 input: whether it ends inside a top-level box (cut). */
+  let mp4Boxes: Mp4BoxWalker | undefined;
   let outputBytes = 0;
   let rawToFfmpeg: ByteAligner | undefined;
   const sniffer = new HeadSniffer();
@@ -318,6 +320,7 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     if (mode === 'always' || sniffed.kind === 'ffmpeg') {
       const head = sniffer.take();
       if (head.toString('latin1', 0, 4) === 'OggS') oggPages = new OggPageWalker();
+      else if (head.toString('latin1', 4, 8) === 'ftyp') mp4Boxes = new Mp4BoxWalker();
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
       return head;
     } else if (sniffed.kind === 'wav') {
@@ -380,6 +383,7 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
 
   const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
     oggPages?.push(data);
+    mp4Boxes?.push(data);
     const whole = rawToFfmpeg ? rawToFfmpeg.push(data) : data;
     if (whole.length === 0 || inner!.write(whole)) callback();
     else inner!.once('drain', () => callback());
@@ -420,6 +424,13 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
         }
         if (oggPages?.insidePage) {
           const err = suspectCut('Ogg input ends inside a page (a cut file)');
+          if (err) {
+            callback(err);
+            return;
+          }
+        }
+        if (mp4Boxes?.insideBox) {
+          const err = suspectCut('MP4 input ends inside a box (a cut file)');
           if (err) {
             callback(err);
             return;

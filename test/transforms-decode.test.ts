@@ -23,6 +23,8 @@ interface Decoded {
   pcm: Buffer;
   format: DecodeFormatEvent | undefined;
   pids: number[];
+  /** The warnings it gave (a cut file: ERR_MEDIA_TRUNCATED). */
+  warnings: MediaError[];
 }
 
 async function run(input: Buffer, options: DecodeOptions = {}, chunk = 4096): Promise<Decoded> {
@@ -33,6 +35,8 @@ async function run(input: Buffer, options: DecodeOptions = {}, chunk = 4096): Pr
     format = f;
   });
   d.on('spawn', (pid: number) => pids.push(pid));
+  const warnings: MediaError[] = [];
+  d.on('warning', (w: MediaError) => warnings.push(w));
   const parts: Buffer[] = [];
   await pipeline(
     Readable.from(chunksOf(input, chunk)),
@@ -44,7 +48,7 @@ async function run(input: Buffer, options: DecodeOptions = {}, chunk = 4096): Pr
       },
     }),
   );
-  return { pcm: Buffer.concat(parts), format, pids };
+  return { pcm: Buffer.concat(parts), format, pids, warnings };
 }
 
 /** ffmpeg's own decode of the same bytes, from a file (so it can seek). */
@@ -221,16 +225,10 @@ test('a cut file ffmpeg decodes without a word (MP3 with a LAME tag, ADPCM WAV, 
   ];
   rmSync(dir, { recursive: true, force: true });
   for (const [name, file] of files) {
-    const whole = decode();
-    const wholeWarnings: MediaError[] = [];
-    whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
-    await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+    const { warnings: wholeWarnings } = await run(file, {}, 999);
     assert.deepEqual(wholeWarnings, [], `${name}: whole`);
     const cut = file.subarray(0, Math.floor(file.length * 0.6) + 7);
-    const d = decode();
-    const warnings: MediaError[] = [];
-    d.on('warning', (w: MediaError) => warnings.push(w));
-    await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+    const { warnings } = await run(cut, {}, 999);
     assert.deepEqual(
       warnings.map((w) => w.code),
       ['ERR_MEDIA_TRUNCATED'],
@@ -255,20 +253,14 @@ test('a FLAC short of its STREAMINFO length (cut on a frame boundary, which ffmp
     kind: 'ffmpeg',
     flac: { sampleRate: 44100, samples: 3 * 44100 },
   });
-  const whole = decode();
-  const wholeWarnings: MediaError[] = [];
-  whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
-  await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+  const { warnings: wholeWarnings } = await run(file, {}, 999);
   assert.deepEqual(wholeWarnings, []);
   // Every frame whole, the last ones missing: the header declaring 5 s of these 3 s is the same
   // input as a 5 s file cut on a frame boundary.
   const cut = Buffer.from(file);
   cut[21] = (cut[21]! & 0xf0) | 0;
   cut.writeUInt32BE(5 * 44100, 22);
-  const d = decode();
-  const warnings: MediaError[] = [];
-  d.on('warning', (w: MediaError) => warnings.push(w));
-  await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+  const { warnings } = await run(cut, {}, 999);
   assert.deepEqual(
     warnings.map((w) => w.code),
     ['ERR_MEDIA_TRUNCATED'],
@@ -302,17 +294,11 @@ test('an MP4 with its index first, cut in its media data (which ffmpeg decodes w
   ]);
   const file = readFileSync(path);
   rmSync(dir, { recursive: true, force: true });
-  const whole = decode();
-  const wholeWarnings: MediaError[] = [];
-  whole.on('warning', (w: MediaError) => wholeWarnings.push(w));
-  await pipeline(Readable.from(chunksOf(file, 999)), whole, new Writable({ write: (_c, _e, cb) => cb() }));
+  const { warnings: wholeWarnings } = await run(file, {}, 999);
   assert.deepEqual(wholeWarnings, []);
   // (ffmpeg may also complain of the last frame, cut inside; cut between frames it says nothing.)
   const cut = file.subarray(0, Math.floor(file.length * 0.6));
-  const d = decode();
-  const warnings: MediaError[] = [];
-  d.on('warning', (w: MediaError) => warnings.push(w));
-  await pipeline(Readable.from(chunksOf(cut, 999)), d, new Writable({ write: (_c, _e, cb) => cb() }));
+  const { warnings } = await run(cut, {}, 999);
   assert.equal(warnings[0]?.code, 'ERR_MEDIA_TRUNCATED', warnings.map((w) => w.message).join());
   await assert.rejects(
     run(cut, { decodeErrors: 'fail' }),
@@ -344,7 +330,7 @@ test('property: Mp4BoxWalker says whether any split of boxes (32- and 64-bit siz
       (length, chunk) => {
         const walker = new Mp4BoxWalker();
         for (const part of chunksOf(file.subarray(0, length), chunk)) walker.push(part);
-        assert.equal(walker.insideBox, !ends.has(length), `length ${length}`);
+        assert.equal(walker.inside, !ends.has(length), `length ${length}`);
       },
     ),
   );
@@ -352,7 +338,7 @@ test('property: Mp4BoxWalker says whether any split of boxes (32- and 64-bit siz
   const open = Buffer.concat([box('ftyp', 12), Buffer.from([0, 0, 0, 0, 0x6d, 0x64, 0x61, 0x74, 1, 2])]);
   const walker = new Mp4BoxWalker();
   walker.push(open);
-  assert.equal(walker.insideBox, false);
+  assert.equal(walker.inside, false);
 });
 
 test('property: OggPageWalker says whether any split of an Ogg file ends inside a page', async () => {
@@ -366,13 +352,13 @@ test('property: OggPageWalker says whether any split of an Ogg file ends inside 
         cuts.filter((c) => c < end),
       ))
         walker.push(chunk);
-      assert.equal(walker.insidePage, !boundaries.has(end), `cut at ${end}`);
+      assert.equal(walker.inside, !boundaries.has(end), `cut at ${end}`);
     }),
     { numRuns: 200 },
   );
   const junk = new OggPageWalker();
   junk.push(Buffer.from('not an Ogg page at all, but long enough'));
-  assert.equal(junk.insidePage, false, 'no verdict on what is not Ogg');
+  assert.equal(junk.inside, false, 'no verdict on what is not Ogg');
 });
 
 async function opusFile(

@@ -4,6 +4,7 @@
 // (prism-media's OggDemuxer stalls on continued packets and has no granule positions.)
 
 import { MediaError } from './media-error.ts';
+import { UnitWalker } from './unit-walker.ts';
 
 /** The identification header of an Opus stream (RFC 7845 section 5.1). */
 export interface OpusHead {
@@ -79,43 +80,23 @@ const FLAG_EOS = 4;
  * without keeping it: whether the input so far ends on a page boundary. ffmpeg decodes an Ogg
  * file cut inside a page without a word (and drops the pages before it too).
  */
-export class OggPageWalker {
-  /** Bytes of the current page's header gathered (up to 27 + its segment count). */
-  #head = Buffer.alloc(HEADER_BYTES + 255);
-  #headBytes = 0;
-  /** Body bytes of the current page still to come. */
-  #body = 0;
-  /** False once the bytes stop looking like Ogg pages (junk, another format): no verdict. */
-  #valid = true;
-
-  /** Follow `chunk`. */
-  push(chunk: Uint8Array): void {
-    let at = 0;
-    while (this.#valid && at < chunk.length) {
-      if (this.#body > 0) {
-        const n = Math.min(this.#body, chunk.length - at);
-        this.#body -= n;
-        at += n;
-        continue;
-      }
-      const need = this.#headBytes < HEADER_BYTES ? HEADER_BYTES : HEADER_BYTES + this.#head[26]!;
-      const n = Math.min(need - this.#headBytes, chunk.length - at);
-      this.#head.set(chunk.subarray(at, at + n), this.#headBytes);
-      this.#headBytes += n;
-      at += n;
-      if (this.#headBytes === HEADER_BYTES && this.#head.readUInt32BE(0) !== 0x4f676753) this.#valid = false;
-      else if (this.#headBytes === HEADER_BYTES + this.#head[26]!) {
-        let body = 0;
-        for (let i = 0; i < this.#head[26]!; i++) body += this.#head[HEADER_BYTES + i]!;
-        this.#body = body;
-        this.#headBytes = 0;
-      }
-    }
+export class OggPageWalker extends UnitWalker {
+  constructor() {
+    super(HEADER_BYTES + 255);
   }
 
-  /** Whether the input so far ends inside a page (false when it stopped looking like Ogg). */
-  get insidePage(): boolean {
-    return this.#valid && (this.#headBytes > 0 || this.#body > 0);
+  /** The fixed header, then its segment table; not Ogg (junk, another format): no verdict. */
+  protected headNeed(have: number): number | undefined {
+    if (have < HEADER_BYTES) return HEADER_BYTES;
+    if (this.head.readUInt32BE(0) !== 0x4f676753) return undefined;
+    return HEADER_BYTES + this.head[26]!;
+  }
+
+  /** The sum of the segment table. */
+  protected bodyLength(): number {
+    let body = 0;
+    for (let i = 0; i < this.head[26]!; i++) body += this.head[HEADER_BYTES + i]!;
+    return body;
   }
 }
 

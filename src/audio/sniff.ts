@@ -5,6 +5,7 @@
 import { looksLikeWav, parseWavHeader, riffDataEnd, type WavInfo } from '../protocol/riff.ts';
 import { type OpusHead, parseOpusHead } from './ogg-opus.ts';
 import { canDecodeOpusNatively } from './opus-decoder.ts';
+import { UnitWalker } from './unit-walker.ts';
 import { WebmOpusDemuxer } from './webm-opus.ts';
 
 /** Bytes looked at, at most, before deciding. */
@@ -244,45 +245,20 @@ export function mp3GaplessInfo(b: Buffer, at: number): Mp3Gapless | undefined {
  * whether the input so far ends inside one. ffmpeg decodes an MP4 whose index comes first and
  * whose media data is cut without a word (the samples past the end are just missing).
  */
-export class Mp4BoxWalker {
-  /** Bytes of the current box's header gathered (8, or 16 with a 64-bit size). */
-  #head = Buffer.alloc(16);
-  #headBytes = 0;
-  /** Bytes of the current box still to come after its header. */
-  #body = 0;
-  /** False once a box runs to the end of the input (size 0) or the sizes make no sense. */
-  #valid = true;
-
-  /** Follow `chunk`. */
-  push(chunk: Uint8Array): void {
-    let at = 0;
-    while (this.#valid && at < chunk.length) {
-      if (this.#body > 0) {
-        const n = Math.min(this.#body, chunk.length - at);
-        this.#body -= n;
-        at += n;
-        continue;
-      }
-      const need = this.#headBytes >= 8 && this.#head.readUInt32BE(0) === 1 ? 16 : 8;
-      const n = Math.min(need - this.#headBytes, chunk.length - at);
-      this.#head.set(chunk.subarray(at, at + n), this.#headBytes);
-      this.#headBytes += n;
-      at += n;
-      if (this.#headBytes < 8) continue;
-      const size32 = this.#head.readUInt32BE(0);
-      if (size32 === 1 && this.#headBytes < 16) continue;
-      const size = size32 === 1 ? Number(this.#head.readBigUInt64BE(8)) : size32;
-      if (size < this.#headBytes || !Number.isSafeInteger(size)) {
-        this.#valid = false; // to the end of the input (0), or malformed: no verdict
-        break;
-      }
-      this.#body = size - this.#headBytes;
-      this.#headBytes = 0;
-    }
+export class Mp4BoxWalker extends UnitWalker {
+  constructor() {
+    super(16);
   }
 
-  /** Whether the input so far ends inside a box (false once it stopped being judged). */
-  get insideBox(): boolean {
-    return this.#valid && (this.#headBytes > 0 || this.#body > 0);
+  /** 8 bytes (size, type), or 16 when the size is 64-bit (size field 1). */
+  protected headNeed(have: number): number {
+    return have >= 8 && this.head.readUInt32BE(0) === 1 ? 16 : 8;
+  }
+
+  /** The box's size less its header; a box to the end of the input (0), or malformed: no verdict. */
+  protected bodyLength(have: number): number | undefined {
+    const size32 = this.head.readUInt32BE(0);
+    const size = size32 === 1 ? Number(this.head.readBigUInt64BE(8)) : size32;
+    return size < have || !Number.isSafeInteger(size) ? undefined : size - have;
   }
 }

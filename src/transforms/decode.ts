@@ -16,6 +16,7 @@ import {
   resamplerChain,
 } from '../audio/resampler.ts';
 import { HeadSniffer, Mp4BoxWalker, type SniffResult } from '../audio/sniff.ts';
+import type { UnitWalker } from '../audio/unit-walker.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
@@ -237,10 +238,8 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   let declaredInput: number | undefined;
   let declaredOutput: { bytes: number; slack: number; what: string; format: string } | undefined;
   let inputBytes = 0;
-  /** ffmpeg path, Ogg input: whether it ends inside a page (cut). */
-  let oggPages: OggPageWalker | undefined;
-  /** ffmpeg path, MP4 input: whether it ends inside a top-level box (cut). */
-  let mp4Boxes: Mp4BoxWalker | undefined;
+  /** ffmpeg path, Ogg or MP4 input: whether it ends inside a page or a top-level box (cut). */
+  let units: { walker: UnitWalker; what: string } | undefined;
   let outputBytes = 0;
   let rawToFfmpeg: ByteAligner | undefined;
   const sniffer = new HeadSniffer();
@@ -319,8 +318,10 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     if (sniffed.kind === 'more') return undefined;
     if (mode === 'always' || sniffed.kind === 'ffmpeg') {
       const head = sniffer.take();
-      if (head.toString('latin1', 0, 4) === 'OggS') oggPages = new OggPageWalker();
-      else if (head.toString('latin1', 4, 8) === 'ftyp') mp4Boxes = new Mp4BoxWalker();
+      if (head.toString('latin1', 0, 4) === 'OggS')
+        units = { walker: new OggPageWalker(), what: 'Ogg input ends inside a page (a cut file)' };
+      else if (head.toString('latin1', 4, 8) === 'ftyp')
+        units = { walker: new Mp4BoxWalker(), what: 'MP4 input ends inside a box (a cut file)' };
       attach(ffmpegChain(sniffed), { decoder: 'ffmpeg' });
       return head;
     } else if (sniffed.kind === 'wav') {
@@ -382,8 +383,7 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
   };
 
   const forward = (data: Buffer, callback: (err?: Error | null) => void) => {
-    oggPages?.push(data);
-    mp4Boxes?.push(data);
+    units?.walker.push(data);
     const whole = rawToFfmpeg ? rawToFfmpeg.push(data) : data;
     if (whole.length === 0 || inner!.write(whole)) callback();
     else inner!.once('drain', () => callback());
@@ -422,15 +422,8 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
           callback(err as Error);
           return;
         }
-        if (oggPages?.insidePage) {
-          const err = suspectCut('Ogg input ends inside a page (a cut file)');
-          if (err) {
-            callback(err);
-            return;
-          }
-        }
-        if (mp4Boxes?.insideBox) {
-          const err = suspectCut('MP4 input ends inside a box (a cut file)');
+        if (units?.walker.inside) {
+          const err = suspectCut(units.what);
           if (err) {
             callback(err);
             return;

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
-import { Server, type Socket } from 'socket.io';
+import { Server } from 'socket.io';
 import {
   createClient,
   IncompleteStreamError,
@@ -44,26 +44,11 @@ test('fast transcription over Socket.IO matches its request id as a UUID, whatev
   assert.equal(records[0]!.id.toLowerCase(), id.toLowerCase());
 });
 
-/** A Socket.IO server that accepts the websocket and never completes the namespace login. */
-async function silentLoginServer(t: { after(fn: () => unknown): void }) {
-  const http = createServer();
-  const io = new Server(http, { transports: ['websocket'] });
-  io.use(() => {
-    /* never calls next(): the CONNECT is never answered */
-  });
-  http.listen(0, '127.0.0.1');
-  await once(http, 'listening');
-  t.after(async () => {
-    io.disconnectSockets(true);
-    await io.close();
-  });
-  return `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-}
-
 test('a Socket.IO server that never completes login: send(), listVoices() and TTS fail with a typed timeout', {
   timeout: 20_000,
 }, async (t) => {
-  const url = await silentLoginServer(t);
+  // It accepts the websocket and never completes the namespace login (never calls next()).
+  const url = await socketServer(t, (io) => io.use(() => {}));
   const c = createClient({
     apiUrl: url,
     apiKey: 'k',
@@ -86,11 +71,11 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
   }
 });
 
-/** A Socket.IO server whose connections `serve` answers. */
-async function socketServer(t: { after(fn: () => unknown): void }, serve: (socket: Socket) => void) {
+/** A Socket.IO server set up by `setup` (its middleware, its connections' handlers). */
+async function socketServer(t: { after(fn: () => unknown): void }, setup: (io: Server) => void) {
   const http = createServer();
   const io = new Server(http, { transports: ['websocket'] });
-  io.on('connection', serve);
+  setup(io);
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');
   t.after(async () => {
@@ -112,12 +97,14 @@ test('a fast upload over Socket.IO refused by an `error` event, not an acknowled
   timeout: 10_000,
 }, async (t) => {
   let uploads = 0;
-  const url = await socketServer(t, (socket) => {
-    socket.on('audio_file', (payload: { id: string }) => {
-      uploads++;
-      socket.emit('error', errorBody('VALIDATION_FILE_CORRUPT', payload.id));
-    });
-  });
+  const url = await socketServer(t, (io) =>
+    io.on('connection', (socket) => {
+      socket.on('audio_file', (payload: { id: string }) => {
+        uploads++;
+        socket.emit('error', errorBody('VALIDATION_FILE_CORRUPT', payload.id));
+      });
+    }),
+  );
   const c = createClient({ apiUrl: url, apiKey: 'k', env: {}, timeouts: { uploadHeadersMs: 600_000 } });
   t.after(() => c.close());
   const ctl = new AbortController(); // ends the upload's wait if this test fails
@@ -134,9 +121,11 @@ test('a fast upload over Socket.IO refused by an `error` event, not an acknowled
 test('an acknowledgement awaited when a connection-level `error` event (no id) comes fails with that error', {
   timeout: 10_000,
 }, async (t) => {
-  const url = await socketServer(t, (socket) => {
-    socket.on('list_voices', () => socket.emit('error', errorBody('AUTH_FORBIDDEN')));
-  });
+  const url = await socketServer(t, (io) =>
+    io.on('connection', (socket) => {
+      socket.on('list_voices', () => socket.emit('error', errorBody('AUTH_FORBIDDEN')));
+    }),
+  );
   const c = createClient({ apiUrl: url, apiKey: 'k', env: {} });
   t.after(() => c.close());
   const ctl = new AbortController(); // ends the wait if this test fails

@@ -139,6 +139,40 @@ test('stream form: words running maxLagSec ahead of the timeline are labelled wi
   assert.equal(out.length, 3);
 });
 
+test('stream form: a partial does not overtake an utterance still waiting for the timeline; only the latest waits', async () => {
+  // The caption relay clears its partial line on each committed cue: a partial that overtook
+  // the waiting utterance blanked the text after it, and hid the utterance's words meanwhile.
+  const timeline = new SpeakerTimeline();
+  const stream = alignSpeakersStream({ timeline, maxLagSec: 30 });
+  const out: Array<{ type: string; text?: string }> = [];
+  stream.on('data', (e: { type: string; text?: string }) => out.push(e));
+  const partial = (text: string) => ({ type: 'partial' as const, id: 'x', text, words: [] });
+  stream.write(partial('hello'));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(
+    out.map((e) => e.type),
+    ['partial'],
+    'nothing waits: at once',
+  );
+  stream.write(utterance(0, [w('hello', 0.2, 0.6), w('there', 0.7, 1.2)]));
+  stream.write(partial('how'));
+  stream.write(partial('how are'));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(
+    out.map((e) => e.type),
+    ['partial'],
+    'the partials wait behind the utterance',
+  );
+  timeline.update({ type: 'segment', segment: s('S0', 0, 1.5) });
+  assert.deepEqual(
+    out.map((e) => (e.type === 'partial' ? e.text : e.type)),
+    ['hello', 'utterance', 'how are'],
+  );
+  timeline.end();
+  stream.end();
+  await new Promise((resolve) => stream.once('end', resolve));
+});
+
 test('stream form: the timeline can be fed as a Writable of mergeDiarization events', async () => {
   const timeline = new SpeakerTimeline();
   const sink = timeline.writable();

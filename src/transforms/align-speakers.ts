@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { SegmentIndex } from '../protocol/segment-index.ts';
 import { UNKNOWN_SPEAKER } from '../protocol/speaker-rule.ts';
-import type { FinalEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
+import type { FinalEvent, PartialEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
 import type { DiarizationEvent, SpeakerSegment } from './merge-diarization.ts';
 
 /** A word with its speaker: null when there were no segments at all. */
@@ -310,8 +310,9 @@ export interface SpeakerFinalEvent extends Omit<FinalEvent, 'words'> {
 /**
  * A Transform (object mode) from transcript events to the same events with speaker-labelled
  * words. An utterance waits (without holding back its writer) until the timeline has closed past
- * its last word, or the transcript has run `maxLagSec` past it; partials pass through at once,
- * unlabelled.
+ * its last word, or the transcript has run `maxLagSec` past it; partials pass through unlabelled,
+ * at once unless an utterance before them is waiting: then the latest waits behind it (each
+ * replaces the last), so none overtakes the words it follows.
  */
 export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transform {
   const timeline = options?.timeline;
@@ -320,14 +321,15 @@ export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transf
   const maxLag = options.maxLagSec ?? 10;
   const keep = options.keepSec ?? 60;
   const keepWords = options.keepWords ?? true;
-  const queue: Array<UtteranceEvent | FinalEvent> = [];
+  /** Events waiting, in order; at most one partial (a newer one replaces it). */
+  const queue: Array<UtteranceEvent | FinalEvent | PartialEvent> = [];
   const labelled: SpeakerWord[] = [];
   let flushCallback: TransformCallback | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
   let stream: Transform;
 
   const lastEnd = (e: UtteranceEvent) => e.end ?? e.start ?? 0;
-  const settled = (e: UtteranceEvent | FinalEvent) =>
+  const settled = (e: UtteranceEvent | FinalEvent | PartialEvent) =>
     e.type !== 'utterance' || timeline.closedUntil >= lastEnd(e);
   const stop = () => {
     timeline.off('update', onUpdate);
@@ -350,6 +352,8 @@ export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transf
         if (keepWords) for (const word of words) labelled.push(word);
         stream.push({ ...head, words } satisfies SpeakerUtteranceEvent);
         timeline.prune(lastEnd(head) - keep);
+      } else if (head.type === 'partial') {
+        stream.push(head);
       } else {
         stream.push({ ...head, words: keepWords ? labelled : [] } satisfies SpeakerFinalEvent);
       }
@@ -368,8 +372,14 @@ export function alignSpeakersStream(options: AlignSpeakersStreamOptions): Transf
     objectMode: true,
     transform(event: TranscriptEvent, _encoding: BufferEncoding, callback: TransformCallback) {
       if (event.type === 'partial') {
-        // Provisional text passes straight through (unlabelled); the next one replaces it.
-        this.push(event);
+        // Provisional text passes through unlabelled, but not ahead of a waiting utterance (a
+        // viewer clears it when that utterance lands); a newer partial replaces a waiting one.
+        if (queue.length === 0) this.push(event);
+        else {
+          const waiting = queue.findIndex((e) => e.type === 'partial');
+          if (waiting !== -1) queue.splice(waiting, 1);
+          queue.push(event);
+        }
       } else queue.push(event);
       release(false);
       callback();

@@ -133,6 +133,11 @@ test('bad admin requests: the field and what was expected, JSON only, a bounded 
   const notJson = await postRules('{"operation": ');
   assert.equal(notJson.status, 400);
   assert.match((notJson.json() as { detail: string }).detail, /^the body is not JSON/);
+  // A key left unquoted: V8 quotes the text around the unexpected token; the answer does not.
+  const unquoted = await postRules('{"operation": "*", "key": sk_secret_4f9a2c, "action": {"type": "fail"}}');
+  assert.equal(unquoted.status, 400);
+  assert.match((unquoted.json() as { detail: string }).detail, /^the body is not JSON/);
+  assert.doesNotMatch(unquoted.text, /secret/);
   const form = await admin('/faults', {
     method: 'POST',
     body: '{}',

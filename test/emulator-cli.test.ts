@@ -221,6 +221,8 @@ test('a bad --accounts or --faults file exits 2 naming the file, the field and w
     JSON.stringify({ keys: [{ key: 'k', account: 'a', tier: 'gold' }] }),
   );
   const badJson = await file('broken.json', '{"keys": [');
+  // V8 quotes the text around an unexpected token: here, a key left unquoted.
+  const unquotedKey = await file('unquoted.json', '{"keys": [{"key": sk_secret_4f9a2c, "account": "a"}]}');
   const badRule = await file(
     'rule.json',
     JSON.stringify([{ operation: '*', action: { type: 'status', status: 42 } }]),
@@ -235,6 +237,12 @@ test('a bad --accounts or --faults file exits 2 naming the file, the field and w
       ),
     ],
     [['--accounts', badJson], new RegExp(`${literal(badJson)}: not valid JSON`)],
+    [
+      ['--accounts', unquotedKey],
+      new RegExp(
+        `${literal(unquotedKey)}: not valid JSON: Unexpected token \\(the text around it is not shown`,
+      ),
+    ],
     [['--accounts', join(dir, 'missing.json')], /missing\.json: cannot read it \(ENOENT\)/],
     [
       ['--faults', badRule],
@@ -254,6 +262,7 @@ test('a bad --accounts or --faults file exits 2 naming the file, the field and w
       assert.equal((await bad.exit)[0], 2, args.join(' '));
       await bad.closed;
       assert.match(bad.stderr(), message);
+      assert.doesNotMatch(bad.stderr(), /secret/, 'no part of a key is shown');
     }),
   );
 });

@@ -12,7 +12,12 @@ import {
   startEmulator,
   startEmulatorWorkers,
 } from '../emulator/index.ts';
-import { accountsFromJson, EmulatorJsonError, faultRulesFromJson } from '../emulator/options-json.ts';
+import {
+  accountsFromJson,
+  EmulatorJsonError,
+  faultRulesFromJson,
+  parseKeyedJson,
+} from '../emulator/options-json.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
@@ -70,7 +75,7 @@ async function readJsonFile<T>(file: string, check: (value: unknown) => T): Prom
   }
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = parseKeyedJson(text);
   } catch (err) {
     throw new BadFileError(`${file}: not valid JSON: ${(err as Error).message}`);
   }

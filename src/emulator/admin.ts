@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIPv4 } from 'node:net';
 import type { EmulatorContext } from './context.ts';
 import type { ActiveFaultRule } from './faults.ts';
-import { EmulatorJsonError, faultRuleFromJson, faultRulesFromJson } from './options-json.ts';
+import { EmulatorJsonError, faultRuleFromJson, faultRulesFromJson, parseKeyedJson } from './options-json.ts';
 import { newRequestId, Rejection, reject } from './rejection.ts';
 import type { FaultRule } from './types.ts';
 
@@ -127,7 +127,7 @@ const bodyTooLarge = (): Rejection =>
 
 function parseJson(body: Buffer): unknown {
   try {
-    return JSON.parse(body.toString('utf8'));
+    return parseKeyedJson(body.toString('utf8'));
   } catch (err) {
     throw reject('VALIDATION_INVALID_FORMAT', `the body is not JSON: ${(err as Error).message}`, {
       status: 400,

@@ -21,6 +21,22 @@ export class EmulatorJsonError extends InvalidArgumentError {
   }
 }
 
+/**
+ * `JSON.parse` for text that may hold API keys (an accounts or faults file, a fault rule posted
+ * to the admin endpoint). Its `SyntaxError` keeps V8's message when that gives a position, and
+ * drops it when it quotes the text instead (an unexpected token: V8 shows up to 20 characters
+ * around it, or the whole text when short, and those can be a key).
+ */
+export function parseKeyedJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    if (!/is not valid JSON$/.test(message)) throw err;
+    throw new SyntaxError('Unexpected token (the text around it is not shown: it may hold an API key)');
+  }
+}
+
 /** What the accounts file gives: the keys (with account, tier, capabilities) and limit overrides. */
 export interface AccountsJson {
   keys: EmulatorKey[];

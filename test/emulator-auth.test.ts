@@ -165,6 +165,21 @@ describe('routing', () => {
   });
 });
 
+describe('keys', () => {
+  test('a key no request could carry, or one listed twice, is refused when the emulator starts', async () => {
+    const key = (k: string, account = 'acme'): EmulatorKey => ({ ...FULL, key: k, account });
+    // HTTP trims a header value: such a key was announced and then refused with 401 every time.
+    for (const bad of [' padded', 'padded\t', 'line\nbreak', 'caf\u00e9']) {
+      await assert.rejects(startEmulator({ keys: [key(bad)] }), RangeError, JSON.stringify(bad));
+    }
+    // The same key in two accounts silently took the last entry's account and capabilities.
+    await assert.rejects(
+      startEmulator({ keys: [key('twice'), { ...BATCH_ONLY, key: 'twice', account: 'other' }] }),
+      /listed twice/,
+    );
+  });
+});
+
 describe('Socket.IO handshake', () => {
   const rejected = async (key: string | undefined, origin?: string | null, path?: string) => {
     const err = (await connectSocket(emu.url, key, { origin, path }).then(

@@ -364,3 +364,8 @@ test('--workers must be a positive integer or auto', async () => {
     assert.equal(code, 2, value);
   }
 });
+
+test('a key no request could carry is refused (RangeError) before any thread starts', async () => {
+  const key = { key: 'padded ', account: 'a', tier: 'standard' as const, capabilities: ['batch' as const] };
+  await assert.rejects(startEmulatorWorkers({ workers: 2, keys: [key] }), RangeError);
+});

@@ -23,6 +23,11 @@ export class KeyRegistry {
     for (const k of list) {
       if (typeof k.key !== 'string' || k.key.trim() === '')
         throw new RangeError('every emulator key needs a nonempty `key`');
+      // As the accounts file requires (never echoed): HTTP trims a header value and carries
+      // visible ASCII, so any other key could never authenticate; and a key has one account.
+      if (k.key.trim() !== k.key || !/^[\x20-\x7e]+$/.test(k.key))
+        throw new RangeError('an emulator key must be visible ASCII without surrounding spaces');
+      if (this.#keys.has(k.key)) throw new RangeError('an emulator key is listed twice');
       for (const c of k.capabilities) {
         if (!CAPABILITIES.includes(c)) throw new RangeError(`unknown capability ${JSON.stringify(c)}`);
       }

@@ -16,6 +16,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { type Dispatcher, Pool } from 'undici';
+import { KeyRegistry } from './auth.ts';
 import { validateRule } from './faults.ts';
 import { newRequestId, Rejection } from './rejection.ts';
 import { type SharedLayout, SharedState } from './shared-state.ts';
@@ -280,6 +281,8 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
           capabilities: ['batch', 'realtime_asr', 'diarization', 'tts'],
         },
       ];
+  // Refused here, as one thread refuses them (a RangeError), before any thread starts.
+  new KeyRegistry(keys);
   const layout: SharedLayout = {
     rows: workers + 1,
     accounts: [...new Set(keys.map((k) => k.account))],

@@ -92,7 +92,10 @@ export interface EmulatorOptions {
   port?: number;
   /** Default `127.0.0.1`. */
   host?: string;
-  /** Default: one random key, account `default`, tier `standard`, every capability. */
+  /**
+   * Default: one random key, account `default`, tier `standard`, every capability. A key must be
+   * visible ASCII without surrounding spaces (as a header carries it) and listed once (RangeError).
+   */
   keys?: EmulatorKey[];
   /** Limit overrides (fractional seconds allowed, so tests can shrink windows). */
   limits?: LimitOverrides;

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { Agent } from 'undici';
 import { createClient } from '../src/client/index.ts';
 import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
 import { startService } from './helpers/service.ts';
@@ -197,4 +198,53 @@ test('timeouts.socketAckMs bounds a Socket.IO TTS acknowledgement too', { timeou
     (err: unknown) => err instanceof TransportError && err.code === 'ERR_TIMEOUT',
   );
   fault.remove();
+});
+
+test('createClient refuses timeouts and retry options that would hang or retry forever', () => {
+  const apiKey = 'k'.repeat(32);
+  const apiUrl = 'http://127.0.0.1:1';
+  // undici takes 0 as "no timeout" (a stalled service hung the caller), refused NaN and negative
+  // values only at the first request, as a retried "connection lost"; NaN maxAttempts never ended.
+  for (const timeouts of [
+    { headersMs: 0 },
+    { headersMs: Number.NaN },
+    { bodyIdleMs: -1 },
+    { connectMs: Number.POSITIVE_INFINITY },
+    { uploadHeadersMs: 2 ** 31 },
+    { socketAckMs: Number.NaN },
+    { liveFinalMs: 0 },
+  ]) {
+    assert.throws(() => createClient({ apiKey, apiUrl, timeouts }), RangeError, JSON.stringify(timeouts));
+  }
+  for (const retry of [
+    { maxAttempts: Number.NaN },
+    { maxAttempts: 0 },
+    { baseMs: -1 },
+    { factor: Number.NaN },
+  ]) {
+    assert.throws(() => createClient({ apiKey, apiUrl, retry }), RangeError, JSON.stringify(retry));
+  }
+});
+
+test('a timeout given as undefined keeps its default', async () => {
+  const seen: (number | undefined)[] = [];
+  const server = createServer((_req, res) => res.end('{}'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const dispatcher = new Agent();
+  const recording = dispatcher.compose((dispatch) => (opts, handler) => {
+    seen.push(opts.headersTimeout ?? undefined);
+    return dispatch(opts, handler);
+  });
+  const own = createClient({
+    apiKey: 'k'.repeat(32),
+    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    timeouts: { headersMs: undefined },
+    retry: { maxAttempts: 1 },
+    dispatcher: recording,
+  });
+  await own.batch.get('00000000-0000-4000-8000-000000000000').catch(() => {});
+  await own.close();
+  await dispatcher.close();
+  server.close();
+  assert.deepEqual(seen, [60_000]);
 });

@@ -113,6 +113,7 @@ export class SpeechClient {
    * {@link createClient}.
    */
   constructor(options: ClientOptions = {}) {
+    checkTimingOptions(options);
     this.config = resolveConfig(options);
     closingSignals.set(this, this.#closing.signal);
     // The same environment as the configuration: TTS_MAX_INPUT_CHARACTERS_* overrides apply.
@@ -121,9 +122,9 @@ export class SpeechClient {
       options.env ?? (globalThis.process?.env as Record<string, string | undefined>) ?? {},
     );
     const socketAckTimeoutMs = options.timeouts?.socketAckMs ?? DEFAULT_SOCKET_ACK_MS;
-    const retry = { ...DEFAULT_RETRY, ...options.retry };
+    const retry = { ...DEFAULT_RETRY, ...defined(options.retry) };
     this.#http = new HttpTransport(this.config, {
-      timeouts: options.timeouts ?? {},
+      timeouts: defined(options.timeouts),
       ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
       userAgent: options.userAgent ?? 'speechpipe',
     });
@@ -223,6 +224,36 @@ export class SpeechClient {
   /** The service address, with the key redacted (so that logging the client never shows it). */
   toJSON(): Record<string, unknown> {
     return { apiUrl: this.config.apiUrl, apiKey: '[redacted]' };
+  }
+}
+
+/** The longest delay a timer can wait: a longer one fires at once (Node clamps it to 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** `record` without its `undefined` entries (which would hide the defaults they are spread over). */
+function defined<T extends object>(record: T | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(record ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/**
+ * Timeouts and retry options are checked here, not at the first request: undici refuses a NaN
+ * or negative timeout with an error that read as a lost connection (and was retried), takes 0
+ * as "no timeout" (a stalled service hung the caller), and a NaN `maxAttempts` retried forever.
+ * @throws RangeError
+ */
+function checkTimingOptions(options: ClientOptions): void {
+  for (const [name, value] of Object.entries(options.timeouts ?? {})) {
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || !(value > 0 && value <= MAX_TIMER_MS))
+      throw new RangeError(`timeouts.${name} must be a number of milliseconds > 0 and <= ${MAX_TIMER_MS}`);
+  }
+  const retry = options.retry ?? {};
+  if (retry.maxAttempts !== undefined && !(Number.isSafeInteger(retry.maxAttempts) && retry.maxAttempts >= 1))
+    throw new RangeError('retry.maxAttempts must be a positive integer');
+  for (const name of ['baseMs', 'maxMs', 'factor'] as const) {
+    const value = retry[name];
+    if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0))
+      throw new RangeError(`retry.${name} must be a finite number >= 0`);
   }
 }
 

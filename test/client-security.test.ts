@@ -2,11 +2,11 @@
 
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
 import { createClient } from '../src/client/index.ts';
-import { encodeWav, SpeechServiceError } from '../src/index.ts';
+import { encodeWav, SpeechServiceError, TransportError } from '../src/index.ts';
 
 const KEY = 'sk_live_Zx9Qw8Er7Ty6Ui5Op4As3Df2';
 const seen: { method: string; url: string; headers: IncomingMessage['headers'] }[] = [];
@@ -83,4 +83,42 @@ test('every HTTP operation sends the key in x-api-key only, and errors never con
     'POST /realtime/http/tts',
     'POST /v1/transcribe/auto',
   ]);
+});
+
+test('a response the HTTP parser refuses does not carry the key it echoed into our error', async () => {
+  // undici keeps the bytes from where it refused (HTTPParserError.data): in the status line,
+  // and in a chunked body after a 200.
+  const answers = [
+    (key: string) => `HTTP/1.1 2x0 ${key}\r\ncontent-length: 0\r\n\r\n`,
+    (key: string) =>
+      `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\nzz ${key}\r\n\r\n`,
+  ];
+  for (const answer of answers) {
+    const raw = createNetServer((socket) => {
+      let head = '';
+      socket.on('data', (chunk) => {
+        head += chunk;
+        if (!head.includes('\r\n\r\n')) return;
+        const key = /x-api-key: ([^\r]*)/i.exec(head)?.[1] ?? '';
+        socket.end(answer(key));
+      });
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const echoed = createClient({
+      apiUrl: `http://127.0.0.1:${(raw.address() as AddressInfo).port}`,
+      apiKey: KEY,
+      env: {},
+      retry: { maxAttempts: 1 },
+    });
+    const err = await echoed.batch.get('0f8fad5b-d9cb-469f-a165-70867728950e').then(
+      () => assert.fail('a refused response must fail'),
+      (e: unknown) => e,
+    );
+    await echoed.close();
+    await new Promise((resolve) => raw.close(resolve));
+    assert.ok(err instanceof TransportError, String(err));
+    const text = inspect(err, { depth: 9 });
+    assert.match(text, /HTTPParserError/);
+    assert.ok(!text.includes(KEY), text);
+  }
 });

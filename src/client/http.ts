@@ -109,6 +109,21 @@ export function transportError(
 
 const ignore = () => {};
 
+/**
+ * Drop the raw response bytes undici keeps on a parser error (`HTTPParserError.data`, the bytes
+ * from the point it refused): they are whatever a broken or hostile server sent, the key it
+ * echoed included, and `util.inspect` of our error printed them with its cause.
+ */
+function withoutResponseBytes(err: unknown): void {
+  for (let e = err, depth = 0; typeof e === 'object' && e !== null && depth < 4; depth++) {
+    const data = (e as { data?: unknown }).data;
+    if (typeof data === 'string' || data instanceof Uint8Array) {
+      (e as { data?: unknown }).data = `[${data.length} bytes of the response withheld]`;
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+}
+
 export class HttpTransport {
   readonly #config: ServiceConfig;
   readonly #agent: Dispatcher;
@@ -171,8 +186,11 @@ export class HttpTransport {
         headersTimeout: req.headersTimeoutMs ?? this.timeouts.headersMs,
         bodyTimeout: req.bodyTimeoutMs ?? this.timeouts.bodyIdleMs,
       });
+      // Before any reader of the body sees its error (listeners run in order of registration).
+      res.body.on('error', withoutResponseBytes);
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
+      withoutResponseBytes(err);
       if (req.body && !Buffer.isBuffer(req.body)) req.body.destroy();
       if (req.signal?.aborted) throw req.signal.reason;
       throw transportError(err, req.operation, req.method !== 'GET' && bodyConsumed);

@@ -4,10 +4,13 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
 import { Agent } from 'undici';
+import { HttpTransport } from '../src/client/http.ts';
 import { createClient } from '../src/client/index.ts';
 import { IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
+import { resolveConfig } from '../src/protocol/config.ts';
 import { startService } from './helpers/service.ts';
 import { speechPcm, speechWav } from './helpers/speech.ts';
 
@@ -247,4 +250,26 @@ test('a timeout given as undefined keeps its default', async () => {
   await dispatcher.close();
   server.close();
   assert.deepEqual(seen, [60_000]);
+});
+
+test('a request whose signal is already aborted destroys its stream body (its file is closed)', async () => {
+  const transport = new HttpTransport(
+    resolveConfig({ apiKey: 'k'.repeat(32), apiUrl: 'http://127.0.0.1:1', env: {} }),
+  );
+  const body = Readable.from([Buffer.from('audio')]);
+  const ctl = new AbortController();
+  const reason = new Error('stopped');
+  ctl.abort(reason);
+  await assert.rejects(
+    transport.send({
+      operation: 'batch.submit',
+      method: 'POST',
+      path: '/v1/transcribe/auto',
+      body,
+      signal: ctl.signal,
+    }),
+    (err: unknown) => err === reason,
+  );
+  await transport.close();
+  assert.equal(body.destroyed, true);
 });

@@ -164,7 +164,11 @@ export class HttpTransport {
    * ambiguous only if the whole body was consumed (a cut upload cannot have taken effect).
    */
   async send(req: HttpRequest): Promise<HttpResponse> {
-    req.signal?.throwIfAborted();
+    if (req.signal?.aborted) {
+      // The body is never read: an input stream opened for it would hold its file open.
+      if (req.body && !Buffer.isBuffer(req.body)) req.body.destroy();
+      throw req.signal.reason;
+    }
     let bodyConsumed = req.body === undefined || req.body === null || Buffer.isBuffer(req.body);
     if (req.body && !Buffer.isBuffer(req.body)) {
       req.body.once('end', () => (bodyConsumed = true));

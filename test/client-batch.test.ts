@@ -330,6 +330,14 @@ test('wait() ends on failed and on cleared, without result fields', async () => 
   assert.equal('final_result' in cleared, false);
 });
 
+test('getLegacy with an empty lang sends the default segment (the V1 route needs a nonempty one)', async () => {
+  const ack = await client.batch.submit(wav);
+  await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });
+  const job = await client.batch.getLegacy(ack.jobId, { saveResult: true, lang: '' });
+  assert.equal(job.status, 'done');
+  assert.equal(job.metadata.jobId, ack.jobId);
+});
+
 test('getLegacy passes diarization_force_align: words outside every segment get UNKNOWN_SPEAKER only when false', async () => {
   const ack = await client.batch.submit(wav, { diarization: true });
   await client.batch.wait(ack.jobId, { initialIntervalMs: 10 });

@@ -779,6 +779,18 @@ describe('jobs and lookups', () => {
     );
   });
 
+  test('the V1 lang segment is required: an empty one is no operation (404), not a V1 lookup', async () => {
+    const emu = await emulator();
+    const { jobId } = (await submit(emu, 'en', multipart([filePart(speech)]))).json() as { jobId: string };
+    await waitForStatus(emu, jobId, 'done');
+    // `/v1/transcribe/{job_id}/` names neither lookup: the V1 route needs its `{lang}` segment.
+    errorOf(await get(emu, `${jobId}/`), 404, 'NOT_FOUND');
+    errorOf(await get(emu, `${jobId}/?save_result=true`), 404, 'NOT_FOUND');
+    const v1 = await get(emu, `${jobId}/xx?save_result=true`);
+    assert.equal(v1.status, 200, 'any nonempty lang is accepted and ignored');
+    assert.equal((v1.json() as { status: string }).status, 'done');
+  });
+
   test('jobRetentionMs: an ended job is forgotten after the retention, then 404 on both lookups', async () => {
     const emu = await emulator({ jobRetentionMs: 200 });
     const { jobId } = (await submit(emu, 'en', multipart([filePart(speech)]))).json() as { jobId: string };

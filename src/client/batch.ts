@@ -87,7 +87,7 @@ export interface GetOptions {
 
 /** Options of {@link BatchApi.getLegacy}, the V1 job lookup. */
 export interface GetLegacyOptions extends GetOptions {
-  /** The V1 compatibility path segment; not used by the service. Default `en`. */
+  /** The V1 compatibility path segment; not used by the service, but required. Default (also for `''`) `en`. */
   lang?: string;
   /** Default true (the service default). */
   diarizationForceAlign?: boolean;
@@ -331,7 +331,7 @@ export class BatchApi {
     return this.#read<JobV1>(
       'batch.getLegacy',
       jobId,
-      batchJobLegacyPath(jobId, options.lang ?? 'en'),
+      batchJobLegacyPath(jobId, options.lang || 'en'),
       { diarization_force_align: flag(options.diarizationForceAlign) },
       options.saveResult,
       validateJobV1,

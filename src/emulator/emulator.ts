@@ -88,10 +88,13 @@ export async function startEmulatorServer(
 
   const route = (method: string, path: string): Route | { allow: string } | undefined => {
     const segments = path.startsWith('/v1/') ? path.split('/').slice(1) : [];
+    // Every path parameter is a nonempty segment: `/v1/transcribe/{job_id}/` (a V1 lookup
+    // without its required `{lang}`) and `/v1/transcribe/` name no operation.
     if (
       segments[0] === 'v1' &&
       segments[1] === 'transcribe' &&
-      (segments.length === 3 || segments.length === 4)
+      (segments.length === 3 || segments.length === 4) &&
+      !segments.slice(2).includes('')
     ) {
       const a = safeDecode(segments[2]!);
       if (segments.length === 3) {

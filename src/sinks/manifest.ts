@@ -143,7 +143,9 @@ export class Manifest {
       entry.size === file.size &&
       entry.mtimeMs === file.mtimeMs &&
       sameSettings(entry.settings, wanted.settings) &&
-      wanted.outputs.every((o) => entry.outputs?.includes(o))
+      // The same file however the results directory was spelled (relative once, absolute
+      // the next time): the paths are compared resolved.
+      wanted.outputs.every((o) => entry.outputs?.some((e) => resolve(e) === resolve(o)))
     );
   }
 

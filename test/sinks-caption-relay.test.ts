@@ -208,6 +208,27 @@ test('requests addressed to another host name are refused (a rebound DNS name ca
   }
 });
 
+test('a request target that is no URL is answered 400; the relay serves on', async () => {
+  const relay = await captionRelay();
+  try {
+    const ask = (target: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(relay.url).port), '127.0.0.1');
+        let got = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (d: string) => (got += d));
+        socket.once('error', reject);
+        socket.once('close', () => resolve(got.split('\r\n')[0]!));
+        socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      });
+    assert.equal(await ask('http://['), 'HTTP/1.1 400 Bad Request');
+    assert.equal(await ask('http://a:b@/x'), 'HTTP/1.1 400 Bad Request');
+    assert.equal(await ask('/cues.json'), 'HTTP/1.1 200 OK');
+  } finally {
+    await relay.close();
+  }
+});
+
 test('close() before the captions ended: connections close without `end` (overlays reconnect), then the relay stops', async () => {
   const relay = await captionRelay();
   let opened!: () => void;

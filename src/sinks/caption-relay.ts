@@ -365,7 +365,16 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
       res.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request\n');
       return;
     }
-    const { pathname: path, searchParams } = new URL(req.url ?? '/', 'http://relay');
+    // A target that is no URL (`GET http://[ HTTP/1.1`, which the parser lets through) is the
+    // client's fault: thrown here, it would take the whole relay down.
+    let target: URL;
+    try {
+      target = new URL(req.url ?? '/', 'http://relay');
+    } catch {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('bad request\n');
+      return;
+    }
+    const { pathname: path, searchParams } = target;
     // A preflight: an EventSource coming back sends Last-Event-ID, which is not a simple header.
     if (req.method === 'OPTIONS' && options.cors && shared.has(path)) {
       res

@@ -224,6 +224,7 @@ test('bad usage exits 2 with the usage text', async () => {
     ['x.wav', '--out', 'x.txt'],
     ['x.wav', '--port', 'nope'],
     ['x.wav', '--cors', 'player.example'],
+    ['x.wav', '--host', ''],
   ]) {
     const run = start(args);
     const [code] = await once(run.child, 'exit');

@@ -126,6 +126,9 @@ test('a viewer that stops reading is dropped; the writer is never held back', as
 
 test('bad input and bad options are typed errors', async () => {
   await assert.rejects(captionRelay({ history: 0 }), { code: 'ERR_INVALID_ARGUMENT' });
+  // An empty host would have listen() bind every interface.
+  await assert.rejects(captionRelay({ host: '' }), { code: 'ERR_INVALID_ARGUMENT' });
+  await assert.rejects(captionRelay({ host: ' ' }), { code: 'ERR_INVALID_ARGUMENT' });
   const relay = await captionRelay();
   try {
     await assert.rejects(

@@ -109,6 +109,8 @@ function parse(args: string[]): Options {
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new UsageError('--port must be an integer from 0 to 65535');
+  if (values.host!.trim() === '')
+    throw new UsageError('--host must be an address (every interface: 0.0.0.0)');
   if (values.out !== undefined && !/\.(vtt|srt)$/i.test(values.out))
     throw new UsageError('--out must name a .vtt or .srt file');
   if (values.cors !== undefined && !isCorsOrigin(values.cors))

@@ -269,6 +269,11 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   const maxBuffer = count('maxViewerBufferBytes', options.maxViewerBufferBytes, 256 * 1024);
   const heartbeatMs = count('heartbeatSec', options.heartbeatSec, 15) * 1000;
   const port = count('port', options.port, 0, 0);
+  // listen() takes an empty host for every interface: captions meant for one address would
+  // be served to the whole network, to any Host name.
+  const host = options.host ?? '127.0.0.1';
+  if (typeof host !== 'string' || host.trim() === '')
+    throw new InvalidArgumentError(`captionRelay: host must be an address, got ${JSON.stringify(host)}`);
   if (options.lang !== undefined && !/^[a-z]{2,3}(-[a-z0-9]{1,8})*$/i.test(options.lang))
     throw new InvalidArgumentError(
       `captionRelay: lang must be a language tag (ar, en-GB), got ${JSON.stringify(options.lang)}`,
@@ -410,7 +415,7 @@ export async function captionRelay(options: CaptionRelayOptions = {}): Promise<C
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, options.host ?? '127.0.0.1', () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });

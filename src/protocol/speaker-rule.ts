@@ -60,3 +60,20 @@ export function v1Speaker(word: Timed, real: readonly Segment[], forceAlign: boo
   if (holder) return holder.speaker;
   return forceAlign ? nearestBoundarySpeaker(word, real) : UNKNOWN_SPEAKER;
 }
+
+/**
+ * The speaker with the most overlap, from overlaps per speaker in the order each speaker was
+ * first seen: strictly more wins, so a tie stays with the speaker whose segment came earlier.
+ * Undefined when nothing overlaps.
+ */
+export function mostOverlapping(bySpeaker: ReadonlyMap<string, number>): string | undefined {
+  let best: string | undefined;
+  let bestOverlap = 0;
+  for (const [speaker, overlap] of bySpeaker) {
+    if (overlap > bestOverlap) {
+      bestOverlap = overlap;
+      best = speaker;
+    }
+  }
+  return best;
+}

@@ -7,7 +7,7 @@ import { Transform, type TransformCallback, Writable } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { WordSegment } from '../protocol/records.ts';
 import { SegmentIndex } from '../protocol/segment-index.ts';
-import { UNKNOWN_SPEAKER } from '../protocol/speaker-rule.ts';
+import { mostOverlapping, UNKNOWN_SPEAKER } from '../protocol/speaker-rule.ts';
 import type { FinalEvent, PartialEvent, TranscriptEvent, UtteranceEvent } from './assemble-transcript.ts';
 import type { DiarizationEvent, SpeakerSegment } from './merge-diarization.ts';
 
@@ -61,15 +61,7 @@ function labelOne(
       return false;
     },
   );
-  let best: string | undefined;
-  let bestOverlap = 0;
-  // Strictly more: a tie stays with the speaker whose segment came earlier.
-  for (const [speaker, overlap] of bySpeaker) {
-    if (overlap > bestOverlap) {
-      bestOverlap = overlap;
-      best = speaker;
-    }
-  }
+  const best = mostOverlapping(bySpeaker);
   if (best !== undefined) return best;
   return options.forceAlign === false ? UNKNOWN_SPEAKER : index.nearestBoundarySpeaker(word);
 }

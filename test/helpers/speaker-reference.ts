@@ -4,6 +4,7 @@
 
 import type { WordSegment } from '../../src/protocol/records.ts';
 import {
+  mostOverlapping,
   nearestBoundarySpeaker,
   realSegments,
   segmentHolding,
@@ -36,14 +37,8 @@ export const reference = {
         end > start ? Math.min(end, to) - Math.max(start, from) : start >= from && start < to ? 1 : 0;
       if (overlap > 0) bySpeaker.set(s.speaker, (bySpeaker.get(s.speaker) ?? 0) + overlap);
     }
-    let best: string | undefined;
-    let bestOverlap = 0;
-    for (const [speaker, overlap] of bySpeaker) {
-      if (overlap > bestOverlap) {
-        bestOverlap = overlap;
-        best = speaker;
-      }
-    }
+    // The pick among the overlaps is the library's; what this checks is finding them.
+    const best = mostOverlapping(bySpeaker);
     if (best !== undefined) return best;
     return options.forceAlign === false ? UNKNOWN_SPEAKER : reference.nearestBoundarySpeaker(word, segs);
   },

@@ -83,16 +83,11 @@ export function liveHttp(
     if (answering) answering.then(post, failed);
     else post();
   };
-  if (kind === 'asr')
-    ex.readBodyThen(limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes', 'the frame body', head, onBody);
-  else
-    ex.readBodyThen(
-      limits.realtimeDiarizationFrameBytes,
-      'realtime_diarization_frame_bytes',
-      'the frame body',
-      head,
-      onBody,
-    );
+  const [limit, bound] =
+    kind === 'asr'
+      ? [limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes']
+      : [limits.realtimeDiarizationFrameBytes, 'realtime_diarization_frame_bytes'];
+  ex.readBodyThen(limit, bound, 'the frame body', head, onBody);
   return undefined;
 }
 

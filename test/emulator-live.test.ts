@@ -808,12 +808,12 @@ describe('the session state machine (LiveSessions)', () => {
     const key = ctx.keys.first;
     const id = uuid();
     const tenth = Buffer.alloc(3200); // 0.1 s, not exact in binary floating point
-    sessions.accept(decoded({ id, start: true, pcm: tenth }), 'asr', SOCKET, key, admit);
+    sessions.accept(decoded({ id, start: true, pcm: tenth }), 'stt', SOCKET, key, admit);
     const next = decoded({ id, pcm: tenth });
-    for (let i = 1; i < 144_000; i++) sessions.accept(next, 'asr', SOCKET, key, admit);
+    for (let i = 1; i < 144_000; i++) sessions.accept(next, 'stt', SOCKET, key, admit);
     assert.equal(ctx.stats.framesAccepted, 144_000, 'exactly 14400 s were accepted');
     assert.throws(
-      () => sessions.accept(decoded({ id, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit),
+      () => sessions.accept(decoded({ id, pcm: Buffer.alloc(2) }), 'stt', SOCKET, key, admit),
       (err: unknown) => {
         rejected('AUDIO_DURATION_EXCEEDED')(err);
         assert.deepEqual((err as Rejection).init.data, {
@@ -838,9 +838,9 @@ describe('the session state machine (LiveSessions)', () => {
     const key = ctx.keys.first;
     // Socket scope: the same tombstones as HTTP, without a slot and an expiry timer per stream.
     const retire = (id: string) => {
-      sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit);
+      sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(2) }), 'stt', SOCKET, key, admit);
       assert.throws(
-        () => sessions.accept(decoded({ id, pcm: Buffer.alloc(40) }), 'asr', SOCKET, key, admit),
+        () => sessions.accept(decoded({ id, pcm: Buffer.alloc(40) }), 'stt', SOCKET, key, admit),
         rejected('AUDIO_DURATION_EXCEEDED'),
       );
     };
@@ -850,11 +850,11 @@ describe('the session state machine (LiveSessions)', () => {
     for (let i = 0; i < 100_001; i++) {
       const id = uuid();
       const whole = decoded({ id, start: true, final: true, pcm: Buffer.alloc(2) });
-      sessions.end(sessions.accept(whole, 'asr', SOCKET, key, admit), 'finished');
+      sessions.end(sessions.accept(whole, 'stt', SOCKET, key, admit), 'finished');
     }
     assert.throws(
       () =>
-        sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'asr', SOCKET, key, admit),
+        sessions.accept(decoded({ id: first, start: true, pcm: Buffer.alloc(2) }), 'stt', SOCKET, key, admit),
       rejected('SESSION_EXPIRED'),
     );
     assert.equal(ctx.stats.sessions.retired, 1);
@@ -875,9 +875,9 @@ describe('the session state machine (LiveSessions)', () => {
     const key = ctx.keys.first;
     const id = uuid();
     assert.equal(ctx.limits.sessionAudioRateRealtime, 4, 'the interface default');
-    sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(burst) }), 'asr', SOCKET, key, admit);
+    sessions.accept(decoded({ id, start: true, pcm: Buffer.alloc(burst) }), 'stt', SOCKET, key, admit);
     const next = (bytes: number) =>
-      sessions.accept(decoded({ id, pcm: Buffer.alloc(bytes) }), 'asr', SOCKET, key, admit);
+      sessions.accept(decoded({ id, pcm: Buffer.alloc(bytes) }), 'stt', SOCKET, key, admit);
     assert.throws(() => next(2), rejected('SESSION_BYTE_RATE_EXCEEDED'), 'the burst is spent');
     // Every 250 ms, 1 s of audio (4 x 0.25 s): exactly the sustained rate, for 20 s.
     for (let i = 0; i < 80; i++) {

@@ -75,9 +75,9 @@ export async function startEmulatorServer(
   /** The Realtime HTTP operations, by path (both spellings), made once: every live frame is one. */
   const REALTIME_ROUTES = new Map<string, Route>();
   for (const prefix of REALTIME_HTTP_PREFIXES) {
-    const asr: Route = { op: 'stt.http', run: (ex, key) => liveHttp(ex, key, 'asr', sessions) };
-    REALTIME_ROUTES.set(`${prefix}/stt-stream`, asr);
-    REALTIME_ROUTES.set(`${prefix}/realtime-asr`, asr);
+    const stt: Route = { op: 'stt.http', run: (ex, key) => liveHttp(ex, key, 'stt', sessions) };
+    REALTIME_ROUTES.set(`${prefix}/stt-stream`, stt);
+    REALTIME_ROUTES.set(`${prefix}/realtime-asr`, stt);
     REALTIME_ROUTES.set(`${prefix}/diarization-stream`, {
       op: 'diarization.http',
       run: (ex, key) => liveHttp(ex, key, 'diarization', sessions),

@@ -16,7 +16,7 @@ import { limitData, reject } from './rejection.ts';
 import type { SessionEnd } from './stats.ts';
 import type { EmulatorKey } from './types.ts';
 
-export type SessionKind = 'asr' | 'diarization';
+export type SessionKind = 'stt' | 'diarization';
 export type LiveRecord = AsrRecord | DiarizationRecord;
 
 /**
@@ -88,7 +88,7 @@ export class LiveSession {
     this.tokens = burst;
     this.release = release;
     this.engine =
-      kind === 'asr'
+      kind === 'stt'
         ? new LiveAsrEngine(frame.streamId, frame.language, transcript)
         : new LiveDiarizationEngine(frame.streamId);
   }
@@ -169,7 +169,7 @@ export type Released = LiveRecord[] | Promise<LiveRecord[]>;
 
 /** A scope's live streams, per kind, by id. */
 interface LiveScope {
-  asr: Map<string, LiveSession>;
+  stt: Map<string, LiveSession>;
   diarization: Map<string, LiveSession>;
 }
 
@@ -347,7 +347,7 @@ export class LiveSessions {
     key: EmulatorKey,
     admit: Admit,
   ): LiveSession {
-    const workload = kind === 'asr' ? 'realtime_asr' : 'diarization';
+    const workload = kind === 'stt' ? 'realtime_asr' : 'diarization';
     const release = admit(() => {
       const concurrency = this.#ctx.concurrency.acquire(key.account, workload);
       if (where.transport !== 'http') return concurrency;
@@ -363,7 +363,7 @@ export class LiveSessions {
         concurrency();
       };
     });
-    const transcript = kind === 'asr' ? this.#ctx.transcript(frame.streamId) : undefined;
+    const transcript = kind === 'stt' ? this.#ctx.transcript(frame.streamId) : undefined;
     const session = new LiveSession(
       frame,
       kind,
@@ -376,7 +376,7 @@ export class LiveSessions {
     const scopeKey = where.key;
     let live = this.#live.get(scopeKey);
     if (!live) {
-      live = { asr: new Map(), diarization: new Map() };
+      live = { stt: new Map(), diarization: new Map() };
       this.#live.set(scopeKey, live);
     }
     live[kind].set(frame.streamId, session);
@@ -404,7 +404,7 @@ export class LiveSessions {
     const live = this.#live.get(scopeKey);
     if (live?.[session.kind].get(session.id) === session) {
       live[session.kind].delete(session.id);
-      if (live.asr.size === 0 && live.diarization.size === 0) this.#live.delete(scopeKey);
+      if (live.stt.size === 0 && live.diarization.size === 0) this.#live.delete(scopeKey);
     }
     this.#remember(session.kind, session.id, session.where, how);
     this.#ctx.stats.sessionEnded(how);
@@ -415,14 +415,14 @@ export class LiveSessions {
     const scopeKey = where.key;
     const live = this.#live.get(scopeKey);
     if (live)
-      for (const session of [...live.asr.values(), ...live.diarization.values()])
+      for (const session of [...live.stt.values(), ...live.diarization.values()])
         this.end(session, 'cancelled');
     this.#memory.delete(scopeKey);
   }
 
   closeAll(): void {
     for (const live of [...this.#live.values()])
-      for (const session of [...live.asr.values(), ...live.diarization.values()])
+      for (const session of [...live.stt.values(), ...live.diarization.values()])
         this.end(session, 'cancelled');
   }
 

@@ -149,7 +149,7 @@ export function handleConnections(ctx: EmulatorContext, io: Server, sessions: Li
           if (state.frames.get(stream) === turn) state.frames.delete(stream);
         });
       };
-    socket.on(SOCKET_EVENTS.audioStream, frameHandler('asr'));
+    socket.on(SOCKET_EVENTS.audioStream, frameHandler('stt'));
     socket.on(SOCKET_EVENTS.diarizationStream, frameHandler('diarization'));
     socket.on(SOCKET_EVENTS.audioFile, (...args: unknown[]) => {
       const { payload, ack } = eventArgs(args);
@@ -268,8 +268,8 @@ class SocketOps {
   }
 
   async frame(kind: SessionKind, payload: unknown, ack: Ack | undefined): Promise<void> {
-    const op: OperationName = kind === 'asr' ? 'stt.socket' : 'diarization.socket';
-    const event = kind === 'asr' ? SOCKET_EVENTS.transcriptionResult : SOCKET_EVENTS.diarizationResult;
+    const op: OperationName = kind === 'stt' ? 'stt.socket' : 'diarization.socket';
+    const event = kind === 'stt' ? SOCKET_EVENTS.transcriptionResult : SOCKET_EVENTS.diarizationResult;
     await this.#run(
       op,
       ack,
@@ -280,10 +280,10 @@ class SocketOps {
         if (!bytes) throw reject('VALIDATION_INVALID_FORMAT', `${op} carries one binary live input frame`);
         ctx.stats.bytesIn += bytes.length;
         const { limits } = ctx;
-        const limit = kind === 'asr' ? limits.realtimeAsrFrameBytes : limits.realtimeDiarizationFrameBytes;
+        const limit = kind === 'stt' ? limits.realtimeAsrFrameBytes : limits.realtimeDiarizationFrameBytes;
         if (bytes.length > limit) {
           throw tooLarge(
-            kind === 'asr' ? 'realtime_asr_frame_bytes' : 'realtime_diarization_frame_bytes',
+            kind === 'stt' ? 'realtime_asr_frame_bytes' : 'realtime_diarization_frame_bytes',
             limit,
             bytes.length,
             'the frame',

@@ -84,7 +84,7 @@ export function liveHttp(
     else post();
   };
   const [limit, bound] =
-    kind === 'asr'
+    kind === 'stt'
       ? [limits.realtimeAsrFrameBytes, 'realtime_asr_frame_bytes']
       : [limits.realtimeDiarizationFrameBytes, 'realtime_diarization_frame_bytes'];
   ex.readBodyThen(limit, bound, 'the frame body', head, onBody);

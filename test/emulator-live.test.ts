@@ -11,7 +11,7 @@ import { EmulatorContext } from '../src/emulator/context.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { Lifecycle } from '../src/emulator/lifecycle.ts';
 import { Rejection } from '../src/emulator/rejection.ts';
-import { LiveSessions, type SessionScope, sessionScope } from '../src/emulator/sessions.ts';
+import { ServerSessions, type SessionScope, sessionScope } from '../src/emulator/sessions.ts';
 import { decodeFrame, encodeFrame, FRAME_HEADER_BYTES } from '../src/protocol/frame.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../src/protocol/records.ts';
 import {
@@ -787,7 +787,7 @@ describe('live streams over Socket.IO', () => {
   });
 });
 
-describe('the session state machine (LiveSessions)', () => {
+describe('the session state machine (ServerSessions)', () => {
   const SOCKET: SessionScope = sessionScope('socket', 'unit');
   const decoded = (f: FrameInput) => decodeFrame(frameOf(f));
   /** Admission without a request rate (what the transports pass when none is configured). */
@@ -800,7 +800,7 @@ describe('the session state machine (LiveSessions)', () => {
 
   test('session audio is counted in whole bytes: exactly 14400 s in 0.1 s frames is accepted', (t) => {
     const ctx = new EmulatorContext({ limits: { sessionAudioRateBurstBytes: 2 ** 40 } });
-    const sessions = new LiveSessions(ctx);
+    const sessions = new ServerSessions(ctx);
     t.after(() => {
       sessions.closeAll();
       ctx.lifecycle.close();
@@ -830,7 +830,7 @@ describe('the session state machine (LiveSessions)', () => {
 
   test('a retired id stays tombstoned however many streams end after it', (t) => {
     const ctx = new EmulatorContext({ limits: { sessionAudioDurationSec: 0.001 } }); // 32 bytes
-    const sessions = new LiveSessions(ctx);
+    const sessions = new ServerSessions(ctx);
     t.after(() => {
       sessions.closeAll();
       ctx.lifecycle.close();
@@ -867,7 +867,7 @@ describe('the session state machine (LiveSessions)', () => {
     t.mock.method(performance, 'now', () => clock);
     const burst = 64_000;
     const ctx = new EmulatorContext({ limits: { sessionAudioRateBurstBytes: burst } });
-    const sessions = new LiveSessions(ctx);
+    const sessions = new ServerSessions(ctx);
     t.after(() => {
       sessions.closeAll();
       ctx.lifecycle.close();

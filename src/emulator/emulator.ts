@@ -27,7 +27,7 @@ import {
   serverOptions,
   UploadRateGuard,
 } from './server-limits.ts';
-import { LiveSessions } from './sessions.ts';
+import { ServerSessions } from './sessions.ts';
 import { authenticateHandshake, handleConnections } from './socket.ts';
 import type { Emulator, EmulatorKey, EmulatorOptions } from './types.ts';
 import { listVoices } from './voices.ts';
@@ -70,7 +70,7 @@ export async function startEmulatorServer(
 ): Promise<{ emulator: Emulator; ctx: EmulatorContext; privateAddress?: { host: string; port: number } }> {
   const ctx = new EmulatorContext(options, member);
   const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });
-  const sessions = new LiveSessions(ctx);
+  const sessions = new ServerSessions(ctx);
 
   /** The Realtime HTTP operations, by path (both spellings), made once: every live frame is one. */
   const REALTIME_ROUTES = new Map<string, Route>();

@@ -17,7 +17,7 @@ import type { SessionEnd } from './stats.ts';
 import type { EmulatorKey } from './types.ts';
 
 export type SessionKind = 'stt' | 'diarization';
-export type LiveRecord = AsrRecord | DiarizationRecord;
+export type SessionRecord = AsrRecord | DiarizationRecord;
 
 /**
  * Ended (not retired) stream ids remembered per scope, for the detail of a 409 and the
@@ -43,7 +43,7 @@ export function sessionScope(transport: SessionScope['transport'], scope: string
   return Object.freeze({ transport, scope, key: `${transport}:${scope}` });
 }
 
-export class LiveSession {
+export class ServerSession {
   readonly id: string;
   readonly kind: SessionKind;
   readonly transport: 'http' | 'socket';
@@ -57,10 +57,10 @@ export class LiveSession {
   tokensAt = performance.now();
   lastAudioAt = performance.now();
   lastActivityAt = performance.now();
-  /** POSTs of this stream being handled now (see `LiveSessions.beginPost`). */
+  /** POSTs of this stream being handled now (see `ServerSessions.beginPost`). */
   inFlight = 0;
   /** Records released after their response window closed, sent with the next response. */
-  readonly pending: LiveRecord[] = [];
+  readonly pending: SessionRecord[] = [];
   readonly engine: LiveAsrEngine | LiveDiarizationEngine;
   /** Gives back the stream's concurrency (and slot); idempotent. */
   readonly release: Release;
@@ -140,7 +140,7 @@ export class LiveSession {
    * records still held back: every live frame without a latency model), else their promise.
    */
   infer(pcm: Buffer, final: boolean, delayMs: number, sleep: (ms: number) => Promise<void>): Released {
-    const records: LiveRecord[] = this.engine.push(pcm);
+    const records: SessionRecord[] = this.engine.push(pcm);
     if (final) records.push(...this.engine.finish());
     if (delayMs <= 0 && this.#held === 0) {
       this.lastActivityAt = performance.now();
@@ -165,12 +165,12 @@ export class LiveSession {
 }
 
 /** A frame's records: at once, or once the latency model releases them. */
-export type Released = LiveRecord[] | Promise<LiveRecord[]>;
+export type Released = SessionRecord[] | Promise<SessionRecord[]>;
 
 /** A scope's live streams, per kind, by id. */
 interface LiveScope {
-  stt: Map<string, LiveSession>;
-  diarization: Map<string, LiveSession>;
+  stt: Map<string, ServerSession>;
+  diarization: Map<string, ServerSession>;
 }
 
 /** What a scope (HTTP, or one socket) remembers of its ended streams, keyed `kind:id`. */
@@ -186,7 +186,7 @@ interface ScopeMemory {
   idle: Map<string, number>;
 }
 
-export class LiveSessions {
+export class ServerSessions {
   readonly #ctx: EmulatorContext;
   /** Live streams per scope (`transport:scope`), then per kind, by id. */
   readonly #live = new Map<string, LiveScope>();
@@ -203,7 +203,7 @@ export class LiveSessions {
   /** The latency model's wait, made once (not a closure per frame). */
   readonly #sleep: (ms: number) => Promise<void>;
 
-  find(kind: SessionKind, id: string, where: SessionScope): LiveSession | undefined {
+  find(kind: SessionKind, id: string, where: SessionScope): ServerSession | undefined {
     return this.#live.get(where.key)?.[kind].get(id);
   }
 
@@ -218,7 +218,7 @@ export class LiveSessions {
     where: SessionScope,
     key: EmulatorKey,
     admit: Admit,
-  ): LiveSession {
+  ): ServerSession {
     const now = performance.now();
     let session = this.find(kind, frame.streamId, where);
     const quiet = session && this.#quietDue(session);
@@ -277,8 +277,8 @@ export class LiveSessions {
     op: OperationName,
     plan: FaultPlan,
   ): {
-    session: LiveSession;
-    /** The frame's records, at once or later (see `LiveSession.infer`). */
+    session: ServerSession;
+    /** The frame's records, at once or later (see `ServerSession.infer`). */
     records: Released;
     after: FaultAnswer | undefined;
   } {
@@ -298,7 +298,7 @@ export class LiveSessions {
   }
 
   /** Session audio limit (retires the stream) and sustained byte rate (the stream stays live). */
-  #checkAudio(frame: LiveFrame, session: LiveSession | undefined): void {
+  #checkAudio(frame: LiveFrame, session: ServerSession | undefined): void {
     const { limits } = this.#ctx;
     const bytes = frame.pcm.length;
     const total = (session?.audioBytes ?? 0) + bytes;
@@ -346,7 +346,7 @@ export class LiveSessions {
     where: SessionScope,
     key: EmulatorKey,
     admit: Admit,
-  ): LiveSession {
+  ): ServerSession {
     const workload = kind === 'stt' ? 'realtime_asr' : 'diarization';
     const release = admit(() => {
       const concurrency = this.#ctx.concurrency.acquire(key.account, workload);
@@ -364,7 +364,7 @@ export class LiveSessions {
       };
     });
     const transcript = kind === 'stt' ? this.#ctx.transcript(frame.streamId) : undefined;
-    const session = new LiveSession(
+    const session = new ServerSession(
       frame,
       kind,
       where,
@@ -385,7 +385,7 @@ export class LiveSessions {
   }
 
   /** Records of an accepted frame, released after the latency model's processing time. */
-  infer(session: LiveSession, frame: LiveFrame): Released {
+  infer(session: ServerSession, frame: LiveFrame): Released {
     const ctx = this.#ctx;
     const delayMs = ctx.perRequestMs + ctx.audioDelayMs(frame.pcm.length / LIVE_BYTES_PER_SECOND);
     const out = session.infer(frame.pcm, frame.isFinal, delayMs, this.#sleep);
@@ -394,7 +394,7 @@ export class LiveSessions {
   }
 
   /** End a live session: release what it holds and remember how it ended. */
-  end(session: LiveSession, how: SessionEnd): void {
+  end(session: ServerSession, how: SessionEnd): void {
     if (!session.live) return;
     session.state = how;
     this.#ctx.lifecycle.clear(session.timer);
@@ -456,12 +456,12 @@ export class LiveSessions {
   }
 
   /** A POST of this stream is being answered: the stream neither expires nor idles meanwhile. */
-  beginPost(session: LiveSession): void {
+  beginPost(session: ServerSession): void {
     session.inFlight++;
   }
 
   /** That POST was answered: the quiet time is watched again. */
-  endPost(session: LiveSession): void {
+  endPost(session: ServerSession): void {
     session.inFlight--;
     this.#arm(session);
   }
@@ -473,7 +473,7 @@ export class LiveSessions {
    * POST of the stream is being answered (`endPost` arms it again); when it fires early (newer
    * activity) it re-arms.
    */
-  #arm(session: LiveSession): void {
+  #arm(session: ServerSession): void {
     if (!session.live) return;
     if (session.inFlight > 0 || session.timer !== undefined) return;
     const { due } = this.#quietDue(session);
@@ -488,7 +488,7 @@ export class LiveSessions {
   }
 
   /** When a quiet HTTP stream ends, and whether by idle retirement (else by expiry). */
-  #quietDue(session: LiveSession): { due: number; idle: boolean } {
+  #quietDue(session: ServerSession): { due: number; idle: boolean } {
     const { limits } = this.#ctx;
     const expiry = session.lastActivityAt + limits.sessionExpirySec * 1000;
     if (session.transport !== 'http' || session.finalAccepted) return { due: expiry, idle: false };
@@ -497,7 +497,7 @@ export class LiveSessions {
   }
 
   /** Retire an idle stream: its id is tombstoned and its next frame gets 408 once. */
-  #retireIdle(session: LiveSession): void {
+  #retireIdle(session: ServerSession): void {
     const lastAudioAt = session.lastAudioAt;
     this.end(session, 'retired');
     const { idle } = this.#memoryOf(session.where, true);

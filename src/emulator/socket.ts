@@ -27,10 +27,10 @@ import { toRejection } from './http-operation.ts';
 import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
 import { checkFastRequest, fastRecords } from './routes/fast.ts';
 import {
-  type LiveRecord,
-  type LiveSession,
-  type LiveSessions,
+  type ServerSession,
+  type ServerSessions,
   type SessionKind,
+  type SessionRecord,
   type SessionScope,
   sessionScope,
 } from './sessions.ts';
@@ -123,7 +123,7 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
   });
 }
 
-export function handleConnections(ctx: EmulatorContext, io: Server, sessions: LiveSessions): void {
+export function handleConnections(ctx: EmulatorContext, io: Server, sessions: ServerSessions): void {
   io.on('connection', (socket) => {
     const state = socket.data.emulator as SocketState;
     const where = sessionScope('socket', socket.id);
@@ -182,15 +182,15 @@ class SocketOps {
   readonly #ctx: EmulatorContext;
   readonly #socket: Socket;
   readonly #state: SocketState;
-  readonly #sessions: LiveSessions;
+  readonly #sessions: ServerSessions;
   readonly #where: SessionScope;
-  readonly #streams = new WeakMap<LiveSession, StreamOutput>();
+  readonly #streams = new WeakMap<ServerSession, StreamOutput>();
 
   constructor(
     ctx: EmulatorContext,
     socket: Socket,
     state: SocketState,
-    sessions: LiveSessions,
+    sessions: ServerSessions,
     where: SessionScope,
   ) {
     this.#ctx = ctx;
@@ -304,7 +304,7 @@ class SocketOps {
         ack?.({ ok: true } satisfies FrameAck);
         // This frame's slow body, the stream's byte and record cuts.
         const emitter = new Emitter(ctx, this.#socket, plan, this.#signal, output.meter);
-        const emitRecords = async (records: LiveRecord[]) => {
+        const emitRecords = async (records: SessionRecord[]) => {
           for (const record of records) {
             if (!session.live && !record.is_final) continue;
             if (record.is_final && ctx.faults.dropFinal({ op, key: this.#state.keyHeader })) {
@@ -329,7 +329,7 @@ class SocketOps {
    * records counts over the whole stream, with the faults planned for its start frame (over
    * HTTP each POST's answer is counted on its own; here the stream's events are one answer).
    */
-  #outputOf(session: LiveSession, plan: FaultPlan): StreamOutput {
+  #outputOf(session: ServerSession, plan: FaultPlan): StreamOutput {
     let output = this.#streams.get(session);
     if (!output) {
       output = { meter: new OutputMeter(plan), sent: Promise.resolve() };

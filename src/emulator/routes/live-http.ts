@@ -10,11 +10,11 @@ import type { HttpExchange } from '../http-exchange.ts';
 import { answerFailure, answerFault } from '../http-operation.ts';
 import { Rejection } from '../rejection.ts';
 import {
-  type LiveRecord,
-  type LiveSession,
-  type LiveSessions,
   type Released,
+  type ServerSession,
+  type ServerSessions,
   type SessionKind,
+  type SessionRecord,
   type SessionScope,
   sessionScope,
 } from '../sessions.ts';
@@ -44,7 +44,7 @@ export function liveHttp(
   ex: HttpExchange,
   key: EmulatorKey,
   kind: SessionKind,
-  sessions: LiveSessions,
+  sessions: ServerSessions,
 ): undefined {
   const { limits } = ex.ctx;
   const scope = httpScope(key);
@@ -97,7 +97,7 @@ function answerBody(
   key: EmulatorKey,
   scope: SessionScope,
   kind: SessionKind,
-  sessions: LiveSessions,
+  sessions: ServerSessions,
   body: Buffer,
 ): Promise<void> | undefined {
   const frame = decodeFrame(body);
@@ -122,7 +122,7 @@ function answerFrame(
   key: EmulatorKey,
   scope: SessionScope,
   kind: SessionKind,
-  sessions: LiveSessions,
+  sessions: ServerSessions,
   frame: ReturnType<typeof decodeFrame>,
 ): Promise<void> | undefined {
   if (ex.gone) {
@@ -165,8 +165,8 @@ function answerFrame(
 /** A frame whose records come later (a latency model) or the final frame: its answer waits for them. */
 async function answerLater(
   ex: HttpExchange,
-  session: LiveSession,
-  sessions: LiveSessions,
+  session: ServerSession,
+  sessions: ServerSessions,
   frame: ReturnType<typeof decodeFrame>,
   records: Released,
 ): Promise<void> {
@@ -190,14 +190,14 @@ async function answerLater(
  */
 async function answerWithinWindow(
   ex: HttpExchange,
-  session: LiveSession,
-  ready: Promise<LiveRecord[]>,
+  session: ServerSession,
+  ready: Promise<SessionRecord[]>,
 ): Promise<boolean> {
   const { ctx } = ex;
   const result = await ctx.lifecycle
     .within(ready, ctx.limits.nonFinalResponseWindowMs, ex.signal)
     .catch(() => 'stopped' as const);
-  const out: LiveRecord[] = session.pending.splice(0);
+  const out: SessionRecord[] = session.pending.splice(0);
   if (typeof result === 'object') out.push(...result.value);
   else
     void ready.then(
@@ -210,9 +210,9 @@ async function answerWithinWindow(
 /** The final frame: every record up to the final one, then the stream is finished. */
 async function answerFinal(
   ex: HttpExchange,
-  session: LiveSession,
-  sessions: LiveSessions,
-  ready: Promise<LiveRecord[]>,
+  session: ServerSession,
+  sessions: ServerSessions,
+  ready: Promise<SessionRecord[]>,
 ): Promise<void> {
   const { ctx } = ex;
   const result = await ctx.lifecycle

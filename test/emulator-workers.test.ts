@@ -12,8 +12,8 @@ import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Agent } from 'undici';
-import { ownerOf } from '../src/emulator/cluster.ts';
 import { type EmulatorStats, type EmulatorWorkers, startEmulatorWorkers } from '../src/emulator/index.ts';
+import { ownerOf } from '../src/emulator/threads.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import {
   type CallOptions,

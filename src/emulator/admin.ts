@@ -56,26 +56,21 @@ export async function handleAdmin(
     if (path === '/stats') {
       if (method !== 'GET') throw notAllowed(method, 'GET');
       // Several threads: the statistics of all of them, summed.
-      return send(
-        req,
-        res,
-        200,
-        ctx.cluster ? await ctx.cluster.ask({ type: 'stats' }) : ctx.stats.snapshot(),
-      );
+      return send(req, res, 200, ctx.member ? await ctx.member.ask({ type: 'stats' }) : ctx.stats.snapshot());
     }
     if (path === '/faults') {
       if (method === 'GET') return send(req, res, 200, { faults: ctx.faults.list().map(shown) });
       if (method === 'DELETE')
         return send(req, res, 200, {
-          cleared: ctx.cluster ? await ctx.cluster.ask<number>({ type: 'faults.clear' }) : ctx.faults.clear(),
+          cleared: ctx.member ? await ctx.member.ask<number>({ type: 'faults.clear' }) : ctx.faults.clear(),
         });
       if (method !== 'POST') throw notAllowed(method, 'GET, POST, DELETE');
       const body = parseJson(await readBody(req));
       // All or nothing: every rule is checked before any is added.
       const rules: FaultRule[] = Array.isArray(body) ? faultRulesFromJson(body) : [faultRuleFromJson(body)];
       // Several threads: the rules are in force in every thread before the answer.
-      const ids = ctx.cluster
-        ? await ctx.cluster.ask<number[]>({ type: 'faults.add', rules })
+      const ids = ctx.member
+        ? await ctx.member.ask<number[]>({ type: 'faults.add', rules })
         : rules.map((rule) => ctx.faults.add(rule).id);
       return send(req, res, 201, Array.isArray(body) ? { ids } : { id: ids[0] });
     }
@@ -83,8 +78,8 @@ export async function handleAdmin(
     if (one) {
       if (method !== 'DELETE') throw notAllowed(method, 'DELETE');
       const id = Number(one[1]);
-      const removed = ctx.cluster
-        ? (await ctx.cluster.ask<number>({ type: 'faults.remove', id })) > 0
+      const removed = ctx.member
+        ? (await ctx.member.ask<number>({ type: 'faults.remove', id })) > 0
         : ctx.faults.remove(id);
       if (!removed) throw reject('NOT_FOUND', `no fault rule ${id}`, { status: 404 });
       return send(req, res, 200, { removed: id });

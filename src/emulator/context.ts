@@ -6,12 +6,12 @@ import { type Limits, resolveLimits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
 import { KeyRegistry } from './auth.ts';
-import { type ClusterMember, ownerOf } from './cluster.ts';
 import type { AnalyzedAudio } from './engine/recording.ts';
 import { FaultInjector } from './faults.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { reject } from './rejection.ts';
 import { StatsCollector } from './stats.ts';
+import { ownerOf, type ThreadMember } from './threads.ts';
 import type { EmulatorKey, EmulatorOptions } from './types.ts';
 
 /** ASR model keys per language; the first is the default. `auto` accepts every key. */
@@ -72,11 +72,11 @@ export class EmulatorContext {
   readonly ttsModels: readonly string[];
   readonly ttsEngine: 'auto' | 'espeak' | 'synthetic';
   /** This thread's place among the threads of one emulator, when there are several. */
-  readonly cluster: ClusterMember | undefined;
+  readonly member: ThreadMember | undefined;
 
-  constructor(options: EmulatorOptions, cluster?: ClusterMember) {
-    this.cluster = cluster;
-    const shared = cluster?.shared;
+  constructor(options: EmulatorOptions, member?: ThreadMember) {
+    this.member = member;
+    const shared = member?.shared;
     this.limits = resolveLimits(options.limits ?? {}, options.env ?? {});
     this.keys = new KeyRegistry(options.keys);
     this.faults = new FaultInjector(this.stats, options.faults);
@@ -111,7 +111,7 @@ export class EmulatorContext {
   newJobId(): string {
     for (;;) {
       const id = crypto.randomUUID();
-      if (!this.cluster || ownerOf(id, this.cluster.workers) === this.cluster.index) return id;
+      if (!this.member || ownerOf(id, this.member.workers) === this.member.index) return id;
     }
   }
 

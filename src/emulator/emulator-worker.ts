@@ -1,24 +1,24 @@
-// One serving thread of an emulator run by `startEmulatorWorkers` (`cluster.ts`): the whole
+// One serving thread of an emulator run by `startEmulatorWorkers` (`threads.ts`): the whole
 // emulator on the shared port, its admission and fault counters in the shared buffer, and the
 // coordinating thread's commands (peers, fault rules, statistics, close) answered.
 
 import { parentPort, workerData } from 'node:worker_threads';
+import { startEmulatorServer } from './emulator.ts';
+import { SharedState } from './shared-state.ts';
 import {
   asker,
-  type ClusterMember,
   closeForwarding,
+  type ThreadMember,
   type WorkerCommand,
   type WorkerData,
   type WorkerMessage,
-} from './cluster.ts';
-import { startEmulatorServer } from './emulator.ts';
-import { SharedState } from './shared-state.ts';
+} from './threads.ts';
 
 const data = workerData as WorkerData;
 const port = parentPort!;
 const post = (m: WorkerMessage) => port.postMessage(m);
 
-const member: ClusterMember = {
+const member: ThreadMember = {
   index: data.index,
   workers: data.workers,
   shared: new SharedState(data.layout, data.index, data.buffer),

@@ -9,7 +9,6 @@ import { REALTIME_HTTP_PREFIXES } from '../protocol/http-paths.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import { SOCKET_PATHS } from '../protocol/socket-events.ts';
 import { handleAdmin, isAdminPath } from './admin.ts';
-import { type ClusterMember, FORWARDED_HEADER, forward, ownerOf, peekBody } from './cluster.ts';
 import { EmulatorContext } from './context.ts';
 import { HttpExchange, pathnameOf } from './http-exchange.ts';
 import { type HandlerResult, runHttpOperation } from './http-operation.ts';
@@ -29,6 +28,7 @@ import {
 } from './server-limits.ts';
 import { ServerSessions } from './sessions.ts';
 import { authenticateHandshake, handleConnections } from './socket.ts';
+import { FORWARDED_HEADER, forward, ownerOf, peekBody, type ThreadMember } from './threads.ts';
 import type { Emulator, EmulatorKey, EmulatorOptions } from './types.ts';
 import { listVoices } from './voices.ts';
 
@@ -60,13 +60,13 @@ const LIVE_FRAMES: ReadonlySet<OperationName> = new Set(['stt.http', 'diarizatio
 const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * The emulator; with `member`, one thread of an emulator served by several (`cluster.ts`):
+ * The emulator; with `member`, one thread of an emulator served by several (`threads.ts`):
  * admission and fault counters shared, the port shared (SO_REUSEPORT), and a private loopback
  * server the other threads pass requests to for the jobs and live streams this one owns.
  */
 export async function startEmulatorServer(
   options: EmulatorOptions,
-  member?: ClusterMember,
+  member?: ThreadMember,
 ): Promise<{ emulator: Emulator; ctx: EmulatorContext; privateAddress?: { host: string; port: number } }> {
   const ctx = new EmulatorContext(options, member);
   const jobs = new JobStore(ctx, { retentionMs: options.jobRetentionMs });

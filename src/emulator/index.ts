@@ -2,11 +2,6 @@
 // with fault injection and statistics, for tests and for running pipelines with no credentials.
 
 export {
-  type EmulatorWorkers,
-  type EmulatorWorkersOptions,
-  startEmulatorWorkers,
-} from './cluster.ts';
-export {
   DEFAULT_ASR_MODELS,
   DEFAULT_BLOCKLIST,
   DEFAULT_TTS_MODELS,
@@ -14,6 +9,11 @@ export {
 } from './context.ts';
 export { startEmulator } from './emulator.ts';
 export { DEFAULT_SERVER_LIMITS, type ServerLimits } from './server-limits.ts';
+export {
+  type EmulatorWorkers,
+  type EmulatorWorkersOptions,
+  startEmulatorWorkers,
+} from './threads.ts';
 export type {
   Capability,
   Emulator,

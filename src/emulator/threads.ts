@@ -23,7 +23,7 @@ import { type SharedLayout, SharedState } from './shared-state.ts';
 import type { EmulatorKey, EmulatorOptions, EmulatorStats, FaultRule } from './types.ts';
 
 /** What one thread of a several-thread emulator knows of the others. */
-export interface ClusterMember {
+export interface ThreadMember {
   index: number;
   workers: number;
   shared: SharedState;

@@ -22,7 +22,6 @@ import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
 import { probeAll, probeDuration } from './probe.ts';
-import { type ArchiveSummary, type ArchiveWalkOptions, emptySummary, tally, walkOptionsOf } from './run.ts';
 import {
   type ArchiveFormat,
   type ArchiveMode,
@@ -30,6 +29,13 @@ import {
   ArchiveStore,
   writeResults,
 } from './store.ts';
+import {
+  type ArchiveSummary,
+  type ArchiveWalkOptions,
+  emptySummary,
+  tally,
+  walkOptionsOf,
+} from './transcribe-archive.ts';
 import { transcribeFile } from './transcribe-file.ts';
 
 /** The queue's name unless told otherwise (enqueuer and workers must agree). */

@@ -28,17 +28,6 @@ export {
 } from './each.ts';
 export { probeDuration } from './probe.ts';
 export {
-  type ArchiveSummary,
-  type ArchiveWalkOptions,
-  type TranscribeArchiveOptions,
-  type TranscriptsSink,
-  transcribeArchive,
-  type WriteTranscriptsEvents,
-  type WriteTranscriptsOptions,
-  walkArchive,
-  writeTranscripts,
-} from './run.ts';
-export {
   ARCHIVE_FORMATS,
   type ArchiveFormat,
   type ArchiveMode,
@@ -50,4 +39,15 @@ export {
   removeTemporaryFiles,
   renderResult,
 } from './store.ts';
+export {
+  type ArchiveSummary,
+  type ArchiveWalkOptions,
+  type TranscribeArchiveOptions,
+  type TranscriptsSink,
+  transcribeArchive,
+  type WriteTranscriptsEvents,
+  type WriteTranscriptsOptions,
+  walkArchive,
+  writeTranscripts,
+} from './transcribe-archive.ts';
 export { type FileResult, type TranscribeFileOptions, transcribeFile } from './transcribe-file.ts';

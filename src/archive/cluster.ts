@@ -20,7 +20,8 @@ import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
 import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
-import { type ArchiveEvent, isAuthFailure, isConnectionFailure, type Reason } from './each.ts';
+import { isAuthFailure, isConnectionFailure } from './each.ts';
+import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from './events.ts';
 import { probeAll, probeDuration } from './probe.ts';
 import {
   type ArchiveFormat,
@@ -29,13 +30,7 @@ import {
   ArchiveStore,
   writeResults,
 } from './store.ts';
-import {
-  type ArchiveSummary,
-  type ArchiveWalkOptions,
-  emptySummary,
-  tally,
-  walkOptionsOf,
-} from './transcribe-archive.ts';
+import { type ArchiveWalkOptions, walkOptionsOf } from './transcribe-archive.ts';
 import { transcribeFile } from './transcribe-file.ts';
 
 /** The queue's name unless told otherwise (enqueuer and workers must agree). */

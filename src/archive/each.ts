@@ -11,49 +11,9 @@ import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError, type SpeechServiceError, TransportError } from '../protocol/errors.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
+import type { ArchiveEvent, Reason } from './events.ts';
 import type { ArchiveStore } from './store.ts';
-import { type FileResult, transcribeFile } from './transcribe-file.ts';
-
-/** An input's reason: a stable code and a message. */
-export interface Reason {
-  code: string;
-  message: string;
-}
-
-/** What happens to the inputs of an archive run. Every event of one input carries its `file`. */
-export type ArchiveEvent =
-  /** The walk found the input; `durationSec` once its header was read (see `probed`). */
-  | { type: 'queued'; file: AudioFile }
-  /** The input's audio duration, read from its header without decoding. */
-  | { type: 'probed'; file: AudioFile; durationSec: number }
-  | { type: 'started'; file: AudioFile; attempt: number }
-  /** Live mode: audio seconds sent so far. */
-  | { type: 'progress'; file: AudioFile; audioSeconds: number }
-  /** Transcribed, not yet written (transcribeEach's output; writeTranscripts makes it `done`). */
-  | { type: 'transcribed'; file: AudioFile; outputs: string[]; result: FileResult; elapsedMs: number }
-  | {
-      type: 'done';
-      file: AudioFile;
-      outputs: string[];
-      words: number;
-      audioSeconds?: number;
-      elapsedMs: number;
-      warnings?: Reason[];
-    }
-  | { type: 'failed'; file: AudioFile; error: Reason; jobId?: string }
-  /** Not taken: hidden, special, a symlink not followed, or (`ALREADY_DONE`) done in an earlier run. */
-  | { type: 'skipped'; file: AudioFile; reason: Reason }
-  /**
-   * No file starts for now: the service stopped answering (`ERR_SERVICE_UNREACHABLE`: until it
-   * answers again), or, following a queue, no worker serves it (`NO_WORKER`: until one does).
-   */
-  | { type: 'paused'; reason: Reason }
-  | { type: 'resumed'; pausedMs: number }
-  /**
-   * The run stopped before its end (the key was refused, the service stayed unreachable, or
-   * it was aborted); `notAttempted` inputs are left for a resumed run.
-   */
-  | { type: 'stopped'; reason: Reason; notAttempted: number };
+import { transcribeFile } from './transcribe-file.ts';
 
 /**
  * The circuit breaker of a run: after `failures` connection failures in a row no input starts

@@ -16,16 +16,15 @@ export {
   type WorkerEvent,
 } from './cluster.ts';
 export {
-  type ArchiveEvent,
   type BreakerOptions,
   isAuthFailure,
   isConnectionFailure,
   planConcurrency,
-  type Reason,
   type TranscribeEachOptions,
   tcpProbe,
   transcribeEach,
 } from './each.ts';
+export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
 export { probeDuration } from './probe.ts';
 export {
   ARCHIVE_FORMATS,
@@ -40,7 +39,6 @@ export {
   renderResult,
 } from './store.ts';
 export {
-  type ArchiveSummary,
   type ArchiveWalkOptions,
   type TranscribeArchiveOptions,
   type TranscriptsSink,

@@ -2,7 +2,7 @@
 // container's header and index; an MP3 without one is estimated from its bitrate).
 
 import type { AudioFile } from '../sources/files.ts';
-import type { ArchiveEvent } from './each.ts';
+import type { ArchiveEvent } from './events.ts';
 
 /** Seconds of audio `path` holds, or undefined when its header does not say. */
 export async function probeDuration(path: string): Promise<number | undefined> {

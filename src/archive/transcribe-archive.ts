@@ -8,7 +8,8 @@ import type { SpeechClient } from '../client/index.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
-import { type ArchiveEvent, type BreakerOptions, type Reason, transcribeEach } from './each.ts';
+import { type BreakerOptions, transcribeEach } from './each.ts';
+import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
 import { probeAll } from './probe.ts';
 import { type ArchiveFormat, type ArchiveMode, type ArchiveStore, openArchiveStore } from './store.ts';
 
@@ -104,37 +105,6 @@ export function walkOptionsOf(options: ArchiveWalkOptions): ArchiveWalkOptions {
   return { include, exclude, followSymlinks };
 }
 
-/** A run's summary before anything is counted (`total` inputs). */
-export function emptySummary(manifest: string, total: number, removedTemporary: number): ArchiveSummary {
-  return {
-    type: 'summary',
-    total,
-    done: 0,
-    failed: 0,
-    skipped: 0,
-    notAttempted: 0,
-    audioSeconds: 0,
-    totalAudioSeconds: 0,
-    elapsedMs: 0,
-    manifest,
-    removedTemporary,
-  };
-}
-
-/** Count one event of a run (local or cluster) into its summary. */
-export function tally(summary: ArchiveSummary, event: ArchiveEvent): void {
-  if (event.type === 'done') {
-    summary.done++;
-    summary.audioSeconds += event.audioSeconds ?? 0;
-  } else if (event.type === 'failed') summary.failed++;
-  else if (event.type === 'skipped') summary.skipped++;
-  else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
-  else if (event.type === 'stopped') {
-    summary.stopped = event.reason;
-    summary.notAttempted = event.notAttempted;
-  }
-}
-
 /** Options of {@link transcribeArchive}. */
 export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
   /** The client that transcribes. */
@@ -171,33 +141,6 @@ export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
   probe?: boolean;
   /** Stops the run: inputs not started are left for a resumed run. */
   signal?: AbortSignal;
-}
-
-/** The last event of a run: counts, audio seconds and why it stopped early, if it did. */
-export interface ArchiveSummary {
-  type: 'summary';
-  /** Inputs found by the walk (skipped ones included). */
-  total: number;
-  /** Inputs transcribed. */
-  done: number;
-  /** Inputs that failed. */
-  failed: number;
-  /** Inputs not taken by the walk, or done in an earlier run (resume). */
-  skipped: number;
-  /** Inputs left for a resumed run (the run stopped or was aborted). */
-  notAttempted: number;
-  /** Audio seconds of the inputs done. */
-  audioSeconds: number;
-  /** Audio seconds of all inputs, as far as their headers said. */
-  totalAudioSeconds: number;
-  /** Milliseconds the run took. */
-  elapsedMs: number;
-  /** Why the run ended early, if it did. */
-  stopped?: Reason;
-  /** The manifest's path. */
-  manifest: string;
-  /** Temporary files of a killed run removed first (resume). */
-  removedTemporary: number;
 }
 
 /**

@@ -4,34 +4,17 @@
 // probes the service, and goes on when it answers, instead of burning every file's retries.
 // Files it did not attempt are left unrecorded, for a resumed run.
 
-import { Socket } from 'node:net';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { SpeechClient } from '../client/index.ts';
-import { isAuthFailure } from '../client/retry.ts';
-import { SpeechpipeError, type SpeechServiceError, TransportError } from '../protocol/errors.ts';
+import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
+import { Breaker, type BreakerOptions } from './breaker.ts';
 import type { ArchiveEvent, Reason } from './events.ts';
+import { isAuthFailure, isConnectionFailure } from './failures.ts';
 import type { ArchiveStore } from './store.ts';
+import { tcpProbe } from './tcp-probe.ts';
 import { transcribeFile } from './transcribe-file.ts';
-
-/**
- * The circuit breaker of a run: after `failures` connection failures in a row no input starts
- * while the service is probed, and the run stops if it stays unreachable for `maxOutageMs`.
- */
-export interface BreakerOptions {
-  /** Connection failures in a row that open the breaker. Default 3. */
-  failures?: number;
-  /** How long the service may stay unreachable before the run stops. Default 10 min. */
-  maxOutageMs?: number;
-  /** First pause between probes; doubles up to 30 s. Default 1 s. */
-  probeIntervalMs?: number;
-  /**
-   * Whether the service answers. Default: a TCP connection to the service's host and port
-   * within 5 s.
-   */
-  probe?: (signal: AbortSignal) => Promise<boolean>;
-}
 
 /** Options of {@link transcribeEach}. */
 export interface TranscribeEachOptions {
@@ -63,39 +46,6 @@ export interface TranscribeEachOptions {
 /** Attempts of one input, however often the service went away. */
 const MAX_ATTEMPTS = 20;
 
-// The key was refused: every other file would be refused too (exported with the archive API).
-export { isAuthFailure };
-
-/** The service could not be reached at all (not: it answered with an error). */
-export function isConnectionFailure(err: unknown): boolean {
-  if (err instanceof TransportError) return err.code === 'ERR_CONNECT';
-  const cause = (err as { cause?: unknown })?.cause;
-  return cause !== undefined && cause !== err && isConnectionFailure(cause);
-}
-
-/** A TCP connection to the service's address. */
-export function tcpProbe(url: string, timeoutMs = 5000): (signal: AbortSignal) => Promise<boolean> {
-  const target = new URL(url);
-  const port = Number(target.port || (target.protocol === 'https:' ? 443 : 80));
-  const host = target.hostname.replace(/^\[|\]$/g, '');
-  return (signal) =>
-    new Promise((resolve) => {
-      const socket = new Socket();
-      const done = (ok: boolean) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        socket.destroy();
-        resolve(ok);
-      };
-      const onAbort = () => done(false);
-      const timer = setTimeout(() => done(false), timeoutMs);
-      signal.addEventListener('abort', onAbort, { once: true });
-      socket.once('connect', () => done(true));
-      socket.once('error', () => done(false));
-      socket.connect(port, host);
-    });
-}
-
 /** Files at once that keep the account's slots for the mode busy (see `concurrency`). */
 export function planConcurrency(client: SpeechClient, settings: ArchiveStore['settings']): number {
   const limits = new Map(client.admissionStats().map((w) => [w.workload, w.limit]));
@@ -106,101 +56,6 @@ export function planConcurrency(client: SpeechClient, settings: ArchiveStore['se
   if (settings.mode === 'fast') return 2 * limit('fast');
   const asr = limit('realtime_asr');
   return settings.speakers ? Math.min(asr, limit('diarization')) : asr;
-}
-
-class Stopped extends Error {}
-
-/** Connection failures in a row open it; while open, probes decide when files start again. */
-class Breaker {
-  readonly #threshold: number;
-  readonly #maxOutageMs: number;
-  readonly #intervalMs: number;
-  readonly #probe: (signal: AbortSignal) => Promise<boolean>;
-  readonly #signal: AbortSignal;
-  readonly #emit: (event: ArchiveEvent) => void;
-  readonly #stop: (reason: Reason) => void;
-  #consecutive = 0;
-  #open: Promise<void> | undefined;
-
-  constructor(
-    options: BreakerOptions,
-    url: string,
-    signal: AbortSignal,
-    emit: (event: ArchiveEvent) => void,
-    stop: (reason: Reason) => void,
-  ) {
-    this.#threshold = options.failures ?? 3;
-    this.#maxOutageMs = options.maxOutageMs ?? 600_000;
-    this.#intervalMs = options.probeIntervalMs ?? 1000;
-    this.#probe = options.probe ?? tcpProbe(url);
-    this.#signal = signal;
-    this.#emit = emit;
-    this.#stop = stop;
-  }
-
-  /** Resolves when files may start (at once unless open). */
-  get isOpen(): boolean {
-    return this.#open !== undefined;
-  }
-
-  ready(): Promise<void> {
-    return this.#open ?? Promise.resolve();
-  }
-
-  success(): void {
-    this.#consecutive = 0;
-  }
-
-  failure(err: unknown): void {
-    if (++this.#consecutive >= this.#threshold) this.trip(err);
-  }
-
-  /** Open now (a probe at the start found nothing, or failures in a row). */
-  trip(err: unknown): void {
-    if (this.#open) return;
-    const message = err instanceof Error ? err.message : String(err);
-    this.#emit({ type: 'paused', reason: { code: 'ERR_SERVICE_UNREACHABLE', message } });
-    this.#open = this.#probeUntilAnswered(message).finally(() => {
-      this.#open = undefined;
-      this.#consecutive = 0;
-    });
-    // Waiters see the rejection; nobody may be waiting yet.
-    this.#open.catch(() => {});
-  }
-
-  async #probeUntilAnswered(message: string): Promise<void> {
-    const since = performance.now();
-    let interval = this.#intervalMs;
-    for (;;) {
-      if (this.#signal.aborted) throw new Stopped();
-      if (await this.#probe(this.#signal)) {
-        this.#emit({ type: 'resumed', pausedMs: Math.round(performance.now() - since) });
-        return;
-      }
-      if (performance.now() - since >= this.#maxOutageMs) {
-        this.#stop({
-          code: 'ERR_SERVICE_UNREACHABLE',
-          message: `the service did not answer for ${Math.round(this.#maxOutageMs / 1000)} s (${message})`,
-        });
-        throw new Stopped();
-      }
-      await delay(Math.min(interval, this.#maxOutageMs), this.#signal);
-      interval = Math.min(interval * 2, 30_000);
-    }
-  }
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**

@@ -1,5 +1,6 @@
 // Archive transcription as a library: composable streams and one call that runs the job.
 
+export type { BreakerOptions } from './breaker.ts';
 // cluster.ts loads bullmq, ioredis and prom-client only when its functions run.
 export {
   type ArchiveJobData,
@@ -15,16 +16,9 @@ export {
   startArchiveWorker,
   type WorkerEvent,
 } from './cluster.ts';
-export {
-  type BreakerOptions,
-  isAuthFailure,
-  isConnectionFailure,
-  planConcurrency,
-  type TranscribeEachOptions,
-  tcpProbe,
-  transcribeEach,
-} from './each.ts';
+export { planConcurrency, type TranscribeEachOptions, transcribeEach } from './each.ts';
 export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
+export { isAuthFailure, isConnectionFailure } from './failures.ts';
 export { probeDuration } from './probe.ts';
 export {
   ARCHIVE_FORMATS,
@@ -38,6 +32,7 @@ export {
   removeTemporaryFiles,
   renderResult,
 } from './store.ts';
+export { tcpProbe } from './tcp-probe.ts';
 export {
   type ArchiveWalkOptions,
   type TranscribeArchiveOptions,

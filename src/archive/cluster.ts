@@ -20,9 +20,9 @@ import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
 import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
+import { probeAll, probeDuration } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from './events.ts';
 import { isAuthFailure, isConnectionFailure } from './failures.ts';
-import { probeAll, probeDuration } from './probe.ts';
 import {
   type ArchiveFormat,
   type ArchiveMode,

@@ -16,10 +16,9 @@ export {
   startArchiveWorker,
   type WorkerEvent,
 } from './cluster.ts';
-export { planConcurrency, type TranscribeEachOptions, transcribeEach } from './each.ts';
+export { probeDuration } from './durations.ts';
 export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
 export { isAuthFailure, isConnectionFailure } from './failures.ts';
-export { probeDuration } from './probe.ts';
 export {
   ARCHIVE_FORMATS,
   type ArchiveFormat,
@@ -43,4 +42,5 @@ export {
   walkArchive,
   writeTranscripts,
 } from './transcribe-archive.ts';
+export { planConcurrency, type TranscribeEachOptions, transcribeEach } from './transcribe-each.ts';
 export { type FileResult, type TranscribeFileOptions, transcribeFile } from './transcribe-file.ts';

@@ -9,10 +9,10 @@ import type { Language } from '../protocol/languages.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import type { BreakerOptions } from './breaker.ts';
-import { transcribeEach } from './each.ts';
+import { probeAll } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
-import { probeAll } from './probe.ts';
 import { type ArchiveFormat, type ArchiveMode, type ArchiveStore, openArchiveStore } from './store.ts';
+import { transcribeEach } from './transcribe-each.ts';
 
 /** The archive's inputs as a Readable of `AudioFile`s (see `walkAudioFiles`). */
 export function walkArchive(roots: readonly string[], options: WalkOptions = {}): Readable {

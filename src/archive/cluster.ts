@@ -23,13 +23,8 @@ import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { probeAll, probeDuration } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from './events.ts';
 import { isAuthFailure, isConnectionFailure } from './failures.ts';
-import {
-  type ArchiveFormat,
-  type ArchiveMode,
-  type ArchiveSettings,
-  ArchiveStore,
-  writeResults,
-} from './store.ts';
+import type { ArchiveFormat, ArchiveMode, ArchiveSettings } from './settings.ts';
+import { ArchiveStore, writeResults } from './store.ts';
 import { type ArchiveWalkOptions, walkOptionsOf } from './transcribe-archive.ts';
 import { transcribeFile } from './transcribe-file.ts';
 

@@ -19,12 +19,9 @@ export {
 export { probeDuration } from './durations.ts';
 export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
 export { isAuthFailure, isConnectionFailure } from './failures.ts';
+export { ARCHIVE_FORMATS, type ArchiveFormat, type ArchiveMode, type ArchiveSettings } from './settings.ts';
 export {
-  ARCHIVE_FORMATS,
-  type ArchiveFormat,
-  type ArchiveMode,
   type ArchivePlan,
-  type ArchiveSettings,
   ArchiveStore,
   type ArchiveStoreOptions,
   openArchiveStore,

@@ -6,36 +6,13 @@
 import { createHash } from 'node:crypto';
 import { access, readdir, rm } from 'node:fs/promises';
 import { extname, join, relative, resolve } from 'node:path';
-import type { Language } from '../protocol/languages.ts';
 import { Manifest, type ManifestEntry, type ManifestSettings } from '../sinks/manifest.ts';
 import { isAtomicTemporary, writeFileAtomic } from '../sinks/text-file.ts';
 import type { AudioFile } from '../sources/files.ts';
 import { renderSpeakerSvg } from '../transforms/speaker-svg.ts';
 import { renderCaptions } from '../transforms/to-captions.ts';
+import { ARCHIVE_FORMATS, type ArchiveFormat, type ArchiveSettings } from './settings.ts';
 import type { FileResult } from './transcribe-file.ts';
-
-/** Result formats: captions, plain text, JSON with every word, the speaker timeline as SVG. */
-export const ARCHIVE_FORMATS = ['vtt', 'srt', 'txt', 'json', 'svg'] as const;
-/** One result format: `vtt`, `srt`, `txt`, `json` or `svg` (see {@link ARCHIVE_FORMATS}). */
-export type ArchiveFormat = (typeof ARCHIVE_FORMATS)[number];
-/**
- * How an archive's inputs are transcribed: `live` (realtime sessions fed from the decoded file),
- * `batch` (one job per input, waited for) or `fast` (fast transcription of the whole file).
- */
-export type ArchiveMode = 'live' | 'batch' | 'fast';
-
-/**
- * What an archive's results depend on besides the inputs (a resumed run with other settings
- * transcribes again).
- */
-export interface ArchiveSettings {
-  /** How inputs are transcribed. */
-  mode: ArchiveMode;
-  /** The language asked of the service. */
-  language: Language;
-  /** Whether words are labelled with speakers. */
-  speakers: boolean;
-}
 
 /** Options of {@link openArchiveStore}. */
 export interface ArchiveStoreOptions extends ArchiveSettings {

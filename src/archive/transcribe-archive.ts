@@ -11,7 +11,8 @@ import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/fil
 import type { BreakerOptions } from './breaker.ts';
 import { probeAll } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
-import { type ArchiveFormat, type ArchiveMode, type ArchiveStore, openArchiveStore } from './store.ts';
+import type { ArchiveFormat, ArchiveMode } from './settings.ts';
+import { type ArchiveStore, openArchiveStore } from './store.ts';
 import { transcribeEach } from './transcribe-each.ts';
 
 /** The archive's inputs as a Readable of `AudioFile`s (see `walkAudioFiles`). */

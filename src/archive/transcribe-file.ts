@@ -25,7 +25,7 @@ import {
 } from '../transforms/merge-diarization.ts';
 import { tee } from '../transforms/tee.ts';
 import { toFrames } from '../transforms/to-frames.ts';
-import type { ArchiveSettings } from './store.ts';
+import type { ArchiveSettings } from './settings.ts';
 
 /** One input's transcript. */
 export interface FileResult {

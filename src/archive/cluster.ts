@@ -16,16 +16,20 @@ import type { Job, Queue, QueueEvents, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { SpeechClient } from '../client/index.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
-import type { Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS, type Workload } from '../protocol/limits.ts';
 import { Manifest, type ManifestSettings } from '../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../sources/files.ts';
 import { probeAll, probeDuration } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from './events.ts';
 import { isAuthFailure, isConnectionFailure } from './failures.ts';
-import type { ArchiveFormat, ArchiveMode, ArchiveSettings } from './settings.ts';
+import {
+  type ArchiveFormat,
+  type ArchiveRunOptions,
+  type ArchiveSettings,
+  resolveArchiveRun,
+  settingsOf,
+} from './settings.ts';
 import { ArchiveStore, writeResults } from './store.ts';
-import { type ArchiveWalkOptions, walkOptionsOf } from './transcribe-archive.ts';
 import { transcribeFile } from './transcribe-file.ts';
 
 /** The queue's name unless told otherwise (enqueuer and workers must agree). */
@@ -251,33 +255,13 @@ const fileOf = (data: ArchiveJobData): AudioFile => ({
 // Enqueue and follow
 
 /** Options of {@link enqueueArchive}: the run's settings, as a local run's, and the queue's. */
-export interface EnqueueArchiveOptions extends ClusterConnectionOptions, ArchiveWalkOptions {
-  /** Where results and `manifest.ndjson` go: storage every worker sees. */
-  out: string;
-  /** Default `live`. */
-  mode?: ArchiveMode;
-  /** Default `auto`. */
-  language?: Language;
-  /** Label speakers (live and batch). Default false. */
-  speakers?: boolean;
-  /** Default `['vtt', 'json']`. */
-  formats?: readonly ArchiveFormat[];
-  /**
-   * Skip inputs the manifest says are done; retry this run's failed jobs; resume a queue a
-   * refused key stopped. Jobs already queued are followed in any case (one done whose result
-   * files are gone runs again).
-   */
-  resume?: boolean;
-  /** Batch: stop waiting for a job after this long. Default 4 h. */
-  jobTimeoutMs?: number;
+export interface EnqueueArchiveOptions extends ClusterConnectionOptions, ArchiveRunOptions {
   /**
    * Operations in flight across all workers (the account's concurrency for the mode's
    * workload), set on the queue as its global concurrency. Default: the interface's plan
    * example for the workload (8).
    */
   accountConcurrency?: number;
-  /** Read each input's duration from its header while following (totals). Default true. */
-  probe?: boolean;
   /** Connection failures: attempts per input. Default 3. */
   attempts?: number;
   /**
@@ -332,13 +316,9 @@ export async function enqueueArchive(
   options: EnqueueArchiveOptions,
 ): Promise<EnqueuedArchive> {
   const began = performance.now();
-  const settings: ArchiveSettings = {
-    mode: options.mode ?? 'live',
-    language: options.language ?? 'auto',
-    speakers: options.speakers ?? false,
-  };
-  const formats = [...(options.formats ?? ['vtt', 'json'])];
-  const resume = options.resume === true;
+  const run = resolveArchiveRun(options);
+  const settings = settingsOf(run);
+  const { formats, resume } = run;
   const connection = await connect(options.queue, options.connectTimeoutMs);
   const { bull } = connection;
   const name = options.queueName ?? DEFAULT_QUEUE_NAME;
@@ -364,8 +344,8 @@ export async function enqueueArchive(
     );
     // This run's store: names as a local run gives them. Temporary files are not removed
     // (workers may be writing).
-    const manifest = await Manifest.open(join(options.out, 'manifest.ndjson'));
-    const store = new ArchiveStore({ out: options.out, ...settings, formats, resume }, manifest);
+    const manifest = await Manifest.open(join(run.out, 'manifest.ndjson'));
+    const store = new ArchiveStore(run, manifest);
     const early: ArchiveEvent[] = [];
     const tracked = new Map<string, Tracked>();
     const toAdd: Array<{ name: string; data: ArchiveJobData; opts: { jobId: string } }> = [];
@@ -374,7 +354,7 @@ export async function enqueueArchive(
     let failed = 0;
     const { signal } = options;
     for await (const file of walkAudioFiles(roots, {
-      ...walkOptionsOf(options),
+      ...run.walk,
       ...(signal ? { signal } : {}),
     })) {
       files.push(file);
@@ -410,7 +390,7 @@ export async function enqueueArchive(
         settings,
         formats,
         outputs: plan.outputs.map((o) => resolve(o)),
-        ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+        ...(run.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: run.jobTimeoutMs }),
         // A job a local run submitted: waited for, not submitted again.
         ...(plan.pendingJob === undefined ? {} : { serviceJobId: plan.pendingJob }),
       };
@@ -486,7 +466,7 @@ export async function enqueueArchive(
           early,
           files,
           began,
-          probe: options.probe !== false,
+          probe: run.probe,
           signal: followOptions.signal,
           noWorkerMs: followOptions.noWorkerMs ?? 30_000,
           control: connection.control,

@@ -19,7 +19,14 @@ export {
 export { probeDuration } from './durations.ts';
 export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
 export { isAuthFailure, isConnectionFailure } from './failures.ts';
-export { ARCHIVE_FORMATS, type ArchiveFormat, type ArchiveMode, type ArchiveSettings } from './settings.ts';
+export {
+  ARCHIVE_FORMATS,
+  type ArchiveFormat,
+  type ArchiveMode,
+  type ArchiveRunOptions,
+  type ArchiveSettings,
+  type ArchiveWalkOptions,
+} from './settings.ts';
 export {
   type ArchivePlan,
   ArchiveStore,
@@ -30,7 +37,6 @@ export {
 } from './store.ts';
 export { tcpProbe } from './tcp-probe.ts';
 export {
-  type ArchiveWalkOptions,
   type TranscribeArchiveOptions,
   type TranscriptsSink,
   transcribeArchive,

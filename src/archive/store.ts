@@ -11,7 +11,13 @@ import { isAtomicTemporary, writeFileAtomic } from '../sinks/text-file.ts';
 import type { AudioFile } from '../sources/files.ts';
 import { renderSpeakerSvg } from '../transforms/speaker-svg.ts';
 import { renderCaptions } from '../transforms/to-captions.ts';
-import { ARCHIVE_FORMATS, type ArchiveFormat, type ArchiveSettings } from './settings.ts';
+import {
+  ARCHIVE_FORMATS,
+  type ArchiveFormat,
+  type ArchiveSettings,
+  DEFAULT_ARCHIVE_FORMATS,
+  settingsOf,
+} from './settings.ts';
 import type { FileResult } from './transcribe-file.ts';
 
 /** Options of {@link openArchiveStore}. */
@@ -65,8 +71,8 @@ export class ArchiveStore {
   /** A store over a manifest already open; {@link openArchiveStore} opens both. */
   constructor(options: ArchiveStoreOptions, manifest: Manifest, removedTemporary = 0) {
     this.out = options.out;
-    this.formats = options.formats ?? ['vtt', 'json'];
-    this.settings = { mode: options.mode, language: options.language, speakers: options.speakers };
+    this.formats = options.formats ?? DEFAULT_ARCHIVE_FORMATS;
+    this.settings = settingsOf(options);
     this.resume = options.resume === true;
     this.manifest = manifest;
     this.removedTemporary = removedTemporary;

@@ -5,13 +5,12 @@
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { SpeechClient } from '../client/index.ts';
-import type { Language } from '../protocol/languages.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import type { BreakerOptions } from './breaker.ts';
 import { probeAll } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
-import type { ArchiveFormat, ArchiveMode } from './settings.ts';
+import { type ArchiveRunOptions, resolveArchiveRun } from './settings.ts';
 import { type ArchiveStore, openArchiveStore } from './store.ts';
 import { transcribeEach } from './transcribe-each.ts';
 
@@ -98,29 +97,10 @@ export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsS
   return sink as TranscriptsSink;
 }
 
-/** The walk's choices an archive run passes on: which files it takes and how it treats links. */
-export type ArchiveWalkOptions = Pick<WalkOptions, 'include' | 'exclude' | 'followSymlinks'>;
-
-/** The walk's options from an archive run's: only those that choose files. */
-export function walkOptionsOf(options: ArchiveWalkOptions): ArchiveWalkOptions {
-  const { include, exclude, followSymlinks } = options;
-  return { include, exclude, followSymlinks };
-}
-
 /** Options of {@link transcribeArchive}. */
-export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
+export interface TranscribeArchiveOptions extends ArchiveRunOptions {
   /** The client that transcribes. */
   client: SpeechClient;
-  /** Where results and `manifest.ndjson` go. */
-  out: string;
-  /** Default `live`. */
-  mode?: ArchiveMode;
-  /** Default `auto`. */
-  language?: Language;
-  /** Label speakers (live and batch). Default false. */
-  speakers?: boolean;
-  /** Default `['vtt', 'json']`. */
-  formats?: readonly ArchiveFormat[];
   /** Files at once. Default: what the plan allows (see `TranscribeEachOptions.concurrency`). */
   concurrency?: number;
   /**
@@ -128,19 +108,8 @@ export interface TranscribeArchiveOptions extends ArchiveWalkOptions {
    * longest work does not start last and leave the run waiting on it alone; `walk`: the walk's.
    */
   order?: 'largest-first' | 'walk';
-  /**
-   * Skip inputs done in an earlier run and wait for its batch jobs (see `ArchiveStoreOptions.resume`).
-   */
-  resume?: boolean;
-  /** Batch: stop waiting for a job after this long. Default 4 h. */
-  jobTimeoutMs?: number;
   /** Stop starting inputs while the service is unreachable (see {@link BreakerOptions}). */
   breaker?: BreakerOptions;
-  /**
-   * Read each input's duration from its header while the run starts (for `probed` events and
-   * the summary's totals). Default true.
-   */
-  probe?: boolean;
   /** Stops the run: inputs not started are left for a resumed run. */
   signal?: AbortSignal;
 }
@@ -155,14 +124,8 @@ export async function* transcribeArchive(
   options: TranscribeArchiveOptions,
 ): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
   const began = performance.now();
-  const store = await openArchiveStore({
-    out: options.out,
-    mode: options.mode ?? 'live',
-    language: options.language ?? 'auto',
-    speakers: options.speakers ?? false,
-    ...(options.formats ? { formats: options.formats } : {}),
-    resume: options.resume ?? false,
-  });
+  const run = resolveArchiveRun(options);
+  const store = await openArchiveStore(run);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);
   if (options.signal?.aborted) onAbort();
@@ -192,7 +155,7 @@ export async function* transcribeArchive(
     let walked = false;
     try {
       for await (const file of walkAudioFiles(roots, {
-        ...walkOptionsOf(options),
+        ...run.walk,
         signal: controller.signal,
       })) {
         files.push(file);
@@ -201,7 +164,7 @@ export async function* transcribeArchive(
         count({ type: 'queued', file });
       }
       walked = true;
-      if (options.probe !== false) probing = probeAll(files, () => controller.signal.aborted, count);
+      if (run.probe) probing = probeAll(files, () => controller.signal.aborted, count);
       const ordered = options.order === 'walk' ? files : [...files].sort((a, b) => b.size - a.size);
       await pipeline(
         Readable.from(ordered, { objectMode: true }),
@@ -209,7 +172,7 @@ export async function* transcribeArchive(
           client: options.client,
           store,
           ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-          ...(options.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: options.jobTimeoutMs }),
+          ...(run.jobTimeoutMs === undefined ? {} : { jobTimeoutMs: run.jobTimeoutMs }),
           ...(options.breaker ? { breaker: options.breaker } : {}),
           signal: controller.signal,
         }),

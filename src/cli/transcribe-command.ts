@@ -8,6 +8,7 @@ import {
   type ArchiveEvent,
   type ArchiveFormat,
   type ArchiveMode,
+  type ArchiveRunOptions,
   type ArchiveSummary,
   transcribeArchive,
 } from '../archive/index.ts';
@@ -233,18 +234,9 @@ export async function run(args: string[]): Promise<number> {
     const service = await openService(process.env, (line) => progress.log(line));
     try {
       for await (const event of transcribeArchive(inputs, {
+        ...runOptionsOf(options),
         client: service.client,
-        out: options.out,
-        mode: options.mode,
-        language: options.language,
-        speakers: options.speakers,
-        formats: options.formats,
         ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-        resume: options.resume,
-        jobTimeoutMs: options.jobTimeoutMs,
-        include: options.include,
-        exclude: options.exclude,
-        followSymlinks: options.followSymlinks,
         signal: controller.signal,
       })) {
         if (event.type === 'summary') summary = event;
@@ -272,6 +264,13 @@ export async function run(args: string[]): Promise<number> {
   return summary.failed > 0 ? 1 : 0;
 }
 
+/** The run's options, the same for a local run and a cluster's. */
+function runOptionsOf(options: Options): ArchiveRunOptions {
+  const { out, mode, language, speakers, formats, resume, jobTimeoutMs, include, exclude, followSymlinks } =
+    options;
+  return { out, mode, language, speakers, formats, resume, jobTimeoutMs, include, exclude, followSymlinks };
+}
+
 /**
  * Cluster mode: add the jobs, then follow the run (the summary), or with --no-wait report what
  * was added (an exit code).
@@ -287,18 +286,9 @@ async function runQueued(
   let enqueued: Awaited<ReturnType<typeof enqueueArchive>>;
   try {
     enqueued = await enqueueArchive(inputs, {
+      ...runOptionsOf(options),
       queue,
       ...(options.queueName ? { queueName: options.queueName } : {}),
-      out: options.out,
-      mode: options.mode,
-      language: options.language,
-      speakers: options.speakers,
-      formats: options.formats,
-      resume: options.resume,
-      jobTimeoutMs: options.jobTimeoutMs,
-      include: options.include,
-      exclude: options.exclude,
-      followSymlinks: options.followSymlinks,
       ...(options.accountConcurrency === undefined ? {} : { accountConcurrency: options.accountConcurrency }),
       signal,
     });

@@ -7,7 +7,7 @@ import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { enqueueArchive, startArchiveWorker } from '../src/archive/cluster.ts';
+import { enqueueArchive, startArchiveWorker } from '../src/archive/cluster/index.ts';
 import type { ArchiveEvent, ArchiveSummary } from '../src/archive/index.ts';
 import { readManifest } from './helpers/cli.ts';
 import { type RedisServer, redisMissing, startRedis } from './helpers/redis.ts';

@@ -1,7 +1,7 @@
 // Archive transcription as a library: composable streams and one call that runs the job.
 
 export type { BreakerOptions } from './breaker.ts';
-// cluster.ts loads bullmq, ioredis and prom-client only when its functions run.
+// cluster/ loads bullmq, ioredis and prom-client only when its functions run.
 export {
   type ArchiveJobData,
   type ArchiveJobResult,
@@ -15,7 +15,7 @@ export {
   enqueueArchive,
   startArchiveWorker,
   type WorkerEvent,
-} from './cluster.ts';
+} from './cluster/index.ts';
 export { probeDuration } from './durations.ts';
 export type { ArchiveEvent, ArchiveSummary, Reason } from './events.ts';
 export { isAuthFailure, isConnectionFailure } from './failures.ts';

@@ -282,7 +282,7 @@ async function runQueued(
   progress: ArchiveProgress,
   signal: AbortSignal,
 ): Promise<ArchiveSummary | number> {
-  const { enqueueArchive } = await import('../archive/cluster.ts');
+  const { enqueueArchive } = await import('../archive/cluster/index.ts');
   let enqueued: Awaited<ReturnType<typeof enqueueArchive>>;
   try {
     enqueued = await enqueueArchive(inputs, {

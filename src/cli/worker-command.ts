@@ -3,7 +3,7 @@
 // SIGTERM or SIGINT.
 
 import { parseArgs } from 'node:util';
-import { type ArchiveWorker, startArchiveWorker, type WorkerEvent } from '../archive/cluster.ts';
+import { type ArchiveWorker, startArchiveWorker, type WorkerEvent } from '../archive/cluster/index.ts';
 import { printable } from './archive-progress.ts';
 import { openService, type Service } from './service.ts';
 import { nextStopSignal } from './signals.ts';

@@ -36,14 +36,12 @@ export {
   renderResult,
 } from './store.ts';
 export { tcpProbe } from './tcp-probe.ts';
-export {
-  type TranscribeArchiveOptions,
-  type TranscriptsSink,
-  transcribeArchive,
-  type WriteTranscriptsEvents,
-  type WriteTranscriptsOptions,
-  walkArchive,
-  writeTranscripts,
-} from './transcribe-archive.ts';
+export { type TranscribeArchiveOptions, transcribeArchive, walkArchive } from './transcribe-archive.ts';
 export { planConcurrency, type TranscribeEachOptions, transcribeEach } from './transcribe-each.ts';
 export { type FileResult, type TranscribeFileOptions, transcribeFile } from './transcribe-file.ts';
+export {
+  type TranscriptsSink,
+  type WriteTranscriptsEvents,
+  type WriteTranscriptsOptions,
+  writeTranscripts,
+} from './write-transcripts.ts';

@@ -1,100 +1,22 @@
-// The archive job as streams and as one call: walkArchive() → transcribeEach() →
-// writeTranscripts(), and transcribeArchive() that runs them and yields typed events ending
-// in a summary.
+// transcribeArchive(): the archive job as one call. It walks the inputs, runs them through
+// transcribeEach() into writeTranscripts(), and yields typed events ending in a summary;
+// walkArchive() is the walk as a stream.
 
-import { Readable, Writable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { SpeechClient } from '../client/index.ts';
-import type { TypedStream } from '../protocol/typed-stream.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import type { BreakerOptions } from './breaker.ts';
 import { probeAll } from './durations.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
 import { type ArchiveRunOptions, resolveArchiveRun } from './settings.ts';
-import { type ArchiveStore, openArchiveStore } from './store.ts';
+import { openArchiveStore } from './store.ts';
 import { transcribeEach } from './transcribe-each.ts';
+import { writeTranscripts } from './write-transcripts.ts';
 
 /** The archive's inputs as a Readable of `AudioFile`s (see `walkAudioFiles`). */
 export function walkArchive(roots: readonly string[], options: WalkOptions = {}): Readable {
   return Readable.from(walkAudioFiles(roots, options), { objectMode: true, highWaterMark: 16 });
-}
-
-/** Options of {@link writeTranscripts}. */
-export interface WriteTranscriptsOptions {
-  /** Where results and manifest entries go. */
-  store: ArchiveStore;
-  /** Each event as it is recorded (the same as the stream's `'event'` events). */
-  onEvent?: (event: ArchiveEvent) => void;
-}
-
-/** The events of a `writeTranscripts()` sink besides Node's, with their arguments. */
-export interface WriteTranscriptsEvents {
-  /** Each input's event as recorded in the manifest (`done`, `failed`, `skipped`, ...). */
-  event: [event: ArchiveEvent];
-}
-
-/** What `writeTranscripts()` returns: an object-mode Writable typed by `WriteTranscriptsEvents`. */
-export type TranscriptsSink = TypedStream<Writable, WriteTranscriptsEvents>;
-
-/**
- * A Writable of transcribeEach's events: results are written (atomically) and every input's
- * end is recorded in the store's manifest, in the order they come. A `transcribed` input
- * becomes `done` (or `failed` when its results cannot be written). Every event, as recorded,
- * is emitted as `'event'`.
- */
-export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsSink {
-  const { store } = options;
-  const sink = new Writable({
-    objectMode: true,
-    write(event: ArchiveEvent, _encoding, callback) {
-      record(event).then(
-        (out) => {
-          options.onEvent?.(out);
-          sink.emit('event', out);
-          callback();
-        },
-        (err: unknown) => callback(err as Error),
-      );
-    },
-    final(callback) {
-      store.flush().then(() => callback(), callback);
-    },
-  });
-  async function record(event: ArchiveEvent): Promise<ArchiveEvent> {
-    switch (event.type) {
-      case 'transcribed': {
-        const { file, outputs, result } = event;
-        try {
-          await store.done(file, outputs, result);
-        } catch (err) {
-          const error = {
-            code: (err as { code?: string }).code ?? 'ERR_WRITE',
-            message: `cannot write the results: ${(err as Error).message}`,
-          };
-          await store.failed(file, error, result.jobId);
-          return { type: 'failed', file, error, ...(result.jobId ? { jobId: result.jobId } : {}) };
-        }
-        return {
-          type: 'done',
-          file,
-          outputs,
-          words: result.words.length,
-          ...(result.audioSeconds === undefined ? {} : { audioSeconds: result.audioSeconds }),
-          elapsedMs: event.elapsedMs,
-          ...(result.warnings ? { warnings: result.warnings } : {}),
-        };
-      }
-      case 'failed':
-        await store.failed(event.file, event.error, event.jobId);
-        return event;
-      case 'skipped':
-        if (event.reason.code !== 'ALREADY_DONE') await store.skipped(event.file, event.reason);
-        return event;
-      default:
-        return event;
-    }
-  }
-  return sink as TranscriptsSink;
 }
 
 /** Options of {@link transcribeArchive}. */

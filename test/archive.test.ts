@@ -8,8 +8,10 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { after, test } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
 import {
   type ArchiveEvent,
   type ArchiveSummary,
@@ -71,6 +73,60 @@ test('the streams compose: walkArchive → transcribeEach → writeTranscripts',
   assert.ok(text.trim().split(/\s+/).length >= 5, text);
   const manifest = await readManifest(out);
   assert.equal(manifest.filter((e) => e.status === 'done').length, 3);
+});
+
+test('writeTranscripts: a promise onEvent returns holds the next event back until it settles', async () => {
+  const store = await openArchiveStore({
+    out: join(root, 'out-held'),
+    mode: 'fast',
+    language: 'en',
+    speakers: false,
+  });
+  const files = ['x.wav', 'y.wav'].map((name) => ({
+    path: join(root, name),
+    relative: name,
+    size: 1,
+    mtimeMs: 1,
+  }));
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const seen: string[] = [];
+  const sink = writeTranscripts({
+    store,
+    onEvent: (e) => {
+      seen.push(e.type === 'queued' ? e.file.relative : e.type);
+      return seen.length === 1 ? held : undefined;
+    },
+  });
+  const written = pipeline(Readable.from(files.map((file) => ({ type: 'queued', file }))), sink);
+  for (let i = 0; i < 20; i++) await setImmediate();
+  assert.deepEqual(seen, ['x.wav'], 'the second event waits for the first one taken');
+  release();
+  await written;
+  assert.deepEqual(seen, ['x.wav', 'y.wav']);
+});
+
+test('transcribeArchive: a run of more events than it queues ends, its consumer taking them slowly', async () => {
+  const many = join(root, 'many-hidden');
+  await mkdir(many, { recursive: true });
+  for (let i = 0; i < 150; i++) await writeFile(join(many, `.hidden-${i}.wav`), '');
+  const events: Array<ArchiveEvent | ArchiveSummary> = [];
+  for await (const event of transcribeArchive([many], {
+    client,
+    out: join(root, 'out-many'),
+    mode: 'fast',
+  })) {
+    events.push(event);
+    await setImmediate();
+  }
+  const summary = events.at(-1) as ArchiveSummary;
+  assert.equal(summary.type, 'summary');
+  assert.equal(summary.total, 150);
+  assert.equal(summary.skipped, 150);
+  assert.equal(events.filter((e) => e.type === 'queued').length, 150);
+  assert.equal(events.filter((e) => e.type === 'skipped').length, 150);
 });
 
 test('transcribeArchive: every input ends in an event, then the summary; resume skips what is done', async () => {

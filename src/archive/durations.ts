@@ -23,7 +23,7 @@ export async function probeDuration(path: string): Promise<number | undefined> {
 export async function probeAll(
   files: readonly AudioFile[],
   stop: () => boolean,
-  emit: (event: ArchiveEvent) => void,
+  emit: (event: ArchiveEvent) => void | Promise<void>,
 ): Promise<void> {
   let next = 0;
   const worker = async () => {
@@ -31,7 +31,7 @@ export async function probeAll(
       const file = files[next++]!;
       if (file.skipped || file.unreadable) continue;
       const durationSec = await probeDuration(file.path);
-      if (durationSec !== undefined && !stop()) emit({ type: 'probed', file, durationSec });
+      if (durationSec !== undefined && !stop()) await emit({ type: 'probed', file, durationSec });
     }
   };
   await Promise.all(Array.from({ length: 4 }, worker));

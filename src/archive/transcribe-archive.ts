@@ -8,6 +8,7 @@ import type { SpeechClient } from '../client/index.ts';
 import { type AudioFile, type WalkOptions, walkAudioFiles } from '../sources/files.ts';
 import type { BreakerOptions } from './breaker.ts';
 import { probeAll } from './durations.ts';
+import { EventQueue } from './event-queue.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, tally } from './events.ts';
 import { type ArchiveRunOptions, resolveArchiveRun } from './settings.ts';
 import { openArchiveStore } from './store.ts';
@@ -36,10 +37,14 @@ export interface TranscribeArchiveOptions extends ArchiveRunOptions {
   signal?: AbortSignal;
 }
 
+/** Events queued before the run waits for its consumer to take some. */
+const EVENTS_QUEUED = 64;
+
 /**
  * Transcribe an archive: walk `roots`, transcribe every input, write results and the manifest.
  * Yields every input's events as they happen and, last, the summary. Breaking out of the loop
- * (or aborting `signal`) cancels the inputs in flight; they are left for a resumed run.
+ * (or aborting `signal`) cancels the inputs in flight; they are left for a resumed run. The run
+ * keeps pace with the loop: while 64 of its events wait to be taken, it waits for the loop.
  */
 export async function* transcribeArchive(
   roots: readonly string[],
@@ -53,18 +58,13 @@ export async function* transcribeArchive(
   if (options.signal?.aborted) onAbort();
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
-  const queue: Array<ArchiveEvent | ArchiveSummary> = [];
-  let wake: (() => void) | undefined;
-  const push = (event: ArchiveEvent | ArchiveSummary) => {
-    queue.push(event);
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
+  // The walk, the headers and the sink wait for room: a consumer that stops pulling stops them.
+  const events = new EventQueue<ArchiveEvent>({ highWaterMark: EVENTS_QUEUED });
   const summary = emptySummary(store.manifest.path, 0, store.removedTemporary);
-  const count = (event: ArchiveEvent) => {
+  const count = (event: ArchiveEvent): Promise<void> => {
     tally(summary, event);
-    push(event);
+    events.push(event);
+    return events.room();
   };
 
   // The walk first (it is quick: names and sizes), so totals are known from the start, then
@@ -83,7 +83,7 @@ export async function* transcribeArchive(
         files.push(file);
         store.claim(file);
         summary.total++;
-        count({ type: 'queued', file });
+        await count({ type: 'queued', file });
       }
       walked = true;
       if (run.probe) probing = probeAll(files, () => controller.signal.aborted, count);
@@ -105,7 +105,7 @@ export async function* transcribeArchive(
         // Aborted during the walk: nothing started, and every input found so far is left for a
         // resumed run (as transcribeEach counts the inputs it did not start).
         if (!walked)
-          count({
+          void count({
             type: 'stopped',
             reason: { code: 'ERR_INTERRUPTED', message: 'the run was aborted' },
             notAttempted: files.length,
@@ -127,9 +127,7 @@ export async function* transcribeArchive(
         });
       } finally {
         finished = true;
-        const w = wake;
-        wake = undefined;
-        w?.();
+        events.wake();
       }
     }
     if (failed !== undefined) throw failed.error;
@@ -140,11 +138,9 @@ export async function* transcribeArchive(
   });
   try {
     for (;;) {
-      while (queue.length > 0) yield queue.shift()!;
+      yield* events.drain();
       if (finished) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
+      await events.wait();
     }
     await work.catch(() => {});
     if (failure !== undefined) throw failure;
@@ -152,6 +148,8 @@ export async function* transcribeArchive(
     yield summary;
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
+    // Left early: what waits for room goes on to see the abort.
+    events.close();
     if (!finished) {
       controller.abort(new Error('the archive run was left'));
       await work.catch(() => {});

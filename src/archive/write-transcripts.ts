@@ -10,8 +10,12 @@ import type { ArchiveStore } from './store.ts';
 export interface WriteTranscriptsOptions {
   /** Where results and manifest entries go. */
   store: ArchiveStore;
-  /** Each event as it is recorded (the same as the stream's `'event'` events). */
-  onEvent?: (event: ArchiveEvent) => void;
+  /**
+   * Each event as it is recorded (the same as the stream's `'event'` events). A promise it
+   * returns holds the next event back until it settles (its rejection fails the sink): a
+   * consumer that is slow to take events slows the run instead of letting them pile up.
+   */
+  onEvent?: (event: ArchiveEvent) => unknown;
 }
 
 /** The events of a `writeTranscripts()` sink besides Node's, with their arguments. */
@@ -34,14 +38,16 @@ export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsS
   const sink = new Writable({
     objectMode: true,
     write(event: ArchiveEvent, _encoding, callback) {
-      record(event).then(
-        (out) => {
-          options.onEvent?.(out);
+      record(event)
+        .then((out) => {
+          const taken = options.onEvent?.(out);
           sink.emit('event', out);
-          callback();
-        },
-        (err: unknown) => callback(err as Error),
-      );
+          return taken;
+        })
+        .then(
+          () => callback(),
+          (err: unknown) => callback(err as Error),
+        );
     },
     final(callback) {
       store.flush().then(() => callback(), callback);

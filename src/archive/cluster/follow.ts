@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 import type { ManifestSettings } from '../../sinks/manifest.ts';
 import type { AudioFile } from '../../sources/files.ts';
 import { probeAll } from '../durations.ts';
+import { EventQueue } from '../event-queue.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from '../events.ts';
 import type { ArchiveStore } from '../store.ts';
 import { CLOSE_WAIT_MS, STOP_KEY, settledWithin } from './connection.ts';
@@ -33,8 +34,9 @@ export async function* followRun(run: {
 }): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
   const { queue, events, store, tracked } = run;
   const summary = emptySummary(store.manifest.path, run.files.length, 0);
-  const out: Array<ArchiveEvent | ArchiveSummary> = [];
-  let wake: (() => void) | undefined;
+  // Unbounded: the events come from Redis's callbacks and from work the follow waits for after
+  // its last event, neither of which can wait for the consumer.
+  const out = new EventQueue<ArchiveEvent>();
   // Since when no worker served the queue (a NO_WORKER pause said so), and when one last did.
   let servedAt = performance.now();
   let unservedSince: number | undefined;
@@ -51,9 +53,6 @@ export async function* followRun(run: {
     }
     tally(summary, event);
     out.push(event);
-    const w = wake;
-    wake = undefined;
-    w?.();
   };
   for (const event of run.early) push(event);
   const pending = new Set(tracked.keys());
@@ -65,9 +64,7 @@ export async function* followRun(run: {
   const serial = (task: () => Promise<void>) => {
     chain = chain.then(task).catch((err: unknown) => {
       failure ??= err;
-      const w = wake;
-      wake = undefined;
-      w?.();
+      out.wake();
     });
     return chain;
   };
@@ -125,9 +122,7 @@ export async function* followRun(run: {
     const reason = await run.control.get(queue.toKey(STOP_KEY));
     if (reason === null) return;
     stopped = JSON.parse(reason) as Reason;
-    const w = wake;
-    wake = undefined;
-    w?.();
+    out.wake();
   };
 
   const onActive = ({ jobId }: { jobId: string }) => {
@@ -194,9 +189,7 @@ export async function* followRun(run: {
     reconciling = reconciling.then(reconcile).catch(() => {});
   }, 2000);
   const onAbort = () => {
-    const w = wake;
-    wake = undefined;
-    w?.();
+    out.wake();
   };
   run.signal?.addEventListener('abort', onAbort, { once: true });
   /**
@@ -224,17 +217,15 @@ export async function* followRun(run: {
 
   try {
     for (;;) {
-      while (out.length > 0) yield out.shift()!;
+      yield* out.drain();
       if (failure !== undefined) throw failure;
       if (pending.size === 0 || stopped !== undefined || run.signal?.aborted) break;
-      await new Promise<void>((r) => {
-        wake = r;
-      });
+      await out.wait();
     }
     clearInterval(timer);
     await drained(Promise.all([reconciling, chain]));
     await probing.catch(() => {});
-    while (out.length > 0) yield out.shift()!;
+    yield* out.drain();
     if (pending.size > 0) {
       const reason = stopped ?? {
         code: 'ERR_INTERRUPTED',

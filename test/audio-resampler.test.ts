@@ -14,13 +14,13 @@ import {
   ResamplePlanner,
   Resampler,
   type ResamplerDesign,
-  type ResamplerKernel,
   resampleChannel,
   resamplerBackend,
   resamplerChain,
   resamplerKernel,
   runResampleTask,
 } from '../src/audio/resampler.ts';
+import type { ResamplerKernel } from '../src/audio/resampler-kernel.ts';
 import { InvalidArgumentError } from '../src/protocol/errors.ts';
 import { decode, type RawInputFormat } from '../src/transforms/decode.ts';
 import { resample } from '../src/transforms/resample.ts';

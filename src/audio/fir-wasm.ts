@@ -4,7 +4,7 @@
 // `firWasm()` is null where WebAssembly SIMD is missing (or `--jitless`), or when
 // SPEECHPIPE_RESAMPLER_SIMD=0 asks for the JS loop; the resampler then uses that.
 
-import type { ResamplerKernel } from './resampler.ts';
+import type { ResamplerKernel } from './resampler-kernel.ts';
 import { F64, I32, moduleBytes, op, V128, vec, webAssembly } from './wasm-encoder.ts';
 
 /** Sum of the four lanes of the v128 in local `v`, as ((0 + 1) + (2 + 3)) in f32. */

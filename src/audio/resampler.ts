@@ -13,6 +13,7 @@
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { wasmFirRunner } from './fir-wasm.ts';
+import type { ResamplerKernel } from './resampler-kernel.ts';
 
 /** The format of interleaved PCM: sample rate and channel count. */
 export interface PcmFormat {
@@ -102,27 +103,6 @@ function kaiserBeta(a: number): number {
   if (a > 50) return 0.1102 * (a - 8.7);
   if (a >= 21) return 0.5842 * (a - 21) ** 0.4 + 0.07886 * (a - 21);
   return 0;
-}
-
-/**
- * The filter tables of one rate conversion, shareable between resamplers (and sent to worker
- * threads by value: its fields are plain numbers and one Float32Array).
- */
-export interface ResamplerKernel {
-  inRate: number;
-  outRate: number;
-  /** Reduced ratio: L output steps per M input steps. */
-  up: number;
-  /** Reduced ratio: M input steps per L output steps. */
-  down: number;
-  /** Number of tables; equals `up` when exact, else tables are interpolated. */
-  phases: number;
-  /** Whether there is one table per phase (`phases === up`). */
-  exact: boolean;
-  /** Half width in input samples: output at time t reads inputs floor(t)-half+1 .. floor(t)+half. */
-  half: number;
-  /** (phases + 1) rows of 2*half coefficients, row p for phase p/phases. */
-  coeffs: Float32Array;
 }
 
 const kernelCache = new Map<string, ResamplerKernel>();

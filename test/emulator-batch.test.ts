@@ -16,13 +16,8 @@ import type { AnalyzedAudio, BatchOptions } from '../src/emulator/engine/recordi
 import type { HttpExchange } from '../src/emulator/http-exchange.ts';
 import type { Emulator } from '../src/emulator/index.ts';
 import { JobStore, renderV1, renderV2 } from '../src/emulator/jobs.ts';
-import {
-  checkUploadHeaders,
-  PartDataSplitter,
-  receiveUpload,
-  releaseChunk,
-  uploadRules,
-} from '../src/emulator/upload.ts';
+import { PartDataSplitter, releaseChunk } from '../src/emulator/multipart-scan.ts';
+import { checkUploadHeaders, receiveUpload, uploadRules } from '../src/emulator/upload.ts';
 import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
 import { chunksOf, splitAt } from './helpers/chunks.ts';

@@ -77,3 +77,17 @@ test('plain lines tell a queue nobody serves from a service that does not answer
   assert.match(text(), /paused: the service does not answer \(ECONNREFUSED\); waiting for it/);
   assert.match(text(), /resumed: the service answers again \(after 2(\.0)? ?s\)/);
 });
+
+test("a done line says the audio's length and how long the input took, each named", () => {
+  const { stream, text } = terminal();
+  stream.isTTY = false;
+  const progress = new ArchiveProgress('plain', stream);
+  const live = file('en/jfk.wav');
+  const fast = file('fast.wav');
+  progress.event({ type: 'done', file: live, outputs: [], words: 20, audioSeconds: 11.04, elapsedMs: 730 });
+  progress.event({ type: 'done', file: fast, outputs: [], words: 7, elapsedMs: 250 });
+  progress.close();
+  const lines = text().split('\n');
+  assert.ok(lines.includes('done    en/jfk.wav (20 words, 11.0 s of audio, took 0.7 s)'), text());
+  assert.ok(lines.includes('done    fast.wav (7 words, took 0.3 s)'), 'no length when the mode reports none');
+});

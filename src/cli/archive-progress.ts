@@ -153,7 +153,9 @@ export class ArchiveProgress {
         const warnings = (event.warnings ?? []).map(
           (w) => `warning ${event.file.relative}: ${w.code}: ${w.message}\n`,
         );
-        return `${warnings.join('')}done    ${event.file.relative} (${event.words} words, ${(event.elapsedMs / 1000).toFixed(1)} s)`;
+        const audio = event.audioSeconds === undefined ? '' : `${event.audioSeconds.toFixed(1)} s of audio, `;
+        const took = `took ${(event.elapsedMs / 1000).toFixed(1)} s`;
+        return `${warnings.join('')}done    ${event.file.relative} (${event.words} words, ${audio}${took})`;
       }
       case 'failed':
         return `failed  ${event.file.relative}: ${event.error.code}: ${event.error.message}`;

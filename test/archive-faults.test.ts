@@ -127,7 +127,10 @@ test('aborted during the walk: the summary counts every input found as not attem
   assert.equal(summary.type, 'summary');
   assert.equal(summary.stopped?.code, 'ERR_INTERRUPTED');
   assert.ok(summary.total >= 1 && summary.total < 6, `${summary.total} found`);
-  assert.equal(summary.done + summary.failed + summary.skipped + summary.notAttempted, summary.total);
+  assert.equal(
+    summary.done + summary.failed + summary.skipped + summary.alreadyDone + summary.notAttempted,
+    summary.total,
+  );
   const stopped = events.find((e) => e.type === 'stopped');
   assert.equal(stopped?.type === 'stopped' && stopped.notAttempted, summary.total);
 });
@@ -154,7 +157,7 @@ test('aborted mid-run: inputs the walk did not take are left for the resumed run
   }
   assert.equal(summary?.total, 3);
   assert.equal(
-    summary.done + summary.failed + summary.skipped + summary.notAttempted,
+    summary.done + summary.failed + summary.skipped + summary.alreadyDone + summary.notAttempted,
     3,
     JSON.stringify(summary),
   );

@@ -37,5 +37,5 @@ test('resume skips what is done whether --out is given relative or absolute', as
     transcribeArchive([archive], { ...settings, out, resume: true }),
   )) as ArchiveSummary;
   assert.equal(again.done, 0, 'done in the first run: not redone');
-  assert.equal(again.skipped, 1);
+  assert.equal(again.alreadyDone, 1);
 });

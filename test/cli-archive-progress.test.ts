@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { ArchiveProgress } from '../src/cli/archive-progress.ts';
+import { ArchiveProgress, countsText } from '../src/cli/archive-progress.ts';
 import type { AudioFile } from '../src/sources/files.ts';
 
 function terminal(): {
@@ -90,4 +90,30 @@ test("a done line says the audio's length and how long the input took, each name
   const lines = text().split('\n');
   assert.ok(lines.includes('done    en/jfk.wav (20 words, 11.0 s of audio, took 0.7 s)'), text());
   assert.ok(lines.includes('done    fast.wav (7 words, took 0.3 s)'), 'no length when the mode reports none');
+});
+
+test('inputs done in an earlier run are counted as already done, not as skipped', () => {
+  const { stream, text } = terminal();
+  const progress = new ArchiveProgress('tty', stream);
+  const done = file('done.wav');
+  const hidden = file('.hidden.wav');
+  progress.event({ type: 'queued', file: done });
+  progress.event({ type: 'queued', file: hidden });
+  progress.event({
+    type: 'skipped',
+    file: done,
+    reason: { code: 'ALREADY_DONE', message: 'done in an earlier run, unchanged' },
+  });
+  progress.event({ type: 'skipped', file: hidden, reason: { code: 'ERR_HIDDEN', message: 'hidden' } });
+  progress.close();
+  assert.match(text(), /2\/2 files · 0 done · 0 failed · 1 skipped · 1 already done/);
+});
+
+test('the counts in words: already done when there are any', () => {
+  const counts = { total: 10, done: 3, failed: 1, skipped: 0, alreadyDone: 0 };
+  assert.equal(countsText(counts), '3 done, 1 failed, 0 skipped');
+  assert.equal(
+    countsText({ ...counts, skipped: 1, alreadyDone: 4 }),
+    '3 done, 1 failed, 1 skipped, 4 already done',
+  );
 });

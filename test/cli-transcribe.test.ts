@@ -70,7 +70,7 @@ test('--resume skips what is done and unchanged, and tries the failures again', 
   await cli(['transcribe', archive, '--out', out, '--format', 'txt']);
   const again = await cli(['transcribe', archive, '--out', out, '--format', 'txt', '--resume']);
   assert.equal(again.code, 1);
-  assert.match(again.stdout, /^0 done, 1 failed, 2 skipped/);
+  assert.match(again.stdout, /^0 done, 1 failed, 0 skipped, 2 already done;/);
   const entries = await manifest(out);
   assert.equal(entries.length, 4, 'the retried failure is recorded again');
 });
@@ -161,7 +161,7 @@ test('two inputs with the same relative name both get their results, under diffe
   for (const e of entries) assert.ok((await readFile(e.outputs![0]!, 'utf8')).length > 1);
   // The names are stable: a resumed run finds both done.
   const again = await cli(['transcribe', a, b, '--out', out, ...FAST_TXT, '--resume']);
-  assert.match(again.stdout, /^0 done, 0 failed, 2 skipped/);
+  assert.match(again.stdout, /^0 done, 0 failed, 0 skipped, 2 already done;/);
 });
 
 test('a path the walk cannot read is recorded as failed, and the run goes on', async () => {
@@ -187,8 +187,8 @@ test('--resume runs an input again when other settings or outputs are asked for,
   const out = join(root, 'out-resume-settings');
   const base = ['transcribe', dir, '--out', out, '--mode', 'fast'];
   assert.equal((await cli([...base, '--format', 'txt'])).code, 0);
-  const skipped = /^0 done, 0 failed, 1 skipped/;
-  const redone = /^1 done, 0 failed, 0 skipped/;
+  const skipped = /^0 done, 0 failed, 0 skipped, 1 already done;/;
+  const redone = /^1 done, 0 failed, 0 skipped;/;
   assert.match((await cli([...base, '--format', 'txt', '--resume'])).stdout, skipped);
   assert.match((await cli([...base, '--format', 'txt,srt', '--resume'])).stdout, redone, 'a new format');
   assert.match((await cli([...base, '--format', 'srt', '--resume'])).stdout, skipped, 'srt was written');
@@ -272,14 +272,14 @@ test('result names stay with their inputs when a colliding input turns unreadabl
   // a becomes readable: it gets a name of its own, b keeps its result and is not redone.
   await rm(join(a, 'talk.wav'));
   await writeFile(join(a, 'talk.wav'), wav);
-  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 1 skipped/);
+  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 0 skipped, 1 already done;/);
   const entries = await manifest(out);
   const aName = entries.findLast((e) => e.input.startsWith(a))!.outputs![0]!;
   assert.notEqual(aName, bName);
   // a is gone: b still keeps its name.
   await rm(a, { recursive: true });
   await mkdir(a);
-  assert.match((await run('--resume')).stdout, /^0 done, 0 failed, 1 skipped/);
+  assert.match((await run('--resume')).stdout, /^0 done, 0 failed, 0 skipped, 1 already done;/);
   assert.ok((await readFile(bName, 'utf8')).length > 1);
 });
 
@@ -334,7 +334,7 @@ test('a manifest that gave two inputs one name (before names were kept apart): t
     .sort((x, y) => Number(x.input.startsWith(d)) - Number(y.input.startsWith(d)))
     .map((e) => JSON.stringify({ ...e, outputs: [shared] }));
   await writeFile(join(out, 'manifest.ndjson'), `${legacy.join('\n')}\n`);
-  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 1 skipped/);
+  assert.match((await run('--resume')).stdout, /^1 done, 0 failed, 0 skipped, 1 already done;/);
   const redone = (await manifest(out)).at(-1)!;
   assert.ok(redone.input.startsWith(d));
   assert.match(redone.outputs![0]!, /talk\.wav~[0-9a-f]{8}\.txt$/);

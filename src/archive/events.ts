@@ -10,6 +10,15 @@ export interface Reason {
   message: string;
 }
 
+/** Why a resumed run does not run an input again: it is done, unchanged, with its results there. */
+export const ALREADY_DONE: Readonly<Reason> = Object.freeze({
+  code: 'ALREADY_DONE',
+  message: 'done in an earlier run, unchanged',
+});
+
+/** Whether a `skipped` event's reason is {@link ALREADY_DONE} (counted apart from inputs not taken). */
+export const isAlreadyDone = (reason: Reason): boolean => reason.code === ALREADY_DONE.code;
+
 /** What happens to the inputs of an archive run. Every event of one input carries its `file`. */
 export type ArchiveEvent =
   /** The walk found the input; `durationSec` once its header was read (see `probed`). */
@@ -54,8 +63,10 @@ export interface ArchiveSummary {
   done: number;
   /** Inputs that failed. */
   failed: number;
-  /** Inputs not taken by the walk, or done in an earlier run (resume). */
+  /** Inputs not taken by the walk (hidden, special, a symlink not followed). */
   skipped: number;
+  /** Inputs done in an earlier run, unchanged (resume): not run again. */
+  alreadyDone: number;
   /** Inputs left for a resumed run (the run stopped or was aborted). */
   notAttempted: number;
   /** Audio seconds of the inputs done. */
@@ -80,6 +91,7 @@ export function emptySummary(manifest: string, total: number, removedTemporary: 
     done: 0,
     failed: 0,
     skipped: 0,
+    alreadyDone: 0,
     notAttempted: 0,
     audioSeconds: 0,
     totalAudioSeconds: 0,
@@ -95,8 +107,10 @@ export function tally(summary: ArchiveSummary, event: ArchiveEvent): void {
     summary.done++;
     summary.audioSeconds += event.audioSeconds ?? 0;
   } else if (event.type === 'failed') summary.failed++;
-  else if (event.type === 'skipped') summary.skipped++;
-  else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
+  else if (event.type === 'skipped') {
+    if (isAlreadyDone(event.reason)) summary.alreadyDone++;
+    else summary.skipped++;
+  } else if (event.type === 'probed') summary.totalAudioSeconds += event.durationSec;
   else if (event.type === 'stopped') {
     summary.stopped = event.reason;
     summary.notAttempted = event.notAttempted;

@@ -10,7 +10,7 @@ import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts'
 import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
 import { Breaker, type BreakerOptions } from './breaker.ts';
-import type { ArchiveEvent, Reason } from './events.ts';
+import { ALREADY_DONE, type ArchiveEvent, type Reason } from './events.ts';
 import { isAuthFailure, isConnectionFailure } from './failures.ts';
 import type { ArchiveStore } from './store.ts';
 import { tcpProbe } from './tcp-probe.ts';
@@ -161,7 +161,7 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
       return emit({
         type: 'skipped',
         file,
-        reason: { code: 'ALREADY_DONE', message: 'done in an earlier run, unchanged' },
+        reason: ALREADY_DONE,
       });
     const job: { id?: string } = {};
     let pendingJob = plan.pendingJob;

@@ -3,7 +3,7 @@
 
 import { Writable } from 'node:stream';
 import type { TypedStream } from '../protocol/typed-stream.ts';
-import type { ArchiveEvent } from './events.ts';
+import { type ArchiveEvent, isAlreadyDone } from './events.ts';
 import type { ArchiveStore } from './store.ts';
 
 /** Options of {@link writeTranscripts}. */
@@ -81,7 +81,7 @@ export function writeTranscripts(options: WriteTranscriptsOptions): TranscriptsS
         await store.failed(event.file, event.error, event.jobId);
         return event;
       case 'skipped':
-        if (event.reason.code !== 'ALREADY_DONE') await store.skipped(event.file, event.reason);
+        if (!isAlreadyDone(event.reason)) await store.skipped(event.file, event.reason);
         return event;
       default:
         return event;

@@ -6,6 +6,7 @@
 
 import type { Writable } from 'node:stream';
 import { createLogUpdate } from 'log-update';
+import { isAlreadyDone } from '../archive/events.ts';
 import type { ArchiveEvent, ArchiveSummary } from '../archive/index.ts';
 
 export type ProgressMode = 'tty' | 'plain' | 'json';
@@ -46,6 +47,17 @@ function duration(seconds: number): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
+/** A run's inputs by how they ended so far (a summary has them all). */
+export type RunCounts = Pick<ArchiveSummary, 'total' | 'done' | 'failed' | 'skipped' | 'alreadyDone'>;
+
+/** The counts in words: done, failed and skipped, and already done when there are any. */
+export function countsText(counts: RunCounts): string {
+  const { done, failed, skipped, alreadyDone } = counts;
+  const parts = [`${done} done`, `${failed} failed`, `${skipped} skipped`];
+  if (alreadyDone > 0) parts.push(`${alreadyDone} already done`);
+  return parts.join(', ');
+}
+
 export class ArchiveProgress {
   readonly #mode: ProgressMode;
   readonly #out: Writable;
@@ -56,6 +68,7 @@ export class ArchiveProgress {
   #done = 0;
   #failed = 0;
   #skipped = 0;
+  #alreadyDone = 0;
   #audioDone = 0;
   #audioTotal = 0;
   #probed = 0;
@@ -135,7 +148,8 @@ export class ArchiveProgress {
         this.#inFlight.delete(event.file.path);
         break;
       case 'skipped':
-        this.#skipped++;
+        if (isAlreadyDone(event.reason)) this.#alreadyDone++;
+        else this.#skipped++;
         break;
       case 'paused':
         this.#paused = event.reason.message;
@@ -161,7 +175,7 @@ export class ArchiveProgress {
         return `failed  ${event.file.relative}: ${event.error.code}: ${event.error.message}`;
       case 'skipped':
         // Done in an earlier run: counted, not listed (a resumed run of 100,000 files).
-        if (event.reason.code === 'ALREADY_DONE') return undefined;
+        if (isAlreadyDone(event.reason)) return undefined;
         return `skipped ${event.file.relative}: ${event.reason.code}: ${event.reason.message}`;
       case 'paused':
         return event.reason.code === 'NO_WORKER'
@@ -189,8 +203,10 @@ export class ArchiveProgress {
     const speed = elapsed > 0 ? audio / elapsed : 0;
     const left = Math.max(0, this.#audioTotal - audio);
     const eta = speed > 0 && this.#probed > 0 ? duration(left / speed) : '?';
+    const ended = this.#done + this.#failed + this.#skipped + this.#alreadyDone;
+    const alreadyDone = this.#alreadyDone > 0 ? ` · ${this.#alreadyDone} already done` : '';
     const lines = [
-      `${this.#done + this.#failed + this.#skipped}/${this.#total} files · ${this.#done} done · ${this.#failed} failed · ${this.#skipped} skipped`,
+      `${ended}/${this.#total} files · ${this.#done} done · ${this.#failed} failed · ${this.#skipped} skipped${alreadyDone}`,
       `audio ${hours(audio)}/${hours(this.#audioTotal)} h · ${speed.toFixed(1)}× real time · ETA ${eta} · ${duration(elapsed)} elapsed`,
     ];
     if (this.#paused)

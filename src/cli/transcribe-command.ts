@@ -14,7 +14,7 @@ import {
 } from '../archive/index.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
-import { ArchiveProgress, type ProgressMode } from './archive-progress.ts';
+import { ArchiveProgress, countsText, type ProgressMode } from './archive-progress.ts';
 import { openService } from './service.ts';
 
 const FORMATS = ARCHIVE_FORMATS;
@@ -251,9 +251,8 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write('interrupted: run again with --resume to continue\n');
     return 130;
   }
-  process.stdout.write(
-    `${summary.done} done, ${summary.failed} failed, ${summary.skipped} skipped${summary.notAttempted > 0 ? `, ${summary.notAttempted} not attempted` : ''}; manifest: ${summary.manifest}\n`,
-  );
+  const notAttempted = summary.notAttempted > 0 ? `, ${summary.notAttempted} not attempted` : '';
+  process.stdout.write(`${countsText(summary)}${notAttempted}; manifest: ${summary.manifest}\n`);
   if (summary.stopped !== undefined) {
     const refused = summary.stopped.code !== 'ERR_SERVICE_UNREACHABLE';
     process.stderr.write(

@@ -7,7 +7,7 @@ import type { Queue, QueueEvents } from 'bullmq';
 import { DEFAULT_LIMITS } from '../../protocol/limits.ts';
 import { Manifest } from '../../sinks/manifest.ts';
 import { type AudioFile, walkAudioFiles } from '../../sources/files.ts';
-import type { ArchiveEvent, ArchiveSummary } from '../events.ts';
+import { ALREADY_DONE, type ArchiveEvent, type ArchiveSummary } from '../events.ts';
 import { type ArchiveRunOptions, resolveArchiveRun, settingsOf } from '../settings.ts';
 import { ArchiveStore } from '../store.ts';
 import {
@@ -140,7 +140,7 @@ export async function enqueueArchive(
         early.push({
           type: 'skipped',
           file,
-          reason: { code: 'ALREADY_DONE', message: 'done in an earlier run, unchanged' },
+          reason: ALREADY_DONE,
         });
         continue;
       }

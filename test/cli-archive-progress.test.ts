@@ -107,13 +107,15 @@ test('inputs done in an earlier run are counted as already done, not as skipped'
   progress.event({ type: 'skipped', file: hidden, reason: { code: 'ERR_HIDDEN', message: 'hidden' } });
   progress.close();
   assert.match(text(), /2\/2 files · 0 done · 0 failed · 1 skipped · 1 already done/);
+  assert.deepEqual(progress.counts(), { total: 2, done: 0, failed: 0, skipped: 1, alreadyDone: 1 });
 });
 
-test('the counts in words: already done when there are any', () => {
+test('the counts in words: already done when there are any, and what is left when asked', () => {
   const counts = { total: 10, done: 3, failed: 1, skipped: 0, alreadyDone: 0 };
   assert.equal(countsText(counts), '3 done, 1 failed, 0 skipped');
+  assert.equal(countsText(counts, { left: true }), '3 done, 1 failed, 0 skipped, 6 left');
   assert.equal(
-    countsText({ ...counts, skipped: 1, alreadyDone: 4 }),
-    '3 done, 1 failed, 1 skipped, 4 already done',
+    countsText({ ...counts, skipped: 1, alreadyDone: 4 }, { left: true }),
+    '3 done, 1 failed, 1 skipped, 4 already done, 1 left',
   );
 });

@@ -230,7 +230,7 @@ test('batch: a job whose wait gave up is recorded, and --resume waits for that j
   assert.equal(entries.at(-1)!.jobId, submitted!.jobId);
 });
 
-test('Ctrl-C during a directory run: exit 130, finished inputs recorded, the rest left for --resume', async () => {
+test('Ctrl-C during a directory run: exit 130, finished inputs recorded, the counts said, the rest left for --resume', async () => {
   const dir = join(root, 'many');
   await mkdir(dir, { recursive: true });
   const wav = await readFile(join(archive, 'interview.wav'));
@@ -248,13 +248,19 @@ test('Ctrl-C during a directory run: exit 130, finished inputs recorded, the res
   });
   const [code] = (await once(child, 'exit')) as [number | null];
   assert.equal(code, 130, stderr);
-  assert.match(stderr, /run again with --resume/);
+  const counts =
+    /^interrupted: (\d+) done, 0 failed, 0 skipped, (\d+) left; run again with --resume to continue$/m.exec(
+      stderr,
+    );
+  assert.ok(counts, stderr);
   const entries = await manifest(out);
   assert.ok(entries.length >= 1 && entries.length < 40, `${entries.length} entries`);
   assert.ok(
     entries.every((e) => e.status === 'done'),
     'nothing recorded as failed by the interruption',
   );
+  assert.equal(Number(counts[1]), entries.length, 'the inputs done, as the manifest has them');
+  assert.equal(Number(counts[2]), 40 - entries.length, 'the rest are left');
 });
 
 test('result names stay with their inputs when a colliding input turns unreadable, readable or gone', async () => {

@@ -50,11 +50,15 @@ function duration(seconds: number): string {
 /** A run's inputs by how they ended so far (a summary has them all). */
 export type RunCounts = Pick<ArchiveSummary, 'total' | 'done' | 'failed' | 'skipped' | 'alreadyDone'>;
 
-/** The counts in words: done, failed and skipped, and already done when there are any. */
-export function countsText(counts: RunCounts): string {
-  const { done, failed, skipped, alreadyDone } = counts;
+/**
+ * The counts in words: done, failed and skipped, already done when there are any, and with
+ * `left`, the inputs found that none of those took.
+ */
+export function countsText(counts: RunCounts, { left = false } = {}): string {
+  const { total, done, failed, skipped, alreadyDone } = counts;
   const parts = [`${done} done`, `${failed} failed`, `${skipped} skipped`];
   if (alreadyDone > 0) parts.push(`${alreadyDone} already done`);
+  if (left) parts.push(`${Math.max(0, total - done - failed - skipped - alreadyDone)} left`);
   return parts.join(', ');
 }
 
@@ -106,6 +110,17 @@ export class ArchiveProgress {
     }
     const line = this.#line(event);
     if (line !== undefined) this.log(line);
+  }
+
+  /** The inputs counted so far, by how they ended. */
+  counts(): RunCounts {
+    return {
+      total: this.#total,
+      done: this.#done,
+      failed: this.#failed,
+      skipped: this.#skipped,
+      alreadyDone: this.#alreadyDone,
+    };
   }
 
   close(): void {

@@ -248,7 +248,8 @@ export async function run(args: string[]): Promise<number> {
     }
   }
   if (controller.signal.aborted || summary === undefined) {
-    process.stderr.write('interrupted: run again with --resume to continue\n');
+    const counts = countsText(summary ?? progress.counts(), { left: true });
+    process.stderr.write(`interrupted: ${counts}; run again with --resume to continue\n`);
     return 130;
   }
   const notAttempted = summary.notAttempted > 0 ? `, ${summary.notAttempted} not attempted` : '';
@@ -321,7 +322,10 @@ async function runQueued(
     progress.event(event);
   }
   if (signal.aborted || summary === undefined) {
-    process.stderr.write('interrupted: the jobs go on in the workers; run again with --resume to follow\n');
+    const counts = countsText(summary ?? progress.counts(), { left: true });
+    process.stderr.write(
+      `interrupted: ${counts} (the jobs go on in the workers); run again with --resume to follow\n`,
+    );
     return 130;
   }
   return summary;

@@ -6,12 +6,12 @@
 
 import { Transform, type TransformCallback } from 'node:stream';
 import type { SpeechClient } from '../client/index.ts';
-import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts';
+import { SpeechpipeError } from '../protocol/errors.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AudioFile } from '../sources/files.ts';
 import { Breaker, type BreakerOptions } from './breaker.ts';
 import { ALREADY_DONE, type ArchiveEvent, type Reason } from './events.ts';
-import { isAuthFailure, isConnectionFailure } from './failures.ts';
+import { failureReason, isAuthFailure, isConnectionFailure, refusedKeyReason } from './failures.ts';
 import type { ArchiveStore } from './store.ts';
 import { tcpProbe } from './tcp-probe.ts';
 import { transcribeFile } from './transcribe-file.ts';
@@ -210,8 +210,7 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
         }
         if (isAuthFailure(err)) {
           notAttempted++;
-          const e = err as SpeechServiceError;
-          stop({ code: e.code, message: `the service refused the key (${e.status}): ${e.message}` });
+          stop(refusedKeyReason(err));
           return;
         }
         if (isConnectionFailure(err)) {
@@ -224,10 +223,7 @@ export function transcribeEach(options: TranscribeEachOptions): Transform {
             continue;
           }
         }
-        const error = {
-          code: (err as { code?: string }).code ?? 'ERR_UNKNOWN',
-          message: err instanceof Error ? err.message : String(err),
-        };
+        const error = failureReason(err);
         emit({ type: 'failed', file, error, ...(job.id === undefined ? {} : { jobId: job.id }) });
         return;
       }

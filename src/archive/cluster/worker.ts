@@ -5,11 +5,10 @@
 
 import type { Job, Queue, Worker } from 'bullmq';
 import type { SpeechClient } from '../../client/index.ts';
-import type { SpeechpipeError } from '../../protocol/errors.ts';
 import type { Workload } from '../../protocol/limits.ts';
 import { probeDuration } from '../durations.ts';
 import type { Reason } from '../events.ts';
-import { isAuthFailure, isConnectionFailure } from '../failures.ts';
+import { failureReason, isAuthFailure, isConnectionFailure, refusedKeyReason } from '../failures.ts';
 import { writeResults } from '../store.ts';
 import { transcribeFile } from '../transcribe-file.ts';
 import {
@@ -195,20 +194,13 @@ export async function startArchiveWorker(options: ArchiveWorkerOptions): Promise
         if (isAuthFailure(err)) {
           // A refused key is refused for every input: stop the whole queue, say why, and give
           // this job back (not attempted).
-          const e = err as SpeechpipeError & { status: number };
-          const reason = {
-            code: e.code,
-            message: `the service refused the key (${e.status}): ${e.message}`,
-          };
+          const reason = refusedKeyReason(err);
           await connection.control.set(q.toKey(STOP_KEY), JSON.stringify(reason));
           await q.pause();
           emit({ type: 'stopped', reason });
           return await handBack();
         }
-        const error = {
-          code: (err as { code?: string }).code ?? 'ERR_UNKNOWN',
-          message: err instanceof Error ? err.message : String(err),
-        };
+        const error = failureReason(err);
         const retrying = isConnectionFailure(err) && job.attemptsMade + 1 < (job.opts.attempts ?? 1);
         m?.filesFailed.inc({ code: error.code });
         emit({ type: 'failed', input: data.input, error, retrying });

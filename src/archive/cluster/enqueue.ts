@@ -19,7 +19,7 @@ import {
   settledWithin,
 } from './connection.ts';
 import { followRun, type Tracked } from './follow.ts';
-import { type ArchiveJobData, archiveJobId, workloadOf } from './jobs.ts';
+import { type ArchiveJobData, archiveJobId, workloadOf } from './queue-jobs.ts';
 
 /** Options of {@link enqueueArchive}: the run's settings, as a local run's, and the queue's. */
 export interface EnqueueArchiveOptions extends ClusterConnectionOptions, ArchiveRunOptions {

@@ -11,7 +11,7 @@ import { EventQueue } from '../event-queue.ts';
 import { type ArchiveEvent, type ArchiveSummary, emptySummary, type Reason, tally } from '../events.ts';
 import type { ArchiveStore } from '../store.ts';
 import { CLOSE_WAIT_MS, STOP_KEY, settledWithin } from './connection.ts';
-import { type ArchiveJobData, type ArchiveJobResult, parseFailedReason } from './jobs.ts';
+import { type ArchiveJobData, type ArchiveJobResult, parseFailedReason } from './queue-jobs.ts';
 
 export interface Tracked {
   file: AudioFile;

@@ -10,7 +10,7 @@
 
 export { type ClusterConnectionOptions, DEFAULT_QUEUE_NAME } from './connection.ts';
 export { type EnqueueArchiveOptions, type EnqueuedArchive, enqueueArchive } from './enqueue.ts';
-export { type ArchiveJobData, type ArchiveJobResult, archiveJobId } from './jobs.ts';
+export { type ArchiveJobData, type ArchiveJobResult, archiveJobId } from './queue-jobs.ts';
 export {
   type ArchiveWorker,
   type ArchiveWorkerOptions,

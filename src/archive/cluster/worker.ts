@@ -19,8 +19,8 @@ import {
   STOP_KEY,
   settledWithin,
 } from './connection.ts';
-import { type ArchiveJobData, type ArchiveJobResult, fileOf } from './jobs.ts';
 import { type Metrics, startMetrics } from './metrics.ts';
+import { type ArchiveJobData, type ArchiveJobResult, fileOf } from './queue-jobs.ts';
 
 /** How long a closing worker waits for BullMQ once its jobs ended (their completion written). */
 const WORKER_CLOSE_WAIT_MS = 3000;

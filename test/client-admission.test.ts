@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Admission, isAdmissionRejection } from '../src/client/index.ts';
+import { Admission, isAdmissionRejection, RetryPolicy } from '../src/client/index.ts';
 import { backoffDelay } from '../src/client/retry.ts';
 import { localServiceError, SpeechServiceError, TransportError } from '../src/index.ts';
 import type { Workload } from '../src/protocol/limits.ts';
@@ -36,11 +36,28 @@ function fakeService(capacity: number) {
   };
 }
 
+/**
+ * Operations run as the client runs them, through the retry policy: admission refusals wait in
+ * the queue again, no other failure is retried. `task` gets the number of its run.
+ */
+function operations(admission: Admission, closed?: AbortSignal) {
+  const policy = new RetryPolicy({ admission, retry: { maxAttempts: 1 }, closed });
+  return <T>(
+    workload: Workload,
+    task: (run: number, signal: AbortSignal) => Promise<T>,
+    options: { repeatable?: () => boolean } = {},
+  ): Promise<T> => {
+    let runs = 0;
+    return policy.run({ operation: 'test', workload, run: (a) => task(runs++, a.signal), ...options });
+  };
+}
+
 test('admission: a burst of 1,000 against a smaller real limit ends with no failures and no storm', async (t) => {
   const service = fakeService(3);
   const admission = new Admission({ concurrency: { batch: 8 }, backoff: { baseMs: 5, maxMs: 50 } });
+  const run = operations(admission);
   const results = await Promise.allSettled(
-    Array.from({ length: 1000 }, () => admission.run('batch', () => service.call())),
+    Array.from({ length: 1000 }, () => run('batch', () => service.call())),
   );
   assert.equal(results.filter((r) => r.status === 'rejected').length, 0);
   assert.ok(service.peak <= 3);
@@ -56,12 +73,13 @@ test('admission: a burst of 1,000 against a smaller real limit ends with no fail
 
 test('admission: concurrency per workload is respected and workloads are independent', async () => {
   const admission = new Admission({ concurrency: { tts: 2, batch: 5 } });
+  const run = operations(admission);
   let tts = 0;
   let ttsPeak = 0;
   let batch = 0;
   let batchPeak = 0;
   const work = (which: 'tts' | 'batch') =>
-    admission.run(which, async () => {
+    run(which, async () => {
       if (which === 'tts') ttsPeak = Math.max(ttsPeak, ++tts);
       else batchPeak = Math.max(batchPeak, ++batch);
       await new Promise((r) => setTimeout(r, 5));
@@ -82,7 +100,7 @@ test('admission: a rate-limit 429 pauses the workload for Retry-After, then retr
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
   const admission = new Admission({ concurrency: { fast: 4 } });
   let calls = 0;
-  const result = admission.run('fast', async (attempt) => {
+  const result = operations(admission)('fast', async (attempt) => {
     calls++;
     if (attempt === 0) throw reject429('RATE_LIMIT_EXCEEDED', 80_000);
     return 'ok';
@@ -110,7 +128,7 @@ test('admission: other errors are not retried', async () => {
   const admission = new Admission();
   let calls = 0;
   await assert.rejects(
-    admission.run('batch', async () => {
+    operations(admission)('batch', async () => {
       calls++;
       throw localServiceError('PAYLOAD_TOO_LARGE', 'too big');
     }),
@@ -126,17 +144,23 @@ test('admission: other errors are not retried', async () => {
   admission.close();
 });
 
-test('admission: close() fails queued and running operations and leaves no timer', async () => {
+test('admission: closing the client fails queued and running operations and leaves no timer', async () => {
   const admission = new Admission({ concurrency: { tts: 1 } });
+  const closing = new AbortController();
+  const run = operations(admission, closing.signal);
   let release!: () => void;
-  const running = admission.run('tts', () => new Promise<void>((r) => (release = r)));
-  const queued = admission.run('tts', async () => 'never');
+  const running = run('tts', (_run, signal) => {
+    signal.addEventListener('abort', () => release());
+    return new Promise<void>((r) => (release = r));
+  });
+  const queued = run('tts', async () => 'never');
   admission.pause('tts', 60_000);
+  // As client.close() does: its signal, then the queues.
+  closing.abort(new TransportError('ERR_CLIENT_CLOSED', 'the client was closed'));
   admission.close();
   const closed = (err: unknown) => err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED';
   await assert.rejects(queued, closed);
   await assert.rejects(running, closed);
-  release();
 });
 
 test('admission: a pause that no operation waits for does not keep the process alive; one that one waits for does', async () => {
@@ -144,21 +168,21 @@ test('admission: a pause that no operation waits for does not keep the process a
   const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
   const before = timers();
   // A one-shot operation's 429 with a long Retry-After: it fails, and nothing else waits.
+  const run = operations(admission);
   await assert.rejects(
-    admission.run(
+    run(
       'batch',
       async () => {
         throw reject429('RATE_LIMIT_EXCEEDED', 600_000);
       },
-      undefined,
-      () => false,
+      { repeatable: () => false },
     ),
     { code: 'RATE_LIMIT_EXCEEDED' },
   );
   assert.equal(admission.stats().find((s) => s.workload === 'batch')!.paused, true);
   assert.equal(timers(), before, 'the pause holds no referenced timer');
   // An operation queued behind the pause: the process waits for it.
-  const queued = admission.run('batch', async () => 'ran');
+  const queued = run('batch', async () => 'ran');
   assert.equal(timers(), before + 1, 'a queued operation keeps the pause referenced');
   admission.close();
   await assert.rejects(queued, { code: 'ERR_CLIENT_CLOSED' });
@@ -195,12 +219,13 @@ const concurrencyOf = (admission: Admission, workload: Workload) =>
 
 test('admission: a concurrency rejection lowers concurrency to what else runs (run and held slots)', async () => {
   const admission = new Admission({ concurrency: { batch: 8, tts: 8 }, backoff: { baseMs: 1, maxMs: 2 } });
-  // run(): two tasks hold, a third is refused; it has left the queue when the rejection is seen.
+  // Through the policy: two tasks hold, a third is refused while its slot is still held.
+  const run = operations(admission);
   let release!: () => void;
   const holding = new Promise<void>((r) => (release = r));
-  const held = [admission.run('batch', () => holding), admission.run('batch', () => holding)];
+  const held = [run('batch', () => holding), run('batch', () => holding)];
   let seen = 0;
-  const third = admission.run('batch', async (attempt) => {
+  const third = run('batch', async (attempt) => {
     if (attempt === 0) throw reject429('CONCURRENCY_LIMIT_EXCEEDED', 1);
     seen = concurrencyOf(admission, 'batch');
   });
@@ -291,14 +316,13 @@ test('admission: a task that cannot run again gets its rejection back, and the w
   const admission = new Admission({ concurrency: { batch: 2 }, backoff: { baseMs: 1, maxMs: 2 } });
   let calls = 0;
   await assert.rejects(
-    admission.run(
+    operations(admission)(
       'batch',
       async () => {
         calls++;
         throw reject429('RATE_LIMIT_EXCEEDED', 5);
       },
-      undefined,
-      () => false,
+      { repeatable: () => false },
     ),
     { code: 'RATE_LIMIT_EXCEEDED' },
   );
@@ -306,5 +330,32 @@ test('admission: a task that cannot run again gets its rejection back, and the w
   const stats = admission.stats().find((s) => s.workload === 'batch')!;
   assert.equal(stats.pauses, 1);
   assert.equal(stats.retries, 0);
+  admission.close();
+});
+
+test('admission: a lowered concurrency whose slots are all held by long operations is probed again, and rises when the probe is accepted', {
+  timeout: 5_000,
+}, async () => {
+  // Live sessions hold their slots for hours: no new operation starts to be accepted, so no
+  // success could raise concurrency, and the queue would wait for a session to end.
+  const admission = new Admission({
+    concurrency: { realtime_asr: 2 },
+    probeAfterMs: 30,
+    backoff: { baseMs: 1, maxMs: 2 },
+  });
+  const session = await admission.acquire('realtime_asr');
+  session.succeeded();
+  const refused = await admission.acquire('realtime_asr');
+  refused.rejected(reject429('CONCURRENCY_LIMIT_EXCEEDED', 1), 0);
+  refused.release();
+  assert.equal(concurrencyOf(admission, 'realtime_asr'), 1);
+  // The refused operation comes back to the queue while the first session holds its slot.
+  const probe = await admission.acquire('realtime_asr', { retrying: true });
+  assert.equal(concurrencyOf(admission, 'realtime_asr'), 2, 'raised by the probe');
+  probe.succeeded();
+  probe.release();
+  session.release();
+  const stats = admission.stats().find((s) => s.workload === 'realtime_asr')!;
+  assert.equal(stats.raises, 1);
   admission.close();
 });

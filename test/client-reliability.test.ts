@@ -264,7 +264,7 @@ test('sttStream over HTTP: eight transient 500s restart the session without a co
   const records: unknown[] = [];
   await pipeline(
     Readable.from([speechPcm([{ speech: 1 }, { silence: 0.5 }, { speech: 1 }, { silence: 0.5 }])]),
-    toFrames({ transport: 'http', frameMs: 250, language: 'en' }),
+    toFrames({ frameMs: 250, language: 'en' }),
     stt,
     new Writable({
       objectMode: true,
@@ -297,7 +297,15 @@ test('client.close() ends a pause before a retry at once: every operation that w
     'batch.get': (c: SpeechClient) => c.batch.get(randomUuid()),
   } as const;
   for (const [operation, run] of Object.entries(operations)) {
-    const own = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
+    // Deadlines past the pause: with the defaults a Retry-After of ten minutes is beyond them,
+    // and the operation fails at once without pausing.
+    const hour = 3_600_000;
+    const own = createClient({
+      apiUrl: emulator.url,
+      apiKey: emulator.apiKey,
+      env: {},
+      deadlines: { ttsStart: hour, fast: hour, batchSubmit: hour, batchGet: hour },
+    });
     // Ten minutes: a client that sleeps it out after close() would hold the test past its timeout.
     const rule = emulator.faults.add({
       operation: operation as keyof typeof operations,

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HttpTransport } from '../src/client/http.ts';
-import { Admission, DEFAULT_TIMEOUTS, type SpeechClient, TtsApi } from '../src/client/index.ts';
+import { Admission, DEFAULT_TIMEOUTS, RetryPolicy, type SpeechClient, TtsApi } from '../src/client/index.ts';
 import type { Route, SocketTransport } from '../src/client/socket.ts';
 import { DEFAULT_LIMITS, IncompleteStreamError, SpeechServiceError, TransportError } from '../src/index.ts';
 import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
@@ -391,10 +391,9 @@ test('Socket.IO TTS whose final audio event comes before the acknowledgement lea
   const tts = new TtsApi({
     http: { timeouts: { ...DEFAULT_TIMEOUTS, bodyIdleMs: idleMs } } as HttpTransport,
     socket,
-    admission,
+    policy: new RetryPolicy({ admission }),
     limits: DEFAULT_LIMITS,
     tier: undefined,
-    retry: {},
     realtimePrefix: '',
   });
   const timers = watchTimers(t, idleMs);

@@ -42,8 +42,11 @@ export interface Slot {
    * start frame): counts as a success, toward raising concurrency after a rejection lowered it.
    */
   succeeded(): void;
-  /** An admission rejection seen while starting: pauses the workload (and may lower concurrency). */
-  rejected(err: SpeechServiceError, attempt: number): void;
+  /**
+   * An admission rejection seen while starting: pauses the workload (and may lower
+   * concurrency). `requeued`: the operation waits for a slot again (counted in `retries`).
+   */
+  rejected(err: SpeechServiceError, attempt: number, requeued?: boolean): void;
   /** Give the slot back. Neutral: a release alone is neither a success nor a rejection. */
   release(): void;
   /** Settles once the slot is free again in the queue (after release()). */
@@ -54,11 +57,12 @@ export interface Slot {
 export interface AdmissionOptions {
   /** Concurrent operations per workload (the plan's limits). */
   concurrency?: Partial<Record<Workload, number>>;
-  /** Admission retries per operation before its 429 is returned. Default 100. */
-  maxRetries?: number;
   /**
    * After a concurrency rejection, how long before concurrency is raised again toward the
-   * plan limit. Default 10 s: probing sooner keeps hitting the account's real limit.
+   * plan limit: by operations the service accepts, or, while operations wait and none could
+   * start to be accepted (the slots are held by long operations such as live sessions), by
+   * letting one more start as a probe. Default 10 s: probing sooner keeps hitting the
+   * account's real limit.
    */
   probeAfterMs?: number;
   /**
@@ -121,6 +125,8 @@ interface Lane {
   successes: number;
   /** No raise before this time (set by a concurrency rejection). */
   probeAt: number;
+  /** Raises concurrency by one at `probeAt` when operations wait (see `probeAfterMs`). */
+  probe: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -131,7 +137,6 @@ interface Lane {
  */
 export class Admission {
   readonly #lanes = new Map<Workload, Lane>();
-  readonly #maxRetries: number;
   readonly #backoff: BackoffOptions;
   readonly #closed = new AbortController();
   readonly #probeAfterMs: number;
@@ -140,7 +145,6 @@ export class Admission {
 
   /** @throws RangeError when a workload's concurrency is not a positive integer. */
   constructor(options: AdmissionOptions = {}) {
-    this.#maxRetries = options.maxRetries ?? 100;
     this.#now = options.now ?? Date.now;
     this.#probeAfterMs = options.probeAfterMs ?? 10_000;
     this.#backoff = options.backoff ?? { baseMs: 500, maxMs: 30_000 };
@@ -163,46 +167,18 @@ export class Admission {
         timer: undefined,
         successes: 0,
         probeAt: 0,
+        probe: undefined,
       };
       // A pause keeps the process alive only while an operation waits for it: a one-shot
       // operation's 429 with a long Retry-After must not hold a finished program for that long.
-      queue.addEventListener('add', () => lane.timer?.ref());
+      queue.addEventListener('add', () => {
+        lane.timer?.ref();
+        // An operation waits while concurrency is lowered: probe for room again (see #armProbe).
+        if (lane.queue.concurrency < lane.limit && !lane.probe && !this.#closed.signal.aborted)
+          this.#armProbe(lane);
+      });
       queue.addEventListener('empty', () => lane.timer?.unref());
       this.#lanes.set(workload, lane);
-    }
-  }
-
-  /**
-   * Run `task` in the workload's queue. If it fails with an admission rejection, the workload
-   * pauses and the task runs again from the queue (its attempt number passed in), unless
-   * `canRetry()` says the task cannot run again (a one-shot input): then the rejection is thrown.
-   */
-  async run<T>(
-    workload: Workload,
-    task: (attempt: number) => Promise<T>,
-    signal?: AbortSignal,
-    canRetry: () => boolean = () => true,
-  ): Promise<T> {
-    const lane = this.#lane(workload);
-    const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const result = await lane.queue.add(() => task(attempt), {
-          signal: combined,
-          priority: attempt > 0 ? 1 : 0,
-        });
-        this.#succeeded(lane);
-        return result as T;
-      } catch (err) {
-        if (this.#closed.signal.aborted && !signal?.aborted) {
-          throw new TransportError('ERR_CLIENT_CLOSED', 'the client was closed', { cause: err });
-        }
-        if (!isAdmissionRejection(err) || attempt >= this.#maxRetries) throw err;
-        // The service's state is the same whether or not this task can run again.
-        this.#rejected(lane, err, attempt, false);
-        if (!canRetry()) throw err;
-        lane.retries++;
-      }
     }
   }
 
@@ -248,10 +224,10 @@ export class Admission {
         reported = true;
         this.#succeeded(lane);
       },
-      rejected: (err, attempt) => {
+      rejected: (err, attempt, requeued = true) => {
         reported = true;
         this.#rejected(lane, err, attempt, true);
-        lane.retries++;
+        if (requeued) lane.retries++;
       },
       release: () => {
         if (released) return;
@@ -312,6 +288,8 @@ export class Admission {
         lane.pausedMs += Date.now() - lane.pausedSince;
       }
       lane.timer = undefined;
+      clearTimeout(lane.probe);
+      lane.probe = undefined;
       lane.queue.start();
     }
   }
@@ -335,6 +313,7 @@ export class Admission {
       lane.queue.concurrency = Math.max(1, Math.min(lane.queue.concurrency - 1, others));
       lane.successes = 0;
       lane.probeAt = this.#now() + this.#probeAfterMs;
+      this.#armProbe(lane);
     }
     const pauseMs = backoffDelay(attempt, this.#backoff, err.retryAfterMs);
     this.#pause(lane, pauseMs);
@@ -345,11 +324,41 @@ export class Admission {
     if (lane.queue.concurrency >= lane.limit) return;
     lane.successes++;
     if (this.#now() < lane.probeAt) return;
-    if (lane.successes >= lane.queue.concurrency) {
-      lane.queue.concurrency = lane.queue.concurrency + 1;
-      lane.successes = 0;
-      lane.raises++;
-    }
+    if (lane.successes >= lane.queue.concurrency) this.#raise(lane);
+  }
+
+  #raise(lane: Lane): void {
+    lane.queue.concurrency = lane.queue.concurrency + 1;
+    lane.successes = 0;
+    lane.raises++;
+  }
+
+  /**
+   * At `probeAt`, if concurrency is still lowered and operations wait, let one more start: the
+   * slots may all be held by operations that run for long (live sessions), whose acceptances
+   * are over, so no success would come to raise it and the queue would wait for them to end.
+   * A probe the service refuses lowers concurrency again and sets the next probe.
+   */
+  #armProbe(lane: Lane): void {
+    clearTimeout(lane.probe);
+    lane.probe = setTimeout(
+      () => {
+        lane.probe = undefined;
+        if (this.#closed.signal.aborted || lane.queue.concurrency >= lane.limit) return;
+        if (this.#now() < lane.probeAt) {
+          this.#armProbe(lane);
+          return;
+        }
+        if (lane.queue.size > 0) {
+          this.#raise(lane);
+          lane.probeAt = this.#now() + this.#probeAfterMs;
+        }
+        if (lane.queue.concurrency < lane.limit && lane.queue.size > 0) this.#armProbe(lane);
+      },
+      Math.max(0, lane.probeAt - this.#now()),
+    );
+    // Waiting operations keep the process alive by themselves; the probe alone must not.
+    lane.probe.unref();
   }
 
   #pause(lane: Lane, ms: number): void {

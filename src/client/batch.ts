@@ -26,18 +26,13 @@ import type { Language } from '../protocol/languages.ts';
 import type { Limits } from '../protocol/limits.ts';
 import { isUuid } from '../protocol/uuid.ts';
 import { unwrap } from '../protocol/validate.ts';
-import { type Admission, isAdmissionRejection } from './admission.ts';
+import { isAdmissionRejection } from './admission.ts';
+import type { RetryPolicy } from './attempts.ts';
+import { DEFAULT_DEADLINES, type OperationDeadlines } from './deadlines.ts';
 import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
 import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
 import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
-import {
-  anySignal,
-  backoffDelay,
-  DEFAULT_RETRY,
-  isRetryableFailure,
-  type RetryOptions,
-  sleep,
-} from './retry.ts';
+import { anySignal, isRetryableFailure, sleep } from './retry.ts';
 
 /**
  * What a batch submission does when its outcome is ambiguous (the job may exist): `fail`
@@ -59,6 +54,12 @@ export interface BatchSubmitOptions {
   redact?: boolean;
   /** Aborts the submission, including its wait for admission. */
   signal?: AbortSignal;
+  /**
+   * The longest the submission may take from its first attempt: uploads, retries and pauses
+   * (`DeadlineExceededError`, ambiguous if an upload was under way). Default the client's
+   * `deadlines.batchSubmit` (30 min).
+   */
+  deadlineMs?: number;
   /**
    * After a 5xx, a timeout or a lost connection once the upload was complete, the job may
    * exist. `fail` (default) reports it (`err.ambiguous === true`) and submits nothing more;
@@ -83,6 +84,8 @@ export interface GetOptions {
   saveResult?: boolean;
   /** Aborts the read. */
   signal?: AbortSignal;
+  /** The longest the read and its retries may take. Default the client's `deadlines.batchGet` (2 min). */
+  deadlineMs?: number;
 }
 
 /** Options of {@link BatchApi.getLegacy}, the V1 job lookup. */
@@ -97,7 +100,10 @@ export interface GetLegacyOptions extends GetOptions {
 export interface WaitOptions {
   /** Stops waiting (the job is untouched). */
   signal?: AbortSignal;
-  /** Give up after this long (throws `BatchWaitTimeoutError`; the job is untouched). */
+  /**
+   * Give up after this long (throws `BatchWaitTimeoutError`; the job is untouched). Default the
+   * client's `deadlines.batchWait` (4 h).
+   */
   timeoutMs?: number;
   /** First pause between polls. Default 1 s. */
   initialIntervalMs?: number;
@@ -164,12 +170,11 @@ export class BatchWaitTimeoutError extends SpeechpipeError {
  */
 export interface BatchDeps {
   http: HttpTransport;
-  admission: Admission;
+  policy: RetryPolicy;
   limits: Limits;
-  retry: RetryOptions;
   onAmbiguousSubmit: AmbiguousSubmitPolicy;
-  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
-  closed?: AbortSignal;
+  /** Defaults of `deadlineMs` and `timeoutMs`. */
+  deadlines?: Partial<Pick<OperationDeadlines, 'batchSubmit' | 'batchGet' | 'batchWait'>>;
 }
 
 /** The longest delay a Node timer keeps (a longer one fires after 1 ms). */
@@ -200,9 +205,8 @@ export class BatchApi {
    * failures before the upload completed are retried; ambiguous failures follow the policy.
    */
   async submit(input: UploadInput, options: BatchSubmitOptions = {}): Promise<BatchSubmitResult> {
-    const { http, admission, limits } = this.#deps;
+    const { http, limits } = this.#deps;
     const policy = options.onAmbiguousSubmit ?? this.#deps.onAmbiguousSubmit;
-    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
     const source = await uploadSource(input);
     // The service counts the whole multipart body against request_bytes.
     checkUploadBytes(source.size, {
@@ -226,86 +230,84 @@ export class BatchApi {
     };
     let attempts = 0;
     let ambiguousAttempts = 0;
-    for (let retry = 0; ; retry++) {
-      try {
-        const ack = await admission.run(
-          'batch',
-          async () => {
-            const stream = source.open();
-            if (!stream)
-              throw new TransportError(
-                'ERR_CONNECTION_RESET',
-                'batch.submit: the input stream was already consumed and cannot be sent again',
-                { operation: 'batch.submit' },
-              );
-            const multipart = multipartBody({
-              filename: source.filename,
-              contentType: source.contentType,
-              stream,
-              size: source.size,
-            });
-            attempts++;
-            const res = await withInputError(
-              multipart,
-              http.send({
-                operation: 'batch.submit',
-                method: 'POST',
-                path: batchSubmitPath(options.language ?? 'auto'),
-                query,
-                headers: {
-                  'content-type': multipart.contentType,
-                  ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
-                },
-                body: multipart.body,
-                signal: options.signal,
-                headersTimeoutMs: http.timeouts.uploadHeadersMs,
-              }),
+    try {
+      const ack = await this.#deps.policy.run({
+        operation: 'batch.submit',
+        workload: 'batch',
+        signal: options.signal,
+        deadline: options.deadlineMs ?? this.#deps.deadlines?.batchSubmit ?? DEFAULT_DEADLINES.batchSubmit,
+        repeatable: () => source.reopenable,
+        // An ambiguous failure (the job may exist) is told, then follows the policy.
+        retryable: (err) => {
+          const unreadable = err instanceof UnreadableSubmitAnswerError;
+          if (
+            ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) ||
+            unreadable
+          ) {
+            options.onAmbiguous?.(err);
+            if (policy === 'fail') return false;
+            ambiguousAttempts++;
+          }
+          return unreadable || isRetryableFailure(err);
+        },
+        run: async ({ signal }) => {
+          const stream = source.open();
+          if (!stream)
+            throw new TransportError(
+              'ERR_CONNECTION_RESET',
+              'batch.submit: the input stream was already consumed and cannot be sent again',
+              { operation: 'batch.submit' },
             );
-            if (res.status !== 200) {
-              const err = await http.errorOf(res, 'batch.submit');
-              // A 5xx may come after the job was created.
-              if (err.status >= 500) err.ambiguous = true;
-              throw err;
-            }
-            // A body that breaks off is ambiguous: the job was created before the answer. So
-            // is a 200 whose body cannot be read as the acknowledgement.
-            try {
-              return await parseBody(
-                res,
-                'batch.submit',
-                'submission acknowledgement',
-                validateSubmitAck,
-                options.signal,
-              );
-            } catch (err) {
-              if (!(err instanceof ProtocolError)) throw err;
-              throw new UnreadableSubmitAnswerError(err);
-            }
-          },
-          options.signal,
-          () => source.reopenable,
-        );
-        return { ...ack, attempts, ambiguousAttempts };
-      } catch (err) {
-        if (options.signal?.aborted) throw err;
-        // Admission gave up, or the one-shot input cannot be sent again.
-        if (isAdmissionRejection(err)) throw source.reopenable ? err : oneShotRejection(err);
-        const unreadable = err instanceof UnreadableSubmitAnswerError;
-        if (
-          ((err instanceof SpeechServiceError || err instanceof TransportError) && err.ambiguous) ||
-          unreadable
-        ) {
-          options.onAmbiguous?.(err);
-          if (policy === 'fail') throw err;
-          ambiguousAttempts++;
-        }
-        if (!(unreadable || isRetryableFailure(err)) || retry + 1 >= maxAttempts || !source.reopenable)
-          throw err;
-        await sleep(
-          backoffDelay(retry, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          anySignal(options.signal, this.#deps.closed),
-        );
-      }
+          const multipart = multipartBody({
+            filename: source.filename,
+            contentType: source.contentType,
+            stream,
+            size: source.size,
+          });
+          attempts++;
+          const res = await withInputError(
+            multipart,
+            http.send({
+              operation: 'batch.submit',
+              method: 'POST',
+              path: batchSubmitPath(options.language ?? 'auto'),
+              query,
+              headers: {
+                'content-type': multipart.contentType,
+                ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+              },
+              body: multipart.body,
+              signal,
+              headersTimeoutMs: http.timeouts.uploadHeadersMs,
+            }),
+          );
+          if (res.status !== 200) {
+            const err = await http.errorOf(res, 'batch.submit');
+            // A 5xx may come after the job was created.
+            if (err.status >= 500) err.ambiguous = true;
+            throw err;
+          }
+          // A body that breaks off is ambiguous: the job was created before the answer. So is a
+          // 200 whose body cannot be read as the acknowledgement.
+          try {
+            return await parseBody(
+              res,
+              'batch.submit',
+              'submission acknowledgement',
+              validateSubmitAck,
+              signal,
+            );
+          } catch (err) {
+            if (!(err instanceof ProtocolError)) throw err;
+            throw new UnreadableSubmitAnswerError(err);
+          }
+        },
+      });
+      return { ...ack, attempts, ambiguousAttempts };
+    } catch (err) {
+      // The one-shot input cannot be sent again after an admission refusal.
+      if (isAdmissionRejection(err) && !source.reopenable) throw oneShotRejection(err);
+      throw err;
     }
   }
 
@@ -317,10 +319,9 @@ export class BatchApi {
       jobId,
       batchJobPath(jobId),
       {},
-      options.saveResult,
+      options,
       validateJobV2,
       (e) => e.data.status,
-      options.signal,
     );
     return envelope.data;
   }
@@ -333,10 +334,9 @@ export class BatchApi {
       jobId,
       batchJobLegacyPath(jobId, options.lang || 'en'),
       { diarization_force_align: flag(options.diarizationForceAlign) },
-      options.saveResult,
+      options,
       validateJobV1,
       (j) => j.status,
-      options.signal,
     );
   }
 
@@ -345,11 +345,13 @@ export class BatchApi {
    * exponential backoff and jitter. Returns the terminal job (result fields only when done).
    */
   async wait(jobId: string, options: WaitOptions = {}): Promise<JobV2> {
-    const { timeoutMs } = options;
     // NaN would arm no deadline and pause for NaN (1 ms) between polls: checked, not assumed.
-    if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0))
-      throw new InvalidArgumentError(`batch.wait: timeoutMs must be a number >= 0, got ${String(timeoutMs)}`);
+    if (options.timeoutMs !== undefined && !(typeof options.timeoutMs === 'number' && options.timeoutMs >= 0))
+      throw new InvalidArgumentError(
+        `batch.wait: timeoutMs must be a number >= 0, got ${String(options.timeoutMs)}`,
+      );
     const started = performance.now(); // monotonic: a clock step must not end or stretch the wait
+    const timeoutMs = options.timeoutMs ?? this.#deps.deadlines?.batchWait ?? DEFAULT_DEADLINES.batchWait;
     const factor = options.factor ?? 1.5;
     const maxInterval = options.maxIntervalMs ?? 15_000;
     let interval = options.initialIntervalMs ?? 1_000;
@@ -359,34 +361,31 @@ export class BatchApi {
       // deadline beyond a timer's range (about 24.8 days) is not armed for this poll: a timer
       // given more fires at once, and one over 2^32 - 1 ms throws; a poll ends long before it,
       // and the next is checked again.
-      let deadline: AbortSignal | undefined;
-      if (options.timeoutMs !== undefined) {
-        const left = started + options.timeoutMs - performance.now();
-        if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
-        if (left <= MAX_TIMER_MS) deadline = AbortSignal.timeout(Math.ceil(left));
-      }
+      const left = started + timeoutMs - performance.now();
+      if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, timeoutMs);
+      const deadline = new AbortController();
+      const timer = left <= MAX_TIMER_MS ? setTimeout(() => deadline.abort(), Math.ceil(left)) : undefined;
       let job: JobV2;
       try {
         job = await this.get(jobId, {
           saveResult: options.saveResult ?? true,
-          signal: anySignal(options.signal, deadline),
+          signal: anySignal(options.signal, deadline.signal),
         });
       } catch (err) {
-        if (deadline?.aborted && !options.signal?.aborted)
-          throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs!);
+        if (deadline.signal.aborted && !options.signal?.aborted)
+          throw new BatchWaitTimeoutError(jobId, last, timeoutMs);
         throw err;
+      } finally {
+        clearTimeout(timer);
       }
       last = job.status;
       options.onStatus?.(job);
       if (isTerminalStatus(job.status)) return job;
       // Jitter: between half and all of the interval.
-      let pause = interval * (0.5 + Math.random() * 0.5);
-      if (options.timeoutMs !== undefined) {
-        const left = started + options.timeoutMs - performance.now();
-        if (left <= 0) throw new BatchWaitTimeoutError(jobId, last, options.timeoutMs);
-        pause = Math.min(pause, left);
-      }
-      await sleep(pause, anySignal(options.signal, this.#deps.closed));
+      const remaining = started + timeoutMs - performance.now();
+      if (remaining <= 0) throw new BatchWaitTimeoutError(jobId, last, timeoutMs);
+      const pause = Math.min(interval * (0.5 + Math.random() * 0.5), remaining);
+      await sleep(pause, anySignal(options.signal, this.#deps.policy.closed));
       interval = Math.min(maxInterval, interval * factor);
     }
   }
@@ -422,18 +421,26 @@ export class BatchApi {
     jobId: string,
     path: string,
     query: Record<string, string | undefined>,
-    saveResult: boolean | undefined,
+    options: GetOptions,
     validate: (
       v: unknown,
     ) => ReturnType<typeof validateJobV1> | ReturnType<typeof validateJobV2> | { ok: boolean },
     statusOf: (value: T) => JobStatus,
-    signal: AbortSignal | undefined,
   ): Promise<T> {
     const { http } = this.#deps;
-    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    const { saveResult } = options;
     let lost: unknown;
-    for (let attempt = 0; ; attempt++) {
-      try {
+    return this.#deps.policy.run({
+      operation,
+      signal: options.signal,
+      deadline: options.deadlineMs ?? this.#deps.deadlines?.batchGet ?? DEFAULT_DEADLINES.batchGet,
+      effectful: false,
+      // Reads are not admission-queued: they wait out their own 429s.
+      retryable: (err) => isRetryableFailure(err, { include429: true }),
+      onRetry: (err) => {
+        if (saveResult !== true && lost === undefined && mayHaveBeenRead(err)) lost = err;
+      },
+      run: async ({ signal }) => {
         const res = await http.send({
           operation,
           method: 'GET',
@@ -456,16 +463,8 @@ export class BatchApi {
           if (status === 'done' || status === 'failed') await this.#clear(operation, path, query, signal);
         }
         return value;
-      } catch (err) {
-        if (signal?.aborted) throw err;
-        if (!isRetryableFailure(err, { include429: true }) || attempt + 1 >= maxAttempts) throw err;
-        if (saveResult !== true && lost === undefined && mayHaveBeenRead(err)) lost = err;
-        await sleep(
-          backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          anySignal(signal, this.#deps.closed),
-        );
-      }
-    }
+      },
+    });
   }
 
   /**
@@ -476,7 +475,7 @@ export class BatchApi {
     operation: 'batch.get' | 'batch.getLegacy',
     path: string,
     query: Record<string, string | undefined>,
-    signal: AbortSignal | undefined,
+    signal: AbortSignal,
   ): Promise<void> {
     const { http } = this.#deps;
     try {

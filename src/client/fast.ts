@@ -15,18 +15,12 @@ import type { Limits } from '../protocol/limits.ts';
 import { NdjsonDecoder } from '../protocol/ndjson.ts';
 import { type FastRecord, validateFastRecord } from '../protocol/records.ts';
 import { randomUuid } from '../protocol/uuid.ts';
-import { type Admission, isAdmissionRejection } from './admission.ts';
+import { isAdmissionRejection } from './admission.ts';
+import { Deadline, type RetryPolicy } from './attempts.ts';
+import { DEFAULT_DEADLINES } from './deadlines.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
 import { oneShotRejection, type UploadInput, type UploadSource, uploadSource } from './input.ts';
 import { checkUploadBytes, multipartBody, withInputError } from './multipart.ts';
-import {
-  anySignal,
-  backoffDelay,
-  DEFAULT_RETRY,
-  isRetryableFailure,
-  type RetryOptions,
-  sleep,
-} from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** Options of {@link FastApi.transcribe} and {@link FastApi.transcribeFinal}. */
@@ -41,6 +35,12 @@ export interface FastOptions {
   id?: string;
   /** Aborts the transcription, including its wait for admission. */
   signal?: AbortSignal;
+  /**
+   * The longest the whole transcription may take, from its first attempt to its final record:
+   * retries, pauses and waits included (`DeadlineExceededError` past it). Default the client's
+   * `deadlines.fast` (10 min).
+   */
+  deadlineMs?: number;
   /** Socket.IO: longest wait for the next record. Default 120 s. */
   recordTimeoutMs?: number;
 }
@@ -52,12 +52,11 @@ export interface FastOptions {
 export interface FastDeps {
   http: HttpTransport;
   socket: SocketTransport;
-  admission: Admission;
+  policy: RetryPolicy;
   limits: Limits;
-  retry: RetryOptions;
   realtimePrefix: string;
-  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
-  closed?: AbortSignal;
+  /** Default `deadlines.fast`. */
+  deadlineMs?: number;
 }
 
 /**
@@ -75,7 +74,10 @@ export class FastApi {
     this.#deps = deps;
   }
 
-  /** Transcribe and iterate the records; the last one has `is_final: true`. */
+  /**
+   * Transcribe and iterate the records; the last one has `is_final: true`. Failures before the
+   * first record are retried with a fresh id (nothing was delivered); after it, never.
+   */
   async *transcribe(
     input: UploadInput,
     options: FastOptions = {},
@@ -83,52 +85,60 @@ export class FastApi {
     const source = await uploadSource(input);
     const limit = this.#deps.limits.fastAudioBytes;
     const socketio = options.transport === 'socketio';
+    const operation = socketio ? 'fast.socket' : 'fast.http';
     // Over HTTP the service counts the whole multipart body; over Socket.IO the audio alone.
     checkUploadBytes(source.size, {
       limit,
       bound: 'fast_audio_bytes',
-      operation: socketio ? 'fast.socket' : 'fast.http',
+      operation,
       ...(socketio ? {} : { multipart: source }),
     });
-    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
+    const deadline = new Deadline(
+      operation,
+      options.deadlineMs ?? this.#deps.deadlineMs ?? DEFAULT_DEADLINES.fast,
+    );
+    // Over Socket.IO the bytes are held, so the upload can always go again.
+    const repeatable = () => socketio || source.reopenable;
     let audio: Buffer | undefined;
-    for (let attempt = 0; ; attempt++) {
-      const id = attempt === 0 && options.id ? options.id : randomUuid();
-      let delivered = 0;
-      const slot = await this.#acquire(options.signal, attempt);
-      try {
-        if (socketio) audio ??= await source.bytes(limit);
-        const records = audio
-          ? this.#socket(id, audio, options, slot.succeeded)
-          : this.#http(id, source, options, slot.succeeded);
-        for await (const record of records) {
-          delivered++;
-          yield record;
-          if (record.is_final) return;
-        }
-        return;
-      } catch (err) {
-        if (isAdmissionRejection(err) && delivered === 0 && attempt < 100) {
-          slot.rejected(err, attempt);
-          // A one-shot stream was used up by this attempt (Socket.IO holds the bytes).
-          if (!socketio && !source.reopenable) throw oneShotRejection(err);
-          continue;
-        }
-        if (
-          delivered > 0 ||
-          options.signal?.aborted ||
-          !isRetryableFailure(err) ||
-          attempt + 1 >= maxAttempts
-        )
-          throw err;
-        if (!socketio && !source.reopenable) throw err;
-        await sleep(
-          backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          anySignal(options.signal, this.#deps.closed),
-        );
-      } finally {
-        slot.release();
+    let runs = 0;
+    let started: { records: AsyncGenerator<FastRecord>; first: FastRecord | undefined; release: () => void };
+    try {
+      started = await this.#deps.policy.run({
+        operation,
+        workload: 'fast',
+        signal: options.signal,
+        deadline,
+        repeatable,
+        run: async (attempt) => {
+          const id = runs++ === 0 && options.id ? options.id : randomUuid();
+          if (socketio) audio ??= await source.bytes(limit);
+          const records = audio
+            ? this.#socket(id, audio, options, attempt.signal, attempt.accepted)
+            : this.#http(id, source, options, attempt.signal, attempt.accepted);
+          // Up to the first record nothing was delivered: a failure may be retried.
+          const first = await records.next();
+          const release = attempt.keepSlot();
+          return { records, first: first.done ? undefined : first.value, release: () => void release() };
+        },
+      });
+    } catch (err) {
+      deadline.clear();
+      if (isAdmissionRejection(err) && !repeatable()) throw oneShotRejection(err as SpeechServiceError);
+      throw err;
+    }
+    const { records, first, release } = started;
+    try {
+      if (first === undefined) return;
+      yield first;
+      if (first.is_final) return;
+      for await (const record of records) {
+        yield record;
+        if (record.is_final) return;
       }
+    } finally {
+      deadline.clear();
+      release();
+      await records.return(undefined);
     }
   }
 
@@ -144,15 +154,12 @@ export class FastApi {
     return mergeFastRecords(records);
   }
 
-  #acquire(signal: AbortSignal | undefined, attempt: number) {
-    return this.#deps.admission.acquire('fast', { signal, retrying: attempt > 0 });
-  }
-
   /** `accepted`: the service took the request (its 200), for admission's success count. */
   async *#http(
     id: string,
     source: UploadSource,
     options: FastOptions,
+    signal: AbortSignal,
     accepted: () => void,
   ): AsyncGenerator<FastRecord> {
     const { http } = this.#deps;
@@ -180,7 +187,7 @@ export class FastApi {
           ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
         },
         body: multipart.body,
-        signal: options.signal,
+        signal,
         headersTimeoutMs: http.timeouts.uploadHeadersMs,
       }),
     );
@@ -204,7 +211,7 @@ export class FastApi {
         if (record.is_final) return;
       }
     } catch (err) {
-      if (options.signal?.aborted) throw err;
+      if (signal.aborted) throw signal.reason;
       if (err instanceof ProtocolError && err.code !== 'ERR_NDJSON_TRUNCATED') throw err;
       // Broken off before any record: nothing was delivered, so it may be retried.
       if (received === 0 && !(err instanceof ProtocolError)) throw transportError(err, 'fast.http', true);
@@ -231,6 +238,7 @@ export class FastApi {
     id: string,
     audio: Buffer,
     options: FastOptions,
+    signal: AbortSignal,
     accepted: () => void,
   ): AsyncGenerator<FastRecord> {
     const { socket } = this.#deps;
@@ -286,7 +294,7 @@ export class FastApi {
       try {
         ack = await socket.emitWithAck('fast.socket', socket.events.audioFile, payload, {
           timeoutMs: this.#deps.http.timeouts.uploadHeadersMs,
-          signal: anySignal(options.signal, starting.signal),
+          signal: AbortSignal.any([signal, starting.signal]),
         });
       } catch (err) {
         throw failure ?? err;
@@ -304,17 +312,17 @@ export class FastApi {
           continue;
         }
         if (failure !== undefined) throw failure;
-        options.signal?.throwIfAborted();
+        signal.throwIfAborted();
         const timedOut = await new Promise<boolean>((resolve) => {
           const settle = (value: boolean) => {
             clearTimeout(timer);
-            options.signal?.removeEventListener('abort', onAbort);
+            signal.removeEventListener('abort', onAbort);
             wake = undefined;
             resolve(value);
           };
           const timer = setTimeout(() => settle(true), timeoutMs);
           const onAbort = () => settle(false);
-          options.signal?.addEventListener('abort', onAbort, { once: true });
+          signal.addEventListener('abort', onAbort, { once: true });
           wake = () => settle(false);
         });
         if (timedOut) {

@@ -4,12 +4,7 @@
 // after; a body that ends before its final frame is an IncompleteStreamError.
 
 import { Readable } from 'node:stream';
-import {
-  IncompleteStreamError,
-  localServiceError,
-  ProtocolError,
-  type SpeechServiceError,
-} from '../protocol/errors.ts';
+import { IncompleteStreamError, localServiceError, ProtocolError } from '../protocol/errors.ts';
 import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
 import type { Limits, Tier } from '../protocol/limits.ts';
 import {
@@ -21,16 +16,10 @@ import { type TtsChunk, TtsDemuxer } from '../protocol/tts-frames.ts';
 import { checkTtsRequest, DEFAULT_TTS_MODEL, type TtsRequestBody } from '../protocol/tts-request.ts';
 import { isUuid, randomUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
-import { type Admission, isAdmissionRejection } from './admission.ts';
+import type { Attempt, RetryPolicy } from './attempts.ts';
+import { DEFAULT_DEADLINES, type OperationDeadlines } from './deadlines.ts';
 import { decoded, type HttpTransport, transportError } from './http.ts';
-import {
-  anySignal,
-  backoffDelay,
-  DEFAULT_RETRY,
-  isRetryableFailure,
-  type RetryOptions,
-  sleep,
-} from './retry.ts';
+import { isRetryableFailure } from './retry.ts';
 import type { SocketTransport } from './socket.ts';
 
 /** A reference recording of the voice to synthesize with, and its transcript. */
@@ -55,6 +44,13 @@ export interface SynthesizeOptions {
   transport?: 'http' | 'socketio';
   /** Aborts the synthesis, including its audio stream. */
   signal?: AbortSignal;
+  /**
+   * The longest the synthesis may take to begin (`synthesize`: attempts, pauses and waits until
+   * its audio begins; the audio then ends by itself or fails after `idleTimeoutMs` of silence)
+   * or to complete (`synthesizeToBuffer`: the whole audio). Default the client's
+   * `deadlines.ttsStart` (60 s) or `deadlines.ttsBuffer` (3 min).
+   */
+  deadlineMs?: number;
   /**
    * Socket.IO: wait for the service to accept the request. Default: the client's (30 s), above
    * the service's 25 s synthesis deadline: the emulator acknowledges once synthesis has begun,
@@ -104,15 +100,14 @@ export interface TtsSynthesis {
 export interface TtsDeps {
   http: HttpTransport;
   socket: SocketTransport;
-  admission: Admission;
+  policy: RetryPolicy;
   limits: Limits;
   tier: Tier | undefined;
-  retry: RetryOptions;
   realtimePrefix: string;
   /** Wait for Socket.IO acknowledgements. Default: the Socket.IO transport's (30 s). */
   socketAckTimeoutMs?: number;
-  /** Aborted when the client closes: a pause before a retry ends then, with its reason. */
-  closed?: AbortSignal;
+  /** Defaults of `deadlineMs` (`ttsStart`, `ttsBuffer`, `voices`). */
+  deadlines?: Partial<Pick<OperationDeadlines, 'ttsStart' | 'ttsBuffer' | 'voices'>>;
 }
 
 /**
@@ -166,91 +161,82 @@ export class TtsApi {
 
   /** Start a synthesis; resolves when output begins. */
   async synthesize(options: SynthesizeOptions): Promise<TtsSynthesis> {
-    return (await this.#start(options, 0)).synthesis;
-  }
-
-  /**
-   * `synthesize`, its attempts numbered from `first` (those a caller made already count toward
-   * `retry.maxAttempts`); also the number of the attempt that began the output.
-   */
-  async #start(
-    options: SynthesizeOptions,
-    first: number,
-  ): Promise<{ synthesis: TtsSynthesis; attempt: number }> {
     this.body(options); // fail fast, before queueing
-    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
-    for (let attempt = first; ; attempt++) {
-      const body = this.body(options);
-      const slot = await this.#deps.admission.acquire('tts', {
-        signal: options.signal,
-        retrying: attempt > 0,
-      });
-      try {
-        const synthesis =
-          options.transport === 'socketio'
-            ? await this.#socket(body, options, slot.release)
-            : await this.#http(body, options, slot.release);
-        slot.succeeded(); // the 200 or the acknowledgement came
-        return { synthesis, attempt };
-      } catch (err) {
-        const refused = isAdmissionRejection(err) && attempt < 100;
-        if (refused) slot.rejected(err, attempt);
-        slot.release();
-        if (refused) continue;
-        if (options.signal?.aborted || !isRetryableFailure(err) || attempt + 1 >= maxAttempts) throw err;
-        await sleep(
-          backoffDelay(attempt, this.#deps.retry, (err as SpeechServiceError).retryAfterMs),
-          anySignal(options.signal, this.#deps.closed),
-        );
-      }
-    }
+    return this.#deps.policy.run({
+      operation: this.#operation(options),
+      workload: 'tts',
+      signal: options.signal,
+      deadline: options.deadlineMs ?? this.#deps.deadlines?.ttsStart ?? DEFAULT_DEADLINES.ttsStart,
+      run: (attempt) => this.#begin(options, attempt),
+    });
   }
 
   /**
    * Synthesize and collect the whole PCM. A synthesis whose audio breaks off (the body cut, the
    * connection lost, the final event never coming: `IncompleteStreamError`) is started again
-   * with a fresh request id, within the client's `retry.maxAttempts` (every attempt counts,
-   * those failed before output too) and its backoff: nothing was handed out, so nothing is lost
-   * or doubled. Not audio over `maxBufferedBytes`: a bound that one burst of events passes is
-   * passed again. `options.signal` and `client.close()` end the pauses between attempts.
+   * with a fresh request id: nothing was handed out, so nothing is lost or doubled. Every
+   * attempt counts toward the client's `retry.maxAttempts`, those failed before output too, and
+   * all of them together toward `deadlineMs`. Not audio over `maxBufferedBytes`: a bound that
+   * one burst of events passes is passed again.
    */
   async synthesizeToBuffer(
     options: SynthesizeOptions,
   ): Promise<{ id: string; sampleRate: number; pcm: Buffer }> {
-    const maxAttempts = this.#deps.retry.maxAttempts ?? DEFAULT_RETRY.maxAttempts;
-    for (let attempt = 0; ; attempt++) {
-      const started = await this.#start(options, attempt);
-      attempt = started.attempt;
-      const { synthesis } = started;
-      const chunks: Buffer[] = [];
-      try {
+    this.body(options);
+    return this.#deps.policy.run({
+      operation: this.#operation(options),
+      workload: 'tts',
+      signal: options.signal,
+      deadline: options.deadlineMs ?? this.#deps.deadlines?.ttsBuffer ?? DEFAULT_DEADLINES.ttsBuffer,
+      retryable: (err) =>
+        isRetryableFailure(err) || (err instanceof IncompleteStreamError && !OVERFLOWED.has(err)),
+      run: async (attempt) => {
+        const synthesis = await this.#begin({ ...options, signal: attempt.signal }, attempt);
+        const chunks: Buffer[] = [];
         for await (const chunk of synthesis.audio) chunks.push(chunk as Buffer);
-      } catch (err) {
-        const cut =
-          err instanceof IncompleteStreamError &&
-          !OVERFLOWED.has(err) &&
-          !options.signal?.aborted &&
-          !this.#deps.closed?.aborted;
-        if (!cut || attempt + 1 >= maxAttempts) throw err;
-        await sleep(backoffDelay(attempt, this.#deps.retry), anySignal(options.signal, this.#deps.closed));
-        continue;
-      }
-      return { id: synthesis.id, sampleRate: synthesis.sampleRate, pcm: Buffer.concat(chunks) };
-    }
+        return { id: synthesis.id, sampleRate: synthesis.sampleRate, pcm: Buffer.concat(chunks) };
+      },
+    });
+  }
+
+  #operation(options: SynthesizeOptions): 'tts.socket' | 'tts.http' {
+    return options.transport === 'socketio' ? 'tts.socket' : 'tts.http';
+  }
+
+  /** One attempt: a fresh request id, until the audio begins; the slot is held while it plays. */
+  async #begin(options: SynthesizeOptions, attempt: Attempt): Promise<TtsSynthesis> {
+    const body = this.body(options);
+    const release = attempt.keepSlot();
+    const scoped = { ...options, signal: attempt.signal };
+    const synthesis =
+      options.transport === 'socketio'
+        ? await this.#socket(body, scoped, () => void release())
+        : await this.#http(body, scoped, () => void release());
+    attempt.accepted(); // the 200 or the acknowledgement came
+    return synthesis;
   }
 
   /** The voice profiles (Socket.IO only: no HTTP operation lists voices). */
-  async listVoices(options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<VoiceProfile[]> {
+  async listVoices(
+    options: { signal?: AbortSignal; timeoutMs?: number; deadlineMs?: number } = {},
+  ): Promise<VoiceProfile[]> {
     const { socket } = this.#deps;
-    const ack: unknown = await socket.emitWithAck(
-      'voices.socket',
-      socket.events.listVoices,
-      {},
-      {
-        timeoutMs: options.timeoutMs ?? this.#deps.socketAckTimeoutMs,
-        signal: options.signal,
-      },
-    );
+    const ack: unknown = await this.#deps.policy.run({
+      operation: 'voices.socket',
+      signal: options.signal,
+      deadline: options.deadlineMs ?? this.#deps.deadlines?.voices ?? DEFAULT_DEADLINES.voices,
+      effectful: false,
+      run: ({ signal }) =>
+        socket.emitWithAck(
+          'voices.socket',
+          socket.events.listVoices,
+          {},
+          {
+            timeoutMs: options.timeoutMs ?? this.#deps.socketAckTimeoutMs,
+            signal,
+          },
+        ),
+    });
     if (isObject(ack) && ack.ok === false) throw socket.ackError(ack as never, 'voices.socket');
     const voices = isObject(ack) ? ack.voices : undefined;
     if (

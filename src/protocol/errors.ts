@@ -222,7 +222,8 @@ export type TransportErrorCode =
   | 'ERR_TIMEOUT'
   | 'ERR_CONNECTION_RESET'
   | 'ERR_SOCKET_DISCONNECTED'
-  | 'ERR_CLIENT_CLOSED';
+  | 'ERR_CLIENT_CLOSED'
+  | 'ERR_DEADLINE_EXCEEDED';
 
 /** The network failed: connect, timeout, reset. `ambiguous` when the request may have taken effect. */
 export class TransportError extends SpeechpipeError {
@@ -241,6 +242,35 @@ export class TransportError extends SpeechpipeError {
     this.retryable = options.retryable ?? code !== 'ERR_CLIENT_CLOSED';
     this.ambiguous = options.ambiguous ?? false;
     this.operation = options.operation;
+  }
+}
+
+/**
+ * An operation's overall deadline (`deadlineMs`) passed before it succeeded: its attempts, the
+ * pauses between them and the waits inside them took that long together. `cause` is the last
+ * attempt's failure, when one had failed; `ambiguous` when an attempt was under way at the
+ * deadline and may have taken effect. Not retryable: the deadline is the caller's bound.
+ */
+export class DeadlineExceededError extends TransportError {
+  override name = 'DeadlineExceededError';
+  /** The deadline that passed, in milliseconds. */
+  readonly deadlineMs: number;
+  /** Attempts started before it passed (admission refusals included). */
+  readonly attempts: number;
+
+  constructor(
+    operation: string,
+    deadlineMs: number,
+    options: { attempts: number; ambiguous?: boolean; cause?: unknown },
+  ) {
+    const last = options.cause instanceof Error ? `; last failure: ${options.cause.message}` : '';
+    super(
+      'ERR_DEADLINE_EXCEEDED',
+      `${operation}: not done within its deadline of ${deadlineMs} ms (${options.attempts} attempt${options.attempts === 1 ? '' : 's'}${last})`,
+      { operation, retryable: false, ambiguous: options.ambiguous ?? false, cause: options.cause },
+    );
+    this.deadlineMs = deadlineMs;
+    this.attempts = options.attempts;
   }
 }
 

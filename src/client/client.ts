@@ -5,6 +5,7 @@
 import type { Dispatcher } from 'undici';
 import { type ConfigOptions, resolveConfig, type ServiceConfig } from '../protocol/config.ts';
 import { TransportError } from '../protocol/errors.ts';
+import { REALTIME_OPERATIONS, realtimePath } from '../protocol/http-paths.ts';
 import {
   type LimitOverrides,
   type Limits,
@@ -13,11 +14,22 @@ import {
   type Workload,
 } from '../protocol/limits.ts';
 import { resolveSocketEvents, type SocketEventNames } from '../protocol/socket-events.ts';
-import { Admission, type AdmissionRejection, type WorkloadStats } from './admission.ts';
+import {
+  Admission,
+  type AdmissionOptions,
+  type AdmissionRejection,
+  type WorkloadStats,
+} from './admission.ts';
+import { RetryPolicy } from './attempts.ts';
 import { type AmbiguousSubmitPolicy, BatchApi } from './batch.ts';
+import { DEFAULT_DEADLINES, type OperationDeadlines } from './deadlines.ts';
 import { FastApi } from './fast.ts';
 import { type HttpTimeouts, HttpTransport } from './http.ts';
 import { type LiveKind, LiveSession, type LiveSessionOptions } from './live.ts';
+import type { ChannelFactory } from './live-channel.ts';
+import { HttpLiveChannel } from './live-http.ts';
+import { SocketLiveChannel } from './live-socket.ts';
+import { liveOperation } from './live-types.ts';
 import { DEFAULT_RETRY, type RetryOptions } from './retry.ts';
 import { DEFAULT_SOCKET_ACK_MS, SocketTransport } from './socket.ts';
 import { TtsApi } from './tts.ts';
@@ -34,6 +46,13 @@ export interface ClientOptions extends ConfigOptions {
   /** The plan's concurrent operations per workload (defaults: 4 TTS, 8 the others). */
   concurrency?: Partial<Record<Workload, number>>;
   /**
+   * Admission control beyond the plan's concurrency: `maxRetries`, the admission refusals (429)
+   * one operation waits out before its 429 is returned (default 100); `probeAfterMs`, the
+   * cool-down before a lowered concurrency is raised again (default 10 s); `backoff`, the pause
+   * after a refusal without Retry-After (default 500 ms doubling to 30 s).
+   */
+  admission?: Pick<AdmissionOptions, 'probeAfterMs' | 'backoff'> & { maxRetries?: number };
+  /**
    * HTTP timeouts, plus Socket.IO: `socketConnectMs` (default 10 s) and `socketAckMs`, the
    * wait for an acknowledgement of a live frame, a TTS request or the voice listing (default
    * 30 s; a live session's or a synthesis's `ackTimeoutMs` overrides it). A fast `audio_file`
@@ -42,11 +61,19 @@ export interface ClientOptions extends ConfigOptions {
   timeouts?: Partial<HttpTimeouts> & {
     socketConnectMs?: number;
     socketAckMs?: number;
-    /** Longest wait for a live session's final record after its final frame (default 60 s). */
+    /**
+     * Longest wait for a live session's final record after its final frame, counted again from
+     * each record that comes meanwhile (default 30 s).
+     */
     liveFinalMs?: number;
   };
   /** Retries of retryable failures (default {@link DEFAULT_RETRY}). */
   retry?: RetryOptions;
+  /**
+   * The longest each operation may take, attempts, pauses and waits together (defaults
+   * {@link DEFAULT_DEADLINES}); a call's own `deadlineMs` wins.
+   */
+  deadlines?: Partial<OperationDeadlines>;
   /** Batch submissions whose outcome is ambiguous: `fail` (default) or `resubmit`. */
   onAmbiguousSubmit?: AmbiguousSubmitPolicy;
   /** Socket.IO event names, where a deployment differs from speechpipe's defaults. */
@@ -132,43 +159,80 @@ export class SpeechClient {
       connectTimeoutMs: options.timeouts?.socketConnectMs ?? 10_000,
       ackTimeoutMs: socketAckTimeoutMs,
     });
+    const { maxRetries, ...admission } = options.admission ?? {};
     this.#admission = new Admission({
+      ...admission,
       concurrency: { ...this.limits.accountConcurrency, ...options.concurrency },
+    });
+    const deadlines = { ...DEFAULT_DEADLINES, ...defined(options.deadlines) };
+    const policy = new RetryPolicy({
+      admission: this.#admission,
+      retry,
+      maxAdmissionRetries: maxRetries,
+      closed: this.#closing.signal,
     });
     const prefix = this.config.realtimeHttpPrefix;
     this.batch = new BatchApi({
       http: this.#http,
-      admission: this.#admission,
+      policy,
       limits: this.limits,
-      retry,
       onAmbiguousSubmit: options.onAmbiguousSubmit ?? 'fail',
-      closed: this.#closing.signal,
+      deadlines,
     });
     this.fast = new FastApi({
       http: this.#http,
       socket: this.#socket,
-      admission: this.#admission,
+      policy,
       limits: this.limits,
-      retry,
       realtimePrefix: prefix,
-      closed: this.#closing.signal,
+      deadlineMs: deadlines.fast,
     });
     this.tts = new TtsApi({
       http: this.#http,
       socket: this.#socket,
-      admission: this.#admission,
+      policy,
       limits: this.limits,
       tier: options.tier,
-      retry,
       realtimePrefix: prefix,
       socketAckTimeoutMs,
-      closed: this.#closing.signal,
+      deadlines,
     });
+    const socketOptions = {
+      connectTimeoutMs: options.timeouts?.socketConnectMs ?? 10_000,
+      ackTimeoutMs: socketAckTimeoutMs,
+    };
+    const socketEvents = this.#socket.events;
+    // The one place the transport is chosen: a session only sees its channel.
+    const channel: ChannelFactory = (kind, transport, listener, o) =>
+      transport === 'http'
+        ? new HttpLiveChannel(
+            {
+              http: this.#http,
+              operation: liveOperation(kind, transport),
+              path: realtimePath(
+                prefix,
+                kind === 'stt' ? REALTIME_OPERATIONS.sttStream : REALTIME_OPERATIONS.diarizationStream,
+              ),
+            },
+            listener,
+          )
+        : new SocketLiveChannel(
+            {
+              connection: () => new SocketTransport(this.config, socketEvents, socketOptions),
+              operation: liveOperation(kind, transport),
+              event: kind === 'stt' ? socketEvents.audioStream : socketEvents.diarizationStream,
+              resultEvent: kind === 'stt' ? socketEvents.transcriptionResult : socketEvents.diarizationResult,
+              streamId: o.streamId,
+              acks: o.acks,
+              ackTimeoutMs: o.ackTimeoutMs,
+            },
+            listener,
+          );
     const deps = {
-      http: this.#http,
-      socket: this.#socket,
+      channel,
+      policy,
+      startDeadlineMs: deadlines.liveStart,
       admission: this.#admission,
-      realtimePrefix: prefix,
       limits: this.limits,
       socketAckTimeoutMs,
       ...(options.timeouts?.liveFinalMs !== undefined
@@ -246,6 +310,11 @@ function checkTimingOptions(options: ClientOptions): void {
     if (value === undefined) continue;
     if (typeof value !== 'number' || !(value > 0 && value <= MAX_TIMER_MS))
       throw new RangeError(`timeouts.${name} must be a number of milliseconds > 0 and <= ${MAX_TIMER_MS}`);
+  }
+  for (const [name, value] of Object.entries(options.deadlines ?? {})) {
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || !(value > 0))
+      throw new RangeError(`deadlines.${name} must be a number of milliseconds > 0`);
   }
   const retry = options.retry ?? {};
   if (retry.maxAttempts !== undefined && !(Number.isSafeInteger(retry.maxAttempts) && retry.maxAttempts >= 1))

@@ -9,6 +9,13 @@ export {
   type WorkloadStats,
 } from './admission.ts';
 export {
+  type Attempt,
+  type AttemptPlan,
+  Deadline,
+  RetryPolicy,
+  type RetryPolicyOptions,
+} from './attempts.ts';
+export {
   type AmbiguousSubmitPolicy,
   BatchApi,
   BatchResultLostError,
@@ -21,10 +28,12 @@ export {
   type WaitOptions,
 } from './batch.ts';
 export { type ClientOptions, createClient, type LiveApi, SpeechClient } from './client.ts';
+export { DEFAULT_DEADLINES, type OperationDeadlines } from './deadlines.ts';
 export { FastApi, type FastOptions } from './fast.ts';
 export { DEFAULT_TIMEOUTS, type HttpTimeouts } from './http.ts';
 export type { StreamFactory, UploadInput } from './input.ts';
 export {
+  type LiveDeps,
   type LiveKind,
   type LiveRecord,
   LiveSession,
@@ -33,5 +42,6 @@ export {
   type LiveTransport,
   type SendOptions,
 } from './live.ts';
+export type { ChannelFactory, ChannelListener, ChannelOptions, LiveChannel } from './live-channel.ts';
 export { type BackoffOptions, backoffDelay, DEFAULT_RETRY, type RetryOptions } from './retry.ts';
 export { type SynthesizeOptions, TtsApi, type TtsSynthesis, type VoiceReferenceInput } from './tts.ts';

@@ -2,7 +2,7 @@
 // map, so a wrong event name or handler does not compile.
 
 import type { SpeechServiceError } from '../protocol/errors.ts';
-import type { LiveKind, LiveRecord } from './live.ts';
+import type { LiveKind, LiveRecord } from './live-types.ts';
 
 /** The events of a {@link LiveSession}, by name, with their arguments. */
 export interface LiveSessionEvents<K extends LiveKind = LiveKind> {

@@ -11,6 +11,15 @@ export const FRAME_HEADER_BYTES = 18;
 export const FRAME_FLAG_IS_START = 0b01;
 /** Flag bit 1: the last frame of a stream carrying audio. */
 export const FRAME_FLAG_IS_FINAL = 0b10;
+/**
+ * PCM of the frame that ends a stream nobody will finish (after a failure or an abort), or that
+ * closes one whose source ended without marking its last frame: 20 ms of silence, since the
+ * final frame must carry audio (an empty terminator is invalid).
+ */
+export const CLOSING_PCM_BYTES = 640;
+/** PCM of a keepalive frame: 100 ms of silence, sent while a source stalls so the session does not expire. */
+export const KEEPALIVE_PCM_BYTES = 3200;
+
 const FRAME_RESERVED_FLAGS = 0xff & ~(FRAME_FLAG_IS_START | FRAME_FLAG_IS_FINAL);
 
 /** One live input frame to encode with `encodeFrame`. */

@@ -62,7 +62,7 @@ for (const transport of ['http', 'socketio'] as const) {
   const t0 = performance.now() + 50;
   await pipeline(
     realtime(pcm, t0),
-    toFrames({ transport, language: 'en' }),
+    toFrames({ language: 'en' }),
     sttStream({ client, transport }),
     assembleTranscript(),
     new Writable({

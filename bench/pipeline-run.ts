@@ -48,7 +48,7 @@ if (mode === 'pipeline') {
         cb(null, chunk);
       },
     }),
-    toFrames({ transport: 'http', language: 'en' }),
+    toFrames({ language: 'en' }),
     sttStream({ client, keepaliveMs: 0 }),
     assembleTranscript({ keepWords: false }),
     new Writable({

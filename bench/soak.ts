@@ -179,7 +179,7 @@ async function liveRun(
   let lost = false;
   const frames = [
     Readable.from([pcm]),
-    toFrames({ transport, language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
+    toFrames({ language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
     pace({ speed }),
     stream,
   ] as const;

@@ -58,7 +58,7 @@ async function transcribe(
   stt.on('audio-lost', ({ start_time, end_time }: LostAudio) => lostEvents.push({ start_time, end_time }));
   await pipeline(
     Readable.from([pcm]),
-    toFrames({ transport, language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
+    toFrames({ language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
     stt,
     new Transform({
       objectMode: true,
@@ -181,7 +181,7 @@ async function restartsUntilFailure(
   });
   const error = await pipeline(
     Readable.from([pcm.subarray(0, 32_000 * 6)]),
-    toFrames({ transport, language: 'en', frameMs: 500 }),
+    toFrames({ language: 'en', frameMs: 500 }),
     stt,
     new Writable({ objectMode: true, write: (_r, _e, cb) => cb() }),
   ).then(

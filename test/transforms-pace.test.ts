@@ -5,20 +5,19 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { encodeFrame } from '../src/protocol/frame.ts';
 import { Pacer, pace } from '../src/transforms/pace.ts';
+import type { AudioFrame } from '../src/transforms/to-frames.ts';
 
 function clock(start = 0) {
   let now = start;
   return { now: () => now, advance: (ms: number) => (now += ms) };
 }
 
-const frame = (pcmBytes: number) =>
-  encodeFrame({
-    streamId: '11111111-2222-4333-8444-555555555555',
-    language: 'en',
-    pcm: Buffer.alloc(pcmBytes),
-  });
+const frame = (pcmBytes: number): AudioFrame => ({
+  language: 'en',
+  pcm: Buffer.alloc(pcmBytes),
+  isFinal: false,
+});
 
 /** The wall clock, which `t.mock.timers` can move (the default clock, performance.now, it cannot). */
 const mockedNow = () => Date.now();

@@ -6,7 +6,6 @@ import * as streams from 'node:stream';
 import { type Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
-import { decodeFrame } from '../src/protocol/frame.ts';
 import type { AsrRecord, DiarizationRecord } from '../src/protocol/records.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../src/transforms/align-speakers.ts';
 import { assembleTranscript } from '../src/transforms/assemble-transcript.ts';
@@ -14,7 +13,7 @@ import { decode } from '../src/transforms/decode.ts';
 import { mergeDiarization } from '../src/transforms/merge-diarization.ts';
 import { pace } from '../src/transforms/pace.ts';
 import { toCaptions } from '../src/transforms/to-captions.ts';
-import { toFrames } from '../src/transforms/to-frames.ts';
+import { type AudioFrame, toFrames } from '../src/transforms/to-frames.ts';
 import { ResamplePool } from '../src/workers/resample-pool.ts';
 import { chunksOf } from './helpers/chunks.ts';
 import { collectBytes, collectObjects } from './helpers/collect.ts';
@@ -28,25 +27,19 @@ test('a 48 kHz stereo WAV becomes paced live frames; the pool gives the same fra
   const pool = new ResamplePool({ threads: 2 });
   t.after(() => pool.close());
   const wav = await sineFile({ seconds: 2.5, rate: 48000, channels: 2, codec: 'pcm_s16le' });
-  const streamId = '3a1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
   const run = (options: Parameters<typeof decode>[0]) =>
-    collectObjects<Buffer>(
+    collectObjects<AudioFrame>(
       chunksOf(wav, 8192),
-      chain(
-        decode(options),
-        toFrames({ language: 'en', streamId, transport: 'socketio' }),
-        pace({ speed: 10_000 }),
-      ),
+      chain(decode(options), toFrames({ language: 'en' }), pace({ speed: 10_000 })),
     );
   const inline = await run({});
   const pooled = await run({ pool });
   assert.equal(inline.length, 25);
-  const frames = inline.map((f) => decodeFrame(f));
   assert.equal(
-    frames.reduce((n, f) => n + f.pcm.length, 0),
+    inline.reduce((n, f) => n + f.pcm.length, 0),
     2.5 * 16000 * 2,
   );
-  assert.ok(frames[0]!.isStart && frames.at(-1)!.isFinal);
+  assert.ok(inline.at(-1)!.isFinal && inline.slice(0, -1).every((f) => !f.isFinal));
   assert.deepEqual(pooled, inline);
 });
 

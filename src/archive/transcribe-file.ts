@@ -130,7 +130,7 @@ async function transcribeLive(file: AudioFile, options: TranscribeFileOptions): 
     pipeline(fromFile(file.path), decoder, counted, split.input, opts),
     pipeline(
       forAsr!,
-      toFrames({ transport: 'http', language: options.language }),
+      toFrames({ language: options.language }),
       sttStream({ client, ...restart }),
       assembleTranscript(),
       collect(events),
@@ -139,7 +139,7 @@ async function transcribeLive(file: AudioFile, options: TranscribeFileOptions): 
     forSpeakers
       ? pipeline(
           forSpeakers,
-          toFrames({ transport: 'http', language: options.language }),
+          toFrames({ language: options.language }),
           diarizationStream({ client, ...restart }),
           mergeDiarization(),
           collect(diarization),

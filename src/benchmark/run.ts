@@ -10,13 +10,12 @@ import { setImmediate } from 'node:timers/promises';
 import type { SpeechClient } from '../client/index.ts';
 import { sleep as abortableSleep, isAuthFailure } from '../client/retry.ts';
 import { InvalidArgumentError, type SpeechServiceError } from '../protocol/errors.ts';
-import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { Workload } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
-import { toFrames } from '../transforms/to-frames.ts';
+import { type AudioFrame, toFrames } from '../transforms/to-frames.ts';
 import { LatencyRecorder, type LatencySummary, type LatencyRecorder as Recorder } from './latency.ts';
 import { type BenchClip, BUILTIN_SENTENCES } from './media.ts';
 
@@ -413,9 +412,9 @@ function onSchedule(start: number, speed: number): Transform {
   let timer: NodeJS.Timeout | undefined;
   return new Transform({
     objectMode: true,
-    transform(frame: Buffer, _encoding, callback) {
+    transform(frame: AudioFrame, _encoding, callback) {
       const due = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000;
-      offset += frame.length - FRAME_HEADER_BYTES;
+      offset += frame.pcm.length;
       const wait = due - performance.now();
       if (wait <= 0) return callback(null, frame);
       timer = setTimeout(() => {
@@ -452,7 +451,7 @@ async function operation(
     case 'diarization': {
       const diarization = options.workload === 'diarization';
       const { latencies } = progress;
-      const frames = toFrames({ transport, language });
+      const frames = toFrames({ language });
       const speed = options.pace ?? 1;
       // The final result counts from when the last frame was due, not from when it went: a
       // service that holds frames back (a write completes when the service took the frame)

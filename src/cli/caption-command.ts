@@ -262,7 +262,7 @@ export async function run(args: string[]): Promise<number> {
     const pacer = new Pacer();
     const live = options.realtime || options.input === '-' || options.inputFormat !== undefined;
     const framesFor = (stream: 'stt' | 'diarization'): Readable[] => [
-      toFrames({ transport: options.transport, language: options.language }),
+      toFrames({ language: options.language }),
       ...(stream === 'stt' ? [pace({ pacer, live })] : [pace({ live })]),
     ];
     // A session that fails is replaced (for up to RELAY_RESTART_WITHIN_MS of failures): said on

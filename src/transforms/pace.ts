@@ -4,9 +4,9 @@
 
 import { Transform, type TransformCallback } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
-import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
+import type { AudioFrame } from './to-frames.ts';
 
 /** Options of a {@link Pacer}: its sustained rate and bucket size. */
 export interface PacerOptions {
@@ -119,7 +119,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Options of {@link pace}. */
 export interface PaceOptions extends PacerOptions {
-  /** `'frames'` (default): encoded live input frames (object mode), PCM bytes = length - 18. `'pcm'`: bytes. */
+  /** `'frames'` (default): the {@link AudioFrame}s of `toFrames()` (object mode). `'pcm'`: bytes. */
   input?: 'frames' | 'pcm';
   /** A live source is already real time: never delayed by the bucket (a penalty still holds). */
   live?: boolean;
@@ -142,12 +142,16 @@ export function pace(options: PaceOptions = {}): PaceTransform {
   const live = options.live === true;
   let timer: NodeJS.Timeout | undefined;
 
-  const pcmBytes = (chunk: Buffer) =>
-    frames ? Math.max(0, chunk.length - FRAME_HEADER_BYTES) : chunk.length;
+  const pcmBytes = (chunk: Buffer | AudioFrame) => (Buffer.isBuffer(chunk) ? chunk.length : chunk.pcm.length);
 
   const stream = new Transform({
     objectMode: frames,
-    transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
+    transform(
+      this: Transform,
+      chunk: Buffer | AudioFrame,
+      _encoding: BufferEncoding,
+      callback: TransformCallback,
+    ) {
       const bytes = pcmBytes(chunk);
       const attempt = () => {
         timer = undefined;

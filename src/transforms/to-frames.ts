@@ -1,39 +1,45 @@
-// toFrames(): PCM16LE 16 kHz mono bytes in, encoded live input frames out (one Buffer per
-// object), with is_start on the first and is_final on the last frame that carries audio.
+// toFrames(): PCM16LE 16 kHz mono bytes in, frames of live audio out (one `AudioFrame` object
+// each), the last marked final. Nothing here is encoded: the live session encodes each frame
+// once, on the wire, with its own stream id and flags, and sttStream joins frames to the size
+// its transport wants.
 
 import type { Transform } from 'node:stream';
 import { ByteAligner } from '../audio/byte-aligner.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
-import { encodeFrame } from '../protocol/frame.ts';
+import { FRAME_HEADER_BYTES } from '../protocol/frame.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
-import { idToBytes, idToString, randomUuid } from '../protocol/uuid.ts';
 import { coreTransform } from './core-transform.ts';
 
-/** Default frame length per transport: each HTTP frame is a POST, a Socket.IO frame is an event. */
-export const DEFAULT_FRAME_MS = { http: 1000, socketio: 100 } as const;
+/**
+ * Default audio per frame: fine enough for the lowest latency a transport gives (a Socket.IO
+ * frame is an event); sttStream joins frames for HTTP, where each is a POST.
+ */
+export const DEFAULT_FRAME_MS = 100;
+
+/** A frame of live audio on its way to the service (what `toFrames()` makes, `sttStream()` takes). */
+export interface AudioFrame {
+  /** PCM16LE, 16 kHz, mono: nonempty, whole samples. */
+  pcm: Buffer;
+  /** The language of the audio (the frame's language byte on the wire). */
+  language: Language;
+  /** The last audio of the stream: the frame that carries it is sent with is_final. */
+  isFinal: boolean;
+}
 
 /** Options of {@link toFrames}. */
 export interface ToFramesOptions {
-  /** Language byte of every frame. Default `'auto'`. */
+  /** The language of every frame. Default `'auto'`. */
   language?: Language;
-  /** Milliseconds of audio per frame (the last may be shorter). Default by `transport`. */
+  /** Milliseconds of audio per frame (the last may be shorter). Default 100. */
   frameMs?: number;
-  /**
-   * Picks the default `frameMs`: `'http'` (default, as for `sttStream` and the client) 1000 ms,
-   * `'socketio'` 100 ms.
-   */
-  transport?: 'http' | 'socketio';
-  /** The stream UUID (string or 16 bytes). Default: a fresh random UUID. */
-  streamId?: string | Uint8Array;
-  /** Frame body limit, bytes. Default: the realtime ASR frame limit (16 MiB). */
+  /** Most PCM a frame may carry with its header, bytes. Default: the realtime ASR frame limit (16 MiB). */
   maxFrameBytes?: number;
 }
 
-/** The Transform `toFrames()` returns: it says which stream id and frame size it uses. */
+/** The Transform `toFrames()` returns: it says which language and frame size it uses. */
 export interface FramesTransform extends Transform {
-  readonly streamId: string;
   readonly language: Language;
   readonly frameBytes: number;
 }
@@ -105,36 +111,57 @@ export class FrameCutter {
   }
 }
 
+/** Options toFrames() once took: now decided where the frames go on the wire. */
+const REMOVED_OPTIONS = {
+  transport: 'sttStream joins frames to the size its transport wants',
+  streamId: 'each live session has its own stream id, fresh after a restart (sttStream().sessionId)',
+} as const;
+
 /**
- * A Transform from PCM16LE 16 kHz mono bytes to live input frames (object mode, one encoded
- * `Buffer` per frame). No frame is empty; an input with no audio yields no frames. The stream
- * id is on the returned stream (`.streamId`).
+ * A Transform from PCM16LE 16 kHz mono bytes to frames of live audio (object mode, one
+ * {@link AudioFrame} per frame), for `sttStream()` and `diarizationStream()`. No frame is empty;
+ * an input with no audio yields no frames.
  */
 export function toFrames(options: ToFramesOptions = {}): FramesTransform {
+  for (const [name, why] of Object.entries(REMOVED_OPTIONS)) {
+    if ((options as Record<string, unknown>)[name] !== undefined)
+      throw new InvalidArgumentError(`toFrames: ${name} is not an option: ${why}`);
+  }
   const language = options.language ?? 'auto';
   if (!isLanguage(language))
     throw new InvalidArgumentError(`toFrames: unknown language ${JSON.stringify(language)}`);
-  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS[options.transport ?? 'http'];
+  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS;
   const frameBytes = Math.round((frameMs * LIVE_SAMPLE_RATE) / 1000) * 2;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_LIMITS.realtimeAsrFrameBytes;
-  if (!(frameBytes >= 2) || frameBytes + 18 > maxFrameBytes) {
+  if (!(frameBytes >= 2) || frameBytes + FRAME_HEADER_BYTES > maxFrameBytes) {
     throw new InvalidArgumentError(
       `toFrames: frameMs ${frameMs} gives frames outside 1 sample .. ${maxFrameBytes} bytes`,
     );
   }
-  const streamIdBytes = idToBytes(options.streamId ?? randomUuid());
-  const streamId = idToString(streamIdBytes);
   const cutter = new FrameCutter(frameBytes);
-  const encode = (frames: ReturnType<FrameCutter['end']>) =>
-    frames.map((f) => encodeFrame({ streamId: streamIdBytes, language, ...f }));
-  const stream = coreTransform<Buffer, Buffer>(
-    { push: (chunk) => encode(cutter.push(chunk)), end: () => encode(cutter.end()) },
+  const frames = (cut: ReturnType<FrameCutter['end']>): AudioFrame[] =>
+    cut.map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
+  const stream = coreTransform<Buffer, AudioFrame>(
+    { push: (chunk) => frames(cutter.push(chunk)), end: () => frames(cutter.end()) },
     { readableObjectMode: true },
   );
   Object.defineProperties(stream, {
-    streamId: { value: streamId, enumerable: true },
     language: { value: language, enumerable: true },
     frameBytes: { value: frameBytes, enumerable: true },
   });
   return stream as FramesTransform;
+}
+
+/** Whether `value` is an {@link AudioFrame} (what sttStream takes). */
+export function isAudioFrame(value: unknown): value is AudioFrame {
+  const f = value as Partial<AudioFrame> | null;
+  return (
+    typeof f === 'object' &&
+    f !== null &&
+    Buffer.isBuffer(f.pcm) &&
+    f.pcm.length > 0 &&
+    f.pcm.length % 2 === 0 &&
+    isLanguage(f.language as string) &&
+    typeof f.isFinal === 'boolean'
+  );
 }

@@ -70,6 +70,7 @@ export {
 export { type DemuxTtsOptions, demuxTts } from './transforms/demux-tts.ts';
 export {
   diarizationStream,
+  type LiveSessionFactory,
   type LiveStreamEvents,
   type LiveStreamOptions,
   type LiveTranscriptionStream,
@@ -101,9 +102,11 @@ export {
   toCaptions,
 } from './transforms/to-captions.ts';
 export {
+  type AudioFrame,
   DEFAULT_FRAME_MS,
   FrameCutter,
   type FramesTransform,
+  isAudioFrame,
   type ToFramesOptions,
   toFrames,
 } from './transforms/to-frames.ts';

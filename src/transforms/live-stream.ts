@@ -1,28 +1,44 @@
-// sttStream() and diarizationStream(): Duplex streams, live input frames in, records out.
-// A frame's write completes only when the service accepted it, so a slow service slows the
-// source. A session that expires, is retired or breaks is replaced by a fresh one (new UUID)
-// without replaying accepted audio; record times keep increasing from the pipeline's start;
+// sttStream() and diarizationStream(): Duplex streams, frames of live audio in (toFrames()),
+// records out. A frame's write completes only when the service accepted it, so a slow service
+// slows the source. A session that fails is replaced by a fresh one (new UUID) that hears again
+// what the failed one had not finalised; record times keep increasing from the pipeline's start;
 // a stalled source gets keepalive audio; a long session rotates at a speech boundary. Only the
-// last session's final record is final downstream: the records read as one stream.
+// last session's final record is final downstream: the records read as one stream. What a
+// pipeline gives up on is reported lost with its range, never dropped in silence.
+//
+// The stream keeps the session lifecycle; each policy stands alone: FrameJoiner (frame sizes
+// for the transport), RestartBudget, Rotation, SessionClock and EmittedWatermark (time), and
+// ReplayBuffer (what to hear again).
 
 import { Duplex } from 'node:stream';
 import { MediaError } from '../audio/media-error.ts';
 import { closingSignalOf, type SpeechClient } from '../client/client.ts';
-import type { LiveKind, LiveSession, LiveSessionOptions, LiveTransport } from '../client/live.ts';
-import { anySignal, type BackoffOptions, backoffDelay, sleep } from '../client/retry.ts';
+import type { LiveSession, LiveSessionOptions } from '../client/live.ts';
+import type { LiveKind, LiveTransport } from '../client/live-types.ts';
+import { anySignal, type BackoffOptions, isRetryableFailure, sleep } from '../client/retry.ts';
 import {
   IncompleteStreamError,
   InvalidArgumentError,
   SpeechServiceError,
   TransportError,
 } from '../protocol/errors.ts';
-import { decodeFrame } from '../protocol/frame.ts';
+import { CLOSING_PCM_BYTES, KEEPALIVE_PCM_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
-import { DEFAULT_LIMITS } from '../protocol/limits.ts';
-import type { AsrRecord, DiarizationRecord, LiveDiarizationSegment } from '../protocol/records.ts';
+import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import { destroyOnAbort } from './abort.ts';
+import { FrameJoiner } from './live-joiner.ts';
+import { RestartBudget } from './live-restarts.ts';
+import { Rotation } from './live-rotation.ts';
+import {
+  continuedAsr,
+  continuedDiarization,
+  EmittedWatermark,
+  latestEnd,
+  SessionClock,
+  segmentEnd,
+} from './live-timeline.ts';
 import {
   DEFAULT_REPLAY_LIMITS,
   type Replay,
@@ -30,16 +46,26 @@ import {
   type ReplayChunk,
   type ReplayLimits,
 } from './replay-buffer.ts';
+import { type AudioFrame, isAudioFrame } from './to-frames.ts';
+
+/** Opens the live sessions of a stream: `client.live.open`, or a test's sessions over a fake channel. */
+export type LiveSessionFactory = <K extends LiveKind>(kind: K, options: LiveSessionOptions) => LiveSession<K>;
 
 /** Options of {@link sttStream} and {@link diarizationStream}. */
 export interface LiveStreamOptions {
-  /** The client that opens the sessions. */
-  client: SpeechClient;
+  /** The client that opens the sessions (or give `sessions`). */
+  client?: SpeechClient;
+  /** Opens the sessions instead of `client` (a session factory of your own). */
+  sessions?: LiveSessionFactory;
   /** Default `http`. */
   transport?: LiveTransport;
-  /** Language of the sessions (default: each frame's language byte). */
+  /** Language of the sessions (default: each frame's language). */
   language?: Language;
-  /** Start a fresh session after 408, 409, a broken response or a lost connection. Default true. */
+  /**
+   * Start a fresh session after a retryable failure (408, 409, a 5xx or any refusal the service
+   * marks retryable, a broken answer, a lost connection, a final record that never came).
+   * Default true.
+   */
   restart?: boolean;
   /**
    * Restarts allowed with no progress in between (no record finalising audio, no new frame
@@ -48,9 +74,10 @@ export interface LiveStreamOptions {
    */
   maxRestarts?: number;
   /**
-   * The stream fails when sessions keep failing, with no progress (as for `maxRestarts`), for
-   * longer than this since the first of those failures. Default 60 s (a relay meant to
-   * ride out longer outages raises it).
+   * The stream fails when, since its last progress, the service has been unreachable or
+   * refusing sessions for longer than this in all: the time from each failure until a new
+   * session takes audio again. Time a session was taking audio (waiting for its final record,
+   * say) is not counted. Default 60 s (a relay meant to ride out longer outages raises it).
    */
   restartWithinMs?: number;
   /**
@@ -71,10 +98,10 @@ export interface LiveStreamOptions {
   /** Rotate regardless of speech after this much audio. Default 14,370 s (limit 14,400). */
   forceRotateAfterSec?: number;
   /**
-   * Over HTTP every frame is a POST: frames shorter than this are joined (up to this much
-   * audio, held no longer than this) before they are sent, whatever size `toFrames` made them,
-   * so 100 ms frames meant for Socket.IO do not become ten POSTs a second. A frame with
-   * is_final is never held. Default 1000 over HTTP, 0 (every frame as it comes) over Socket.IO.
+   * The frame size on the wire. Over HTTP every frame is a POST: frames shorter than this are
+   * joined (up to this much audio, held no longer than this) before they are sent, whatever
+   * size `toFrames` made them. A final frame is never held. Default 1000 over HTTP, 0 (every
+   * frame as it comes) over Socket.IO.
    */
   coalesceMs?: number;
   /** Told to slow down when the service answers 429 SESSION_BYTE_RATE_EXCEEDED (see `pace`). */
@@ -99,7 +126,7 @@ export interface LiveStreamOptions {
   replayBuffer?: Partial<ReplayLimits> | false;
 }
 
-/** A stretch of the pipeline's audio that was accepted by a failed session and could not be heard again. */
+/** A stretch of the pipeline's audio that was never transcribed, and why it was given up. */
 export interface LostAudio {
   /** Seconds from the start of the pipeline. */
   start_time: number;
@@ -124,7 +151,11 @@ export interface LiveStreamEvents {
   session: [change: SessionChange];
   /** A session failed and a new one will start (after a backoff); the error is the failure. */
   'session-error': [err: unknown];
-  /** Audio accepted by a failed session that could not be sent again (the replay buffer's bound). */
+  /**
+   * Audio that will never be transcribed: accepted by a failed session and past the replay
+   * buffer's bound, or, when the stream gives up, everything it took in and had not had
+   * finalised. The error is why.
+   */
   'audio-lost': [lost: LostAudio & { error?: unknown }];
   /** The source stalled: 100 ms of silence were sent to keep the session open. */
   keepalive: [];
@@ -132,138 +163,56 @@ export interface LiveStreamEvents {
 
 /**
  * What `sttStream()` and `diarizationStream()` return: a Duplex (frames in, records out) typed by
- * `LiveStreamEvents`, with the current session's id.
+ * `LiveStreamEvents`, with the current session's id and what was lost.
  */
 export interface LiveTranscriptionStream extends TypedStream<Duplex, LiveStreamEvents> {
   /** The current service session's UUID (undefined before the first frame is sent). */
   readonly sessionId: string | undefined;
+  /** Every range reported by `audio-lost` so far, in pipeline time. */
+  readonly lostAudio: readonly LostAudio[];
 }
 
-/** Session failures that a fresh session with a new UUID recovers from. */
+/**
+ * Session failures that a fresh session with a new UUID recovers from: the stream's end without
+ * its final record, a lost connection, a session the service no longer holds (408, 409), and any
+ * refusal the service marks retryable that is not about admission (a session's own 429s are
+ * waited out by the session). The service's `retryable` flag decides, whatever its code.
+ */
 function restartable(err: unknown): boolean {
   if (err instanceof IncompleteStreamError) return true;
+  // A session's opening past its deadline (the account's slots held elsewhere) is an outage
+  // like any other: the restart budget bounds it.
   if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
-  if (err instanceof SpeechServiceError) {
-    return err.status === 408 || err.status === 409 || (err.status >= 500 && err.retryable);
-  }
+  if (err instanceof SpeechServiceError)
+    return err.status === 408 || err.status === 409 || isRetryableFailure(err);
   return false;
-}
-
-function maxOf<T>(items: readonly T[], value: (item: T) => number): number {
-  let max = Number.NEGATIVE_INFINITY;
-  for (const item of items) max = Math.max(max, value(item));
-  return max;
-}
-
-const segmentEnd = (s: LiveDiarizationSegment): number =>
-  typeof s.end_time === 'number' ? s.end_time : s.start_time;
-
-/** Keepalive silence a session heard: `sec` seconds inserted at session time `at`. */
-interface Filler {
-  at: number;
-  sec: number;
-}
-
-/**
- * Session time to pipeline time: `offset` plus the session time without the keepalive silence
- * inserted before it (a time inside a filler maps to where the filler began). Keepalive audio
- * is not the source's, so it must not delay the times of what the source said after a stall.
- */
-function toPipelineTime(t: number, offset: number, fillers: readonly Filler[]): number {
-  let inserted = 0;
-  for (const f of fillers) {
-    if (t >= f.at + f.sec) inserted += f.sec;
-    else if (t > f.at) inserted += t - f.at;
-    else break;
-  }
-  return offset + t - inserted;
-}
-
-function shiftAsr(record: AsrRecord, offset: number, fillers: readonly Filler[]): AsrRecord {
-  if (offset === 0 && fillers.length === 0) return record;
-  return {
-    ...record,
-    words: record.words.map((w) => ({
-      ...w,
-      start_time: toPipelineTime(w.start_time, offset, fillers),
-      end_time: toPipelineTime(w.end_time, offset, fillers),
-    })),
-  };
-}
-
-/**
- * The final record of a session that ended before the stream did (rotation): not the stream's
- * end, but its words are committed. Diarization: the session can no longer change its active
- * segments, so they are closed, ending where the next one starts or with the session's audio.
- */
-function continuedAsr(record: AsrRecord): AsrRecord {
-  return { ...record, is_speech_final: true, is_final: false };
-}
-
-function continuedDiarization(record: DiarizationRecord, sessionEndSec: number): DiarizationRecord {
-  const active = [...record.active_segments].sort((a, b) => a.start_time - b.start_time);
-  const closed = active.map((s, i) => ({
-    ...s,
-    end_time: s.end_time ?? Math.max(s.start_time, active[i + 1]?.start_time ?? sessionEndSec),
-  }));
-  return {
-    ...record,
-    final_segments: [...record.final_segments, ...closed],
-    active_segments: [],
-    is_final: false,
-  };
-}
-
-function shiftDiarization(
-  record: DiarizationRecord,
-  offset: number,
-  fillers: readonly Filler[],
-  session: number,
-): DiarizationRecord {
-  if (offset === 0 && fillers.length === 0 && session === 0) return record;
-  // Speaker labels are relative to one stream; a later session's labels are other people.
-  const shift = (s: LiveDiarizationSegment): LiveDiarizationSegment => ({
-    ...s,
-    start_time: toPipelineTime(s.start_time, offset, fillers),
-    ...(typeof s.end_time === 'number' ? { end_time: toPipelineTime(s.end_time, offset, fillers) } : {}),
-    speaker: session === 0 ? s.speaker : `${s.speaker}#${session}`,
-  });
-  return {
-    ...record,
-    final_segments: record.final_segments.map(shift),
-    active_segments: record.active_segments.map(shift),
-  };
 }
 
 class LiveStream<K extends LiveKind> extends Duplex {
   readonly kind: K;
   readonly #options: LiveStreamOptions;
+  readonly #open: LiveSessionFactory;
+  readonly #closing: AbortSignal | undefined;
+  readonly #joiner: FrameJoiner;
+  readonly #budget: RestartBudget;
+  readonly #rotation: Rotation;
+  readonly #emitted = new EmittedWatermark();
   #session: LiveSession<K> | undefined;
   #sessionIndex = -1;
-  /** Seconds of source audio accepted by earlier sessions (the current session's time origin). */
-  #offsetSec = 0;
-  /** Seconds of audio accepted by the current session, keepalive silence included (its limits count it). */
-  #sessionSec = 0;
-  /** Silence of our own the current session accepted, in session time order. */
-  #fillers: Filler[] = [];
+  /** The current session's clock (its time origin in the pipeline, its keepalive silence). */
+  #clock = new SessionClock(0);
   /** What the current session accepted and the service has not finalised. */
   #replay: ReplayBuffer | undefined;
   /** Audio of a failed session to send on the next one before anything else. */
   #pendingReplay: ReplayChunk[] = [];
-  /** Audio lost for good (the replay bound was exceeded), in pipeline time. */
+  /** Audio lost for good, in pipeline time. */
   readonly #lost: LostAudio[] = [];
-  /** Pipeline time up to which words (segments) were committed downstream: none is emitted twice. */
-  #emittedUntil = Number.NEGATIVE_INFINITY;
-  #restartsWithoutRecord = 0;
-  /** When the first of the restarts without a record in between happened (performance.now()). */
-  #failingSince = 0;
+  /** Seconds of source audio the stream took in (its frames written). */
+  #takenSec = 0;
   /** Pause before the next session starts (set by a restart). */
   #restartDelayMs = 0;
   /** Aborted on destroy: ends a restart pause. */
   readonly #destroyed = new AbortController();
-  #rotatePending = false;
-  /** The latest record since rotation became due was a speech boundary. */
-  #atBoundary = false;
   /** The session the pipeline's final frame went to: only its final record ends the stream. */
   #lastSession: LiveSession<K> | undefined;
   /** Seconds of audio of the session being closed for rotation, with its closing frame. */
@@ -285,24 +234,32 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** Sessions told to stop reading records while the readable side is full (see _read). */
   readonly #pausedSessions = new Set<LiveSession<K>>();
   #ended = false;
-  /** The language byte of the latest frame (a terminator after a rotation needs one). */
+  /** The language of the latest frame (a terminator after a rotation needs one). */
   #language: Language | undefined;
-  /** Audio of short frames held to be sent as one (HTTP), and their language. */
-  #held: Buffer[] = [];
-  #heldBytes = 0;
-  #heldLanguage: Language | undefined;
   #holdTimer: NodeJS.Timeout | undefined;
-  readonly #coalesceBytes: number;
+  #pendingChange: Omit<SessionChange, 'id' | 'offsetSec'> | undefined;
 
   constructor(kind: K, options: LiveStreamOptions) {
     super({ objectMode: true, readableHighWaterMark: options.highWaterMark ?? 64, writableHighWaterMark: 4 });
-    if (!options?.client) throw new InvalidArgumentError(`${kind}Stream needs { client }`);
+    const { client } = options ?? {};
+    if (!client && !options?.sessions) throw new InvalidArgumentError(`${kind}Stream needs { client }`);
     this.kind = kind;
     this.#options = options;
+    this.#open = options.sessions ?? ((k, o) => client!.live.open(k, o));
+    this.#closing = client ? closingSignalOf(client) : undefined;
     const coalesceMs = options.coalesceMs ?? ((options.transport ?? 'http') === 'http' ? 1000 : 0);
     if (!(coalesceMs >= 0) || !Number.isFinite(coalesceMs))
       throw new InvalidArgumentError(`${kind}Stream: coalesceMs must be a number >= 0, got ${coalesceMs}`);
-    this.#coalesceBytes = Math.round((coalesceMs * 16_000) / 1000) * 2;
+    this.#joiner = new FrameJoiner(Math.round((coalesceMs * LIVE_BYTES_PER_SECOND) / 2000) * 2);
+    this.#budget = new RestartBudget({
+      maxRestarts: options.maxRestarts,
+      withinMs: options.restartWithinMs,
+      backoff: options.restartBackoff,
+    });
+    this.#rotation = new Rotation({
+      afterSec: options.rotateAfterSec,
+      forceAfterSec: options.forceRotateAfterSec,
+    });
     // Its listener leaves the signal when the stream closes: a long-lived signal given to
     // stream after stream must not hold every one of them.
     destroyOnAbort(this, options.signal);
@@ -313,89 +270,83 @@ class LiveStream<K extends LiveKind> extends Duplex {
     return this.#session?.id;
   }
 
+  get lostAudio(): readonly LostAudio[] {
+    return this.#lost;
+  }
+
+  get #coalesceMs(): number {
+    return this.#options.coalesceMs ?? ((this.#options.transport ?? 'http') === 'http' ? 1000 : 0);
+  }
+
   override _write(
-    frame: Uint8Array,
+    frame: AudioFrame,
     _encoding: BufferEncoding,
     callback: (error?: Error | null) => void,
   ): void {
-    let decoded: ReturnType<typeof decodeFrame>;
-    try {
-      decoded = decodeFrame(frame);
-    } catch (err) {
-      callback(err as Error);
+    if (!isAudioFrame(frame)) {
+      callback(
+        new InvalidArgumentError(
+          `${this.kind}Stream takes the frames toFrames() makes ({ pcm, language, isFinal }): pipe PCM through toFrames() first`,
+        ),
+      );
       return;
     }
     this.#clearKeepalive();
-    this.#language = decoded.language;
-    const sameLanguage = this.#heldBytes === 0 || this.#heldLanguage === decoded.language;
-    if (!sameLanguage) this.#flushHeld();
-    if (!decoded.isFinal && this.#heldBytes + decoded.pcm.length < this.#coalesceBytes) {
-      // Short, and more may come: held (bounded by coalesceMs of audio and of time).
-      this.#held.push(decoded.pcm);
-      this.#heldBytes += decoded.pcm.length;
-      this.#heldLanguage = decoded.language;
+    this.#language = frame.language;
+    this.#takenSec += frame.pcm.length / LIVE_BYTES_PER_SECOND;
+    const ready = this.#joiner.push(frame);
+    if (this.#joiner.holding) {
+      // Held (bounded by coalesceMs of audio and of time).
       this.#holdTimer ??= setTimeout(() => {
         this.#holdTimer = undefined;
         this.#flushHeld();
-      }, this.#options.coalesceMs ?? 1000);
+      }, this.#coalesceMs);
+    } else if (this.#holdTimer) {
+      clearTimeout(this.#holdTimer);
+      this.#holdTimer = undefined;
+    }
+    if (ready.length === 0) {
       callback();
       return;
     }
-    const pcm = this.#takeHeld(decoded.pcm);
-    this.#pendingWrites++;
-    // Chained: a keepalive send may still be in flight.
-    this.#writing = this.#writing
-      .then(() => this.#waitForReader())
-      .then(() => this.#send(pcm, decoded.isFinal, decoded.language, false));
+    for (const out of ready) this.#enqueue(out);
     this.#writing.then(
       () => {
-        this.#pendingWrites--;
-        this.#armKeepalive(decoded.language);
+        this.#armKeepalive(frame.language);
         callback();
       },
-      (err: Error) => {
-        this.#pendingWrites--;
-        callback(err);
-      },
+      (err: Error) => callback(err),
     );
   }
 
-  /** The held audio and then `pcm`, as one buffer; nothing is held after. */
-  #takeHeld(pcm: Buffer): Buffer {
-    if (this.#holdTimer) clearTimeout(this.#holdTimer);
-    this.#holdTimer = undefined;
-    if (this.#heldBytes === 0) return pcm;
-    const joined = Buffer.concat([...this.#held, pcm]);
-    this.#held = [];
-    this.#heldBytes = 0;
-    return joined;
-  }
-
-  /** Send the held audio now (its time is up, the language changed, or the input ended). */
-  #flushHeld(): void {
-    if (this.#heldBytes === 0 || this.destroyed) return;
-    const language = this.#heldLanguage!;
-    const pcm = this.#takeHeld(Buffer.alloc(0));
-    this.#clearKeepalive();
+  /** Chained: a keepalive or a held frame may still be in flight. */
+  #enqueue(frame: AudioFrame): void {
     this.#pendingWrites++;
     this.#writing = this.#writing
       .then(() => this.#waitForReader())
-      .then(() => this.#send(pcm, false, language, false));
+      .then(() => this.#send(frame.pcm, frame.isFinal, frame.language, false))
+      .finally(() => this.#pendingWrites--);
+  }
+
+  /** Send the held audio now (its time is up, or the input ended). */
+  #flushHeld(): void {
+    const held = this.#joiner.flush();
+    if (!held || this.destroyed) return;
+    this.#clearKeepalive();
+    this.#enqueue(held);
     this.#writing.then(
       () => {
-        this.#pendingWrites--;
-        if (!this.#finishing) this.#armKeepalive(language);
+        if (!this.#finishing) this.#armKeepalive(held.language);
       },
-      (err: Error) => {
-        this.#pendingWrites--;
-        this.destroy(err);
-      },
+      (err: Error) => this.destroy(err),
     );
   }
 
   override _final(callback: (error?: Error | null) => void): void {
     this.#finishing = true;
     this.#clearKeepalive();
+    if (this.#holdTimer) clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
     this.#flushHeld();
     if (this.#language === undefined) {
       // No frame at all: say so, rather than let downstream report a missing final record.
@@ -413,7 +364,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
         // close with 20 ms of silence (an empty terminator is invalid), on a fresh session if a
         // rotation just closed the last one: only a final record ends the stream downstream.
         if (this.#language !== undefined && !this.#lastFinalSent)
-          await this.#send(Buffer.alloc(640), true, this.#language, true);
+          await this.#send(Buffer.alloc(CLOSING_PCM_BYTES), true, this.#language, true);
         this.#ended = true;
         this.push(null);
       })
@@ -456,8 +407,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
     if (
       !final &&
       rotating &&
-      this.#rotatePending &&
-      (this.#atBoundary || this.#sessionSec >= this.#forceRotateSec) &&
+      this.#rotation.due(this.#clock.sec) &&
       (await this.#closeForRotation(rotating, pcm, filler))
     ) {
       return;
@@ -473,7 +423,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
         this.#restartDelayMs = 0;
         // A pause that may be a long Retry-After ends when the stream is destroyed, and when
         // the client closes (the next session would fail with ERR_CLIENT_CLOSED anyway).
-        await sleep(pause, anySignal(this.#destroyed.signal, closingSignalOf(this.#options.client)));
+        await sleep(pause, anySignal(this.#destroyed.signal, this.#closing));
       }
       const session = this.#session ?? this.#startSession(language);
       try {
@@ -493,11 +443,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
         } else if (final && this.#lastSession !== session) {
           // All the failed session heard was finalised: close this one with a short silence.
           this.#lastSession = session;
-          await this.#sendOn(session, Buffer.alloc(640), true, true, true);
+          await this.#sendOn(session, Buffer.alloc(CLOSING_PCM_BYTES), true, true, true);
         }
       } catch (err) {
         // Not accepted by this session: send it on a fresh one, after what this one did not finalise.
-        this.#recover(err);
+        this.#recover(err, 'restart', accepted ? undefined : pcm);
         continue;
       }
       this.#lastFinalSent = final;
@@ -518,15 +468,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /**
    * This frame closes the session; the next one opens a new session. False when the frame was
    * not accepted: the session is gone and the frame goes to a fresh one. When it was accepted
-   * but the session's last response broke, its audio is not sent again: only its last records
-   * are lost (`session-error`), and the stream goes on.
+   * but the session then failed, what it had not finalised is heard again on the next one.
    */
   async #closeForRotation(session: LiveSession<K>, pcm: Buffer, filler: boolean): Promise<boolean> {
-    this.#closingSec = this.#sessionSec + pcm.length / LIVE_BYTES_PER_SECOND;
+    this.#closingSec = this.#clock.sec + pcm.length / LIVE_BYTES_PER_SECOND;
     try {
       await this.#sendOn(session, pcm, true, filler);
     } catch (err) {
-      this.#recover(err);
+      this.#recover(err, 'restart', pcm);
       return false;
     }
     try {
@@ -551,43 +500,57 @@ class LiveStream<K extends LiveKind> extends Duplex {
     again = false,
   ): Promise<void> {
     await session.send(pcm, { final });
-    // Accepted: the service works again (silence yields no records, so those alone cannot say).
-    // Not audio heard again: sessions that each accept the replay and fail before finalising
-    // any of it (every answer cut, a final record never sent) make no progress, and restarting
-    // them for ever would hang the stream.
-    if (!again) this.#restartsWithoutRecord = 0;
+    // Accepted: the service takes audio again. New source audio is progress (silence yields
+    // no records, so those alone cannot say); audio heard again is not: sessions that each
+    // accept the replay and fail before finalising any of it (every answer cut, a final record
+    // never sent) make no progress, and restarting them for ever would hang the stream.
+    this.#budget.accepted();
+    if (!again) this.#budget.progress();
     const sec = pcm.length / LIVE_BYTES_PER_SECOND;
-    if (filler) this.#fillers.push({ at: this.#sessionSec, sec });
-    this.#replay?.push(this.#sessionSec, pcm, filler);
-    this.#sessionSec += sec;
-    const rotateAfter = this.#options.rotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 300;
-    if (!final && !this.#rotatePending && this.#sessionSec >= rotateAfter) {
-      // Only a boundary heard from now on counts: an earlier pause is no place to cut now.
-      this.#rotatePending = true;
-      this.#atBoundary = false;
-    }
+    this.#replay?.push(this.#clock.sec, pcm, filler);
+    this.#clock.accepted(sec, filler);
+    this.#rotation.accepted(this.#clock.sec, final);
   }
 
-  get #forceRotateSec(): number {
-    return this.#options.forceRotateAfterSec ?? DEFAULT_LIMITS.sessionAudioDurationSec - 30;
-  }
-
-  /** A failed session: forget it (the next frame starts a new UUID), or fail the stream. */
-  #recover(err: unknown, reason: SessionChange['reason'] = 'restart'): void {
+  /**
+   * A failed session: forget it (the next frame starts a new UUID), or fail the stream. `unsent`:
+   * the frame the session did not accept, lost too if the stream gives up.
+   */
+  #recover(err: unknown, reason: SessionChange['reason'] = 'restart', unsent?: Buffer): void {
     const failed = this.#session;
-    if (this.destroyed || this.#options.restart === false || !restartable(err)) throw err;
-    const now = performance.now();
-    if (this.#restartsWithoutRecord === 0) this.#failingSince = now;
-    if (++this.#restartsWithoutRecord > (this.#options.maxRestarts ?? Number.POSITIVE_INFINITY)) throw err;
-    if (now - this.#failingSince > (this.#options.restartWithinMs ?? 60_000)) throw err;
-    const retryAfterMs = err instanceof SpeechServiceError ? err.retryAfterMs : undefined;
-    this.#restartDelayMs = backoffDelay(
-      this.#restartsWithoutRecord - 1,
-      { baseMs: 250, maxMs: 10_000, ...this.#options.restartBackoff },
-      retryAfterMs,
-    );
-    this.emit('session-error', err);
+    const delay =
+      this.destroyed || this.#options.restart === false || !restartable(err)
+        ? undefined
+        : this.#budget.failed(err);
     this.#endSession({ reason, previousId: failed?.id ?? '', error: err }, true);
+    if (delay === undefined) {
+      this.#giveUp(err, unsent);
+      throw err;
+    }
+    this.#restartDelayMs = delay;
+    this.emit('session-error', err);
+  }
+
+  /**
+   * The stream fails: everything it took in from the source and had not had finalised (what the
+   * failed session had not finalised, the frames not accepted, what the source wrote since) is
+   * reported lost, from where it begins to the end of what was taken in.
+   */
+  #giveUp(err: unknown, unsent: Buffer | undefined): void {
+    // Destroyed by its user: nothing is given up that the user did not stop.
+    if (this.destroyed) return;
+    const start = !this.#replay
+      ? Math.max(0, this.#emitted.until) // what was finalised is all that is known
+      : this.#pendingReplay.length > 0 || unsent
+        ? this.#clock.offsetSec
+        : this.#takenSec;
+    const end = this.#takenSec;
+    if (end > start) this.#reportLost({ start_time: start, end_time: end }, err);
+  }
+
+  #reportLost(lost: LostAudio, error: unknown): void {
+    this.#lost.push(lost);
+    this.emit('audio-lost', { ...lost, error });
   }
 
   /**
@@ -597,73 +560,37 @@ class LiveStream<K extends LiveKind> extends Duplex {
    */
   #endSession(change: Omit<SessionChange, 'id' | 'offsetSec'>, replay = false): void {
     this.#session = undefined;
-    const r: Replay = replay && this.#replay ? this.#replay.replay() : { chunks: [], from: this.#sessionSec };
-    const toPipeline = (t: number) => toPipelineTime(t, this.#offsetSec, this.#fillers);
+    const clock = this.#clock;
+    const r: Replay = replay && this.#replay ? this.#replay.replay() : { chunks: [], from: clock.sec };
     if (r.lost) {
-      const lost: LostAudio = { start_time: toPipeline(r.lost.start), end_time: toPipeline(r.lost.end) };
-      this.#lost.push(lost);
-      this.emit('audio-lost', { ...lost, error: change.error });
+      this.#reportLost(
+        { start_time: clock.toPipeline(r.lost.start), end_time: clock.toPipeline(r.lost.end) },
+        change.error,
+      );
     }
     // Audio of an earlier failure not yet heard again goes after what this session accepted.
     this.#pendingReplay = [...r.chunks, ...this.#pendingReplay];
     const replaySec = r.chunks.reduce((sum, c) => sum + c.pcm.length, 0) / LIVE_BYTES_PER_SECOND;
-    this.#offsetSec = toPipeline(r.from);
-    this.#sessionSec = 0;
-    this.#fillers = [];
-    this.#rotatePending = false;
-    this.#atBoundary = false;
+    this.#clock = new SessionClock(clock.toPipeline(r.from));
+    this.#rotation.reset();
     this.#pendingChange = replaySec > 0 ? { ...change, replaySec } : change;
   }
 
-  #pendingChange: Omit<SessionChange, 'id' | 'offsetSec'> | undefined;
-
   #startSession(language: Language): LiveSession<K> {
     this.#sessionIndex++;
-    const session = this.#options.client.live.open(this.kind, {
+    const session = this.#open(this.kind, {
       ...this.#options.session,
       transport: this.#options.transport ?? 'http',
       language: this.#options.language ?? language,
     }) as LiveSession<K>;
-    const offset = this.#offsetSec;
+    // This session's own clock and replay buffer: records may still arrive after it ended.
+    const clock = this.#clock;
     const index = this.#sessionIndex;
-    // This session's own list: #endSession replaces the field, records may still arrive.
-    const fillers: Filler[] = [];
-    this.#fillers = fillers;
     const replay = this.#replayLimits ? new ReplayBuffer(this.#replayLimits) : undefined;
     this.#replay = replay;
-    session.on('record', (record: AsrRecord | DiarizationRecord) => {
-      // Progress: a record that finalises audio (with a replay buffer, audio it did not
-      // finalise before). Provisional records of the replayed audio, heard by session after
-      // session that fails before finalising it, are not.
-      const committedBefore = replay?.committed;
-      const continued = record.is_final && this.#lastSession !== session;
-      const last = record.is_final && !continued;
-      if (this.kind === 'stt') {
-        let asr = record as AsrRecord;
-        if (record.is_final) replay?.commitAll();
-        else if (asr.is_speech_final && asr.words.length > 0)
-          replay?.commit(maxOf(asr.words, (w) => w.end_time));
-        if (continued) asr = continuedAsr(asr);
-        this.#progressed(record, replay, committedBefore);
-        this.#heard(session, asr.is_speech_final);
-        this.#pushFrom(session, this.#withLost(this.#newWords(shiftAsr(asr, offset, fillers)), last));
-      } else {
-        let diarization = record as DiarizationRecord;
-        if (record.is_final) replay?.commitAll();
-        else {
-          if (diarization.final_segments.length > 0)
-            replay?.commit(maxOf(diarization.final_segments, segmentEnd));
-        }
-        if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
-        this.#progressed(record, replay, committedBefore);
-        // Nobody speaking: a place to cut.
-        this.#heard(session, diarization.active_segments.length === 0);
-        this.#pushFrom(
-          session,
-          this.#withLost(this.#newSegments(shiftDiarization(diarization, offset, fillers, index)), last),
-        );
-      }
-    });
+    session.on('record', (record: AsrRecord | DiarizationRecord) =>
+      this.#onRecord(session, clock, index, replay, record),
+    );
     session.on('rate-limited', (err: SpeechServiceError) =>
       this.#options.pacer?.penalize(err.retryAfterMs ?? 1000),
     );
@@ -671,57 +598,55 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#notEnded.add(session);
     void session.ended.then(() => this.#notEnded.delete(session));
     if (this.#pendingChange) {
-      const change: SessionChange = { ...this.#pendingChange, id: session.id, offsetSec: offset };
+      const change: SessionChange = { ...this.#pendingChange, id: session.id, offsetSec: clock.offsetSec };
       this.#pendingChange = undefined;
       this.emit('session', change);
     }
     return session;
   }
 
-  /** A record resets the restart bound when it finalised something (see the record handler). */
-  #progressed(
-    record: AsrRecord | DiarizationRecord,
+  #onRecord(
+    session: LiveSession<K>,
+    clock: SessionClock,
+    index: number,
     replay: ReplayBuffer | undefined,
-    committedBefore: number | undefined,
+    record: AsrRecord | DiarizationRecord,
   ): void {
-    if (!replay || record.is_final || replay.committed > committedBefore!) this.#restartsWithoutRecord = 0;
+    // Progress: a record that finalises audio (with a replay buffer, audio it did not finalise
+    // before). Provisional records of the replayed audio, heard by session after session that
+    // fails before finalising it, are not.
+    const committedBefore = replay?.committed;
+    const continued = record.is_final && this.#lastSession !== session;
+    const last = record.is_final && !continued;
+    let out: AsrRecord | DiarizationRecord;
+    if (this.kind === 'stt') {
+      let asr = record as AsrRecord;
+      if (record.is_final) replay?.commitAll();
+      else if (asr.is_speech_final && asr.words.length > 0)
+        replay?.commit(latestEnd(asr.words, (w) => w.end_time));
+      if (continued) asr = continuedAsr(asr);
+      this.#heard(session, asr.is_speech_final);
+      out = this.#emitted.newWords(clock.shiftAsr(asr));
+    } else {
+      let diarization = record as DiarizationRecord;
+      if (record.is_final) replay?.commitAll();
+      else if (diarization.final_segments.length > 0)
+        replay?.commit(latestEnd(diarization.final_segments, segmentEnd));
+      if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
+      // Nobody speaking: a place to cut.
+      this.#heard(session, diarization.active_segments.length === 0);
+      out = this.#emitted.newSegments(clock.shiftDiarization(diarization, index));
+    }
+    if (!replay || record.is_final || replay.committed > committedBefore!) this.#budget.progress();
+    // The stream's final record says what audio was lost for good, if any.
+    if (last && this.#lost.length > 0) out = Object.assign({ ...out }, { lost_audio: [...this.#lost] });
+    this.#pushFrom(session, out);
   }
 
   get #replayLimits(): ReplayLimits | undefined {
     const option = this.#options.replayBuffer;
     if (option === false) return undefined;
     return { ...DEFAULT_REPLAY_LIMITS, ...option };
-  }
-
-  /**
-   * Words a restarted session heard again are not emitted twice: a word whose midpoint is not
-   * after the end of the last committed word is dropped (times are pipeline times).
-   */
-  #newWords(record: AsrRecord): AsrRecord {
-    const until = this.#emittedUntil;
-    const words = record.words.filter((w) => (w.start_time + w.end_time) / 2 > until);
-    if ((record.is_speech_final || record.is_final) && words.length > 0)
-      this.#emittedUntil = Math.max(
-        until,
-        maxOf(words, (w) => w.end_time),
-      );
-    if (words.length === record.words.length) return record;
-    return { ...record, words, transcription: words.map((w) => w.word).join(' ') };
-  }
-
-  /** As #newWords, for closed diarization segments. */
-  #newSegments(record: DiarizationRecord): DiarizationRecord {
-    const until = this.#emittedUntil;
-    const segments = record.final_segments.filter((s) => (s.start_time + segmentEnd(s)) / 2 > until);
-    if (segments.length > 0) this.#emittedUntil = Math.max(until, maxOf(segments, segmentEnd));
-    if (segments.length === record.final_segments.length) return record;
-    return { ...record, final_segments: segments };
-  }
-
-  /** The stream's final record says what audio was lost for good, if any. */
-  #withLost<R extends AsrRecord | DiarizationRecord>(record: R, last: boolean): R {
-    if (!last || this.#lost.length === 0) return record;
-    return { ...record, lost_audio: [...this.#lost] };
   }
 
   /** Push downstream; when the reader is full, the session reads no more records until _read. */
@@ -734,7 +659,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   /** A record of the current session: whether it is a speech boundary, once rotation is due. */
   #heard(session: LiveSession<K>, boundary: boolean): void {
-    if (session === this.#session && this.#rotatePending) this.#atBoundary = boundary;
+    if (session === this.#session) this.#rotation.heard(boundary);
   }
 
   /**
@@ -761,7 +686,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
       if (!this.#session || !this.#keepaliveAllowed) return;
       // 100 ms of silence keeps the session from expiring while the source stalls.
       this.#writing = this.#writing
-        .then(() => this.#send(Buffer.alloc(3200), false, language, true))
+        .then(() => this.#send(Buffer.alloc(KEEPALIVE_PCM_BYTES), false, language, true))
         .then(
           () => {
             this.emit('keepalive');
@@ -781,7 +706,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
 }
 
 /**
- * Realtime ASR as a Duplex: encoded live frames in (from `toFrames`), ASR records out, with
+ * Realtime ASR as a Duplex: frames of live audio in (from `toFrames`), ASR records out, with
  * word times relative to the start of the pipeline. Events (`LiveStreamEvents`): `session` (a new
  * session replaced one: `SessionChange`), `session-error`, `audio-lost`, `keepalive`.
  */
@@ -790,7 +715,7 @@ export function sttStream(options: LiveStreamOptions): LiveTranscriptionStream {
 }
 
 /**
- * Realtime diarization as a Duplex: encoded live frames in, diarization records out, segment
+ * Realtime diarization as a Duplex: frames of live audio in, diarization records out, segment
  * times relative to the start of the pipeline. Speaker labels of a later session (after a
  * restart or rotation) get a `#n` suffix: labels are relative to one service session.
  */

@@ -28,9 +28,11 @@ export interface Attempt {
   /** The service accepted the operation (a 200, an acknowledgement): admission counts a success. */
   accepted(): void;
   /**
-   * Keep the admission slot once the attempt succeeded (TTS audio, fast records and live
-   * sessions hold it while they run); returns its release, which settles once the slot is free
-   * in the queue again. A failed attempt's slot is released by the policy all the same.
+   * Keep the admission slot beyond the attempt (TTS audio, fast records and live sessions hold
+   * it while they run); returns its release, which settles once the slot is free in the queue
+   * again. Once the operation is over, succeeded or failed, releasing it is the holder's (a
+   * live session gives it back once its stream is ended at the service); while the operation
+   * goes on to another attempt, the policy gives it back.
    */
   keepSlot(): () => Promise<void>;
 }
@@ -196,7 +198,8 @@ export class RetryPolicy {
       for (;;) {
         let slot: Slot | undefined;
         let kept = false;
-        let succeeded = false;
+        /** The operation goes on to another attempt (the slot is not the holder's then). */
+        let again = false;
         /** Before the next attempt, with no slot held (others may run meanwhile). */
         let pause = 0;
         try {
@@ -224,7 +227,6 @@ export class RetryPolicy {
               };
             },
           });
-          succeeded = true;
           return value;
         } catch (err) {
           deadline.inFlight = false;
@@ -232,11 +234,12 @@ export class RetryPolicy {
           if (failure) throw failure;
           if (slot && isAdmissionRejection(err)) {
             // Nothing was consumed: back to the queue, ahead of new work, after the pause.
-            const again = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
-            slot.rejected(err, refusals, again);
+            const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
+            slot.rejected(err, refusals, requeued);
             deadline.lastFailure = err;
-            if (!again) throw err;
+            if (!requeued) throw err;
             refusals++;
+            again = true;
             continue;
           }
           failures++;
@@ -246,11 +249,12 @@ export class RetryPolicy {
           // A pause the deadline would cut short leads to no attempt: fail now.
           if (deadline.started && pause >= deadline.remainingMs()) throw deadline.error(err);
           plan.onRetry?.(err, pause);
+          again = true;
         } finally {
           deadline.inFlight = false;
           // Free in the queue by the time the operation settles, so what the caller does next
           // (or reads in the stats) sees the slot back.
-          if (slot && !(succeeded && kept)) {
+          if (slot && (!kept || again)) {
             slot.release();
             await slot.freed;
           }

@@ -206,12 +206,22 @@ export class TtsApi {
   /** One attempt: a fresh request id, until the audio begins; the slot is held while it plays. */
   async #begin(options: SynthesizeOptions, attempt: Attempt): Promise<TtsSynthesis> {
     const body = this.body(options);
-    const release = attempt.keepSlot();
     const scoped = { ...options, signal: attempt.signal };
+    // The slot is the policy's until the audio begins, then the audio's: it is given back when
+    // the audio ends, which can be before the synthesis is handed out (the final event may come
+    // with the acknowledgement).
+    let release: (() => Promise<void>) | undefined;
+    let ended = false;
+    const done = () => {
+      ended = true;
+      void release?.();
+    };
     const synthesis =
       options.transport === 'socketio'
-        ? await this.#socket(body, scoped, () => void release())
-        : await this.#http(body, scoped, () => void release());
+        ? await this.#socket(body, scoped, done)
+        : await this.#http(body, scoped, done);
+    release = attempt.keepSlot();
+    if (ended) void release();
     attempt.accepted(); // the 200 or the acknowledgement came
     return synthesis;
   }

@@ -38,39 +38,47 @@ export const OVERLAY_CSS = `html, body { margin: 0; background: transparent; }
  *   with more than CATCH_UP waiting, that time times CATCH_UP / waiting, down to minDurationMs,
  *   so that a backlog drains faster than speech fills it (the cue on screen is shortened as
  *   soon as others arrive, never lengthened);
- * - at most MAX_WAITING cues wait: past that the oldest waiting one is dropped, so that a page
- *   that fell far behind (a tab that slept) jumps to the present rather than replaying minutes.
- * A cue whose time is up stays until the next one, or LINGER_MS more at the most.
+ * - with more than JOIN_PAST waiting (a burst: a file captioned faster than real time, a tab
+ *   that slept), the next cues are joined on one screen, one more for every JOIN_PAST waiting
+ *   (at most MAX_JOINED), each keeping its own lines and speaker: a backlog is caught up by
+ *   showing more at once, and no cue is ever dropped.
+ * A screen whose time is up stays until the next one, or LINGER_MS more at the most.
  */
 export const overlayScript = (layout: { minMs: number; cps: number }) => `'use strict';
 const MIN_MS = ${Number(layout.minMs)};
 const CPS = ${Number(layout.cps)};
 const CATCH_UP = 2;
-const MAX_WAITING = 12;
+const JOIN_PAST = 12;
+const MAX_JOINED = 3;
 const LINGER_MS = 1500;
 const cueEl = document.getElementById('cue');
 const partialEl = document.getElementById('partial');
 const waiting = [];
+// The cues on screen (one, or several joined to catch up), or null.
 let current = null;
 let shownAt = 0;
 let holdTimer;
 let lingerTimer;
-function holdMs(cue, behind) {
-  const chars = cue.lines.join(' ').length + (cue.speaker ? cue.speaker.length + 2 : 0);
+function holdMs(screen, behind) {
+  let chars = 0;
+  for (const cue of screen) chars += cue.lines.join(' ').length + (cue.speaker ? cue.speaker.length + 2 : 0);
   const reading = Math.max(MIN_MS, (chars * 1000) / CPS);
-  if (behind === 0) return Math.max(reading, cue.endMs - cue.startMs);
+  if (behind === 0) return Math.max(reading, screen.at(-1).endMs - screen[0].startMs);
   return Math.max(MIN_MS, reading * Math.min(1, CATCH_UP / behind));
 }
-function render(cue) {
+function render(screen) {
   cueEl.textContent = '';
-  if (cue.speaker) {
-    const who = document.createElement('span');
-    who.className = 'speaker';
-    who.dir = 'auto';
-    who.textContent = cue.speaker + ': ';
-    cueEl.append(who);
-  }
-  cueEl.append(document.createTextNode(cue.lines.join('\\n')));
+  screen.forEach((cue, i) => {
+    if (i > 0) cueEl.append(document.createTextNode('\\n'));
+    if (cue.speaker && (i === 0 || cue.speaker !== screen[i - 1].speaker)) {
+      const who = document.createElement('span');
+      who.className = 'speaker';
+      who.dir = 'auto';
+      who.textContent = cue.speaker + ': ';
+      cueEl.append(who);
+    }
+    cueEl.append(document.createTextNode(cue.lines.join('\\n')));
+  });
 }
 function schedule() {
   clearTimeout(holdTimer);
@@ -79,18 +87,19 @@ function schedule() {
 }
 function advance() {
   holdTimer = undefined;
-  current = waiting.shift() ?? null;
-  if (!current) {
+  if (waiting.length === 0) {
+    current = null;
     lingerTimer = setTimeout(() => { if (!current) cueEl.textContent = ''; }, LINGER_MS);
     return;
   }
+  const joined = Math.min(MAX_JOINED, 1 + Math.floor((waiting.length - 1) / JOIN_PAST));
+  current = waiting.splice(0, joined);
   clearTimeout(lingerTimer);
   shownAt = performance.now();
   render(current);
   schedule();
 }
 function enqueue(cue) {
-  if (waiting.length >= MAX_WAITING) waiting.shift();
   waiting.push(cue);
   if (current) schedule();
   else advance();

@@ -13,7 +13,7 @@ import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { type HlsOutput, hlsOutput } from '../sinks/hls-output.ts';
-import { liveInput } from '../sources/live-input.ts';
+import { liveInput, NETWORK_URL } from '../sources/live-input.ts';
 import { hlsAudioFor, type MediaInput, mediaInput } from '../sources/media-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
@@ -61,7 +61,8 @@ export const USAGE = `usage: speechpipe caption <input> [options]
                         http://HOST:PORT/hls/master.m3u8: the input's video copied as it is,
                         its audio copied (a stream URL; a file's AAC or MP3) or encoded to AAC
                         (standard input, devices, other files), and the captions as a WebVTT
-                        subtitle rendition; ends with the input
+                        subtitle rendition; a file is read at its own pace (as --realtime);
+                        ends with the input
   --delay SEC           with --hls: hold the media back SEC seconds so that each caption is on
                         screen with its speech (default 4; more than the captions' latency)
 
@@ -309,7 +310,10 @@ export async function run(args: string[]): Promise<number> {
     let audio: Readable;
     if (hls) {
       const hlsAudio = await hlsAudioFor(options.input, { inputArgs, signal });
-      media = mediaInput(options.input, { realtime: options.realtime, inputArgs, audio: hlsAudio, signal });
+      // A live presentation goes at the programme's own pace: a file (or a generated source) is
+      // read as if it were a broadcast; a stream URL and standard input come at theirs.
+      const ownPace = options.realtime || (options.input !== '-' && !NETWORK_URL.test(options.input));
+      media = mediaInput(options.input, { realtime: ownPace, inputArgs, audio: hlsAudio, signal });
       log(
         `HLS: video copied, audio ${hlsAudio === 'copy' ? 'copied' : 'encoded to AAC'}, held back ${options.delaySec} s`,
       );

@@ -123,12 +123,13 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
   const finishedPromise = new Promise<void>((resolve, reject) => (finished = { resolve, reject }));
   finishedPromise.catch(() => {});
 
-  const fail = (err: Error) => {
+  /** Stop everything: on a failure (`err`), or destroyed before the presentation ended. */
+  const stop = (err?: Error) => {
     if (failed) return;
-    failed = err;
+    failed = err ?? new SpeechpipeError('ERR_HLS_DESTROYED', 'hlsOutput: destroyed before the end');
     clearTimeout(timer);
     for (const wake of waiters) wake();
-    finished?.reject(err);
+    finished?.reject(failed);
     if (!captions.destroyed) captions.destroy(err);
     if (!media.destroyed) media.destroy(err);
   };
@@ -160,7 +161,7 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
     timer = setTimeout(
       () => {
         timer = undefined;
-        publishing = publishing.then(publishNow).catch((err: Error) => fail(err));
+        publishing = publishing.then(publishNow).catch((err: Error) => stop(err));
       },
       Math.max(0, due - Date.now()),
     );
@@ -232,7 +233,7 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
     destroy(err, callback) {
       const file = open_;
       open_ = undefined;
-      if (err) fail(err);
+      if (err) stop(err);
       (file ? file.handle.close() : Promise.resolve()).then(
         () => callback(err),
         () => callback(err),
@@ -253,8 +254,7 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
       await finishedPromise;
     },
     destroy: (err) => {
-      if (err) fail(err);
-      else if (!presentation.ended) fail(new SpeechpipeError('ERR_HLS_DESTROYED', 'hlsOutput: destroyed'));
+      if (err || !presentation.ended) stop(err ?? undefined);
       clearTimeout(timer);
     },
   }) as HlsOutput;

@@ -6,54 +6,22 @@
 // the presentation the run left behind.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { readFile } from 'node:fs';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile as readFileAsync, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, before, type TestContext, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { Browser, Page } from 'puppeteer-core';
 import { browserSkip, keepScreenshot, launchBrowser } from './helpers/browser.ts';
-import { CLI_CWD, cliEnv } from './helpers/cli.ts';
 import { parsePlaylist } from './helpers/hls.ts';
+import { captionCli, type Played, playHls, startPlayerSite } from './helpers/hls-player.ts';
 import { speechWav } from './helpers/speech.ts';
 
 const skip = browserSkip();
 const run = promisify(execFile);
 const DELAY_SEC = 3;
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-hls-'));
-const HLS_JS = new URL('../node_modules/hls.js/dist/hls.min.js', import.meta.url);
-
-// The player's site, on an origin of its own: a page with a <video> and hls.js.
-const PLAYER = `<!doctype html><meta charset="utf-8"><title>player</title>
-<video id="video" muted playsinline width="320" height="240"></video>
-<script src="/hls.min.js"></script>`;
-let site: Server;
-let origin: string;
-let browser: Browser | undefined;
-before(async () => {
-  site = createServer((req, res) => {
-    if (req.url === '/hls.min.js')
-      readFile(HLS_JS, (err, body) =>
-        err ? res.writeHead(500).end() : res.writeHead(200, { 'content-type': 'text/javascript' }).end(body),
-      );
-    else res.writeHead(200, { 'content-type': 'text/html' }).end(PLAYER);
-  });
-  site.listen(0, '127.0.0.1');
-  await once(site, 'listening');
-  origin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-});
-after(async () => {
-  await browser?.close();
-  site.closeAllConnections();
-  await new Promise((resolve) => site.close(resolve));
-  await rm(root, { recursive: true, force: true });
-});
 
 /** Speech at known times: each utterance's start and end in the programme, in seconds. */
 interface Spoken {
@@ -104,91 +72,24 @@ async function programme(name: string, video: boolean): Promise<{ path: string; 
   return { path, spoken };
 }
 
-/** `speechpipe caption` running, its HLS URL once it serves, its exit. */
-function caption(
-  args: string[],
-  stdin?: Buffer,
-): { child: ChildProcess; hls: Promise<string>; exited: Promise<unknown[]>; stderr: () => string } {
-  const child = spawn(process.execPath, ['src/cli/main.ts', 'caption', ...args], {
-    cwd: CLI_CWD,
-    env: cliEnv(),
-    stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-  });
-  if (stdin) child.stdin!.end(stdin);
-  let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = once(child, 'exit');
-  const hls = new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) =>
-      resolve((JSON.parse(line) as { hls: string }).hls),
-    );
-    child.once('exit', () => reject(new Error(`exited before serving: ${stderr}`)));
-  });
-  hls.catch(() => {});
-  return { child, hls, exited, stderr: () => stderr };
-}
+let site: { origin: string; close(): Promise<void> };
+let browser: Browser | undefined;
+before(async () => {
+  site = await startPlayerSite();
+});
+after(async () => {
+  await browser?.close();
+  await site.close();
+  await rm(root, { recursive: true, force: true });
+});
 
-/** What the player saw. */
-interface Played {
-  initPTS: number;
-  timescale: number;
-  cues: { start: number; end: number; text: string }[];
-  videoWidth: number;
-  frames: number;
-  errors: string[];
-}
-
-// In the page: hls.js plays the presentation from its start; the page records hls.js's time
-// base (INIT_PTS_FOUND), fatal errors, and the end of playback. (Plain JavaScript: the
-// project's types have no DOM.)
-const PLAY = (master: string) => `(() => {
-  window.__played = { errors: [], initPTS: undefined, timescale: undefined, ended: false };
-  const video = document.getElementById('video');
-  const hls = new Hls({ startPosition: 0 });
-  hls.on(Hls.Events.INIT_PTS_FOUND, (_, d) => {
-    if (window.__played.initPTS === undefined) {
-      window.__played.initPTS = d.initPTS;
-      window.__played.timescale = d.timescale;
-    }
-  });
-  hls.on(Hls.Events.ERROR, (_, d) => { if (d.fatal) window.__played.errors.push(d.type + ': ' + d.details); });
-  video.addEventListener('ended', () => { window.__played.ended = true; });
-  hls.loadSource(${JSON.stringify(master)});
-  hls.attachMedia(video);
-  // Twice as fast where the presentation is ahead (an input faster than real time): a quicker test.
-  video.playbackRate = 2;
-  video.play().catch((e) => window.__played.errors.push('play: ' + e.message));
-})()`;
-
-const COLLECT = `(() => {
-  const video = document.getElementById('video');
-  const cues = [];
-  for (const track of video.textTracks)
-    for (const cue of track.cues ?? []) cues.push({ start: cue.startTime, end: cue.endTime, text: cue.text });
-  return {
-    ...window.__played,
-    cues,
-    videoWidth: video.videoWidth,
-    frames: video.getVideoPlaybackQuality().totalVideoFrames,
-  };
-})()`;
-
-/** Play `master` in Chromium to its end; what the player saw. */
+/** Play `master` in Chromium from its start to its end; what the player saw. */
 async function play(t: TestContext, master: string): Promise<Played> {
   browser ??= await launchBrowser();
   let page: Page | undefined;
   try {
     page = await browser.newPage();
-    await page.goto(`${origin}/`, { waitUntil: 'load' });
-    // The presentation is there once its master playlist is.
-    for (let i = 0; i < 300 && (await fetch(master)).status !== 200; i++)
-      await new Promise((r) => setTimeout(r, 100));
-    await page.evaluate(PLAY(master));
-    await page.waitForFunction('window.__played.ended || window.__played.errors.length > 0', {
-      timeout: 60_000,
-      polling: 200,
-    });
-    const played = (await page.evaluate(COLLECT)) as Played;
+    const played = await playHls(page, site.origin, master, { fromStart: true });
     assert.deepEqual(played.errors, [], 'hls.js played without a fatal error');
     return played;
   } catch (err) {
@@ -298,7 +199,7 @@ test('a programme with video: repackaged with its video, every caption in the pl
   const { path, spoken } = await programme('news.mp4', true);
   const dir = join(root, 'video-hls');
   const out = join(root, 'video.vtt');
-  const cli = caption([
+  const cli = captionCli([
     path,
     '--realtime',
     '--hls',
@@ -308,7 +209,7 @@ test('a programme with video: repackaged with its video, every caption in the pl
     '--port',
     '0',
     '--cors',
-    origin,
+    site.origin,
     '--out',
     out,
   ]);
@@ -343,7 +244,7 @@ test('audio alone on standard input: encoded to AAC, the subtitle rendition besi
   const { path, spoken } = await programme('news.wav', false);
   const dir = join(root, 'audio-hls');
   const out = join(root, 'audio.vtt');
-  const cli = caption(
+  const cli = captionCli(
     ['-', '--hls', dir, '--delay', String(DELAY_SEC), '--port', '0', '--cors', '*', '--out', out],
     await readFileAsync(path),
   );

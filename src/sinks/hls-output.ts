@@ -61,6 +61,7 @@ export interface HlsOutput extends CaptionOutput {
    * them may still ask for their segments, after the end too.
    */
   readonly windowSec: number;
+  /** Segments published, cues made, and whether the media has video. */
   stats(): HlsOutputStats;
 }
 

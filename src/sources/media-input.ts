@@ -143,7 +143,10 @@ export interface MediaStreams {
 }
 
 /** The codecs of a file's first video and audio streams, as ffmpeg names them (`h264`, `aac`). */
-export async function probeMedia(path: string, options: { ffmpegPath?: string; signal?: AbortSignal } = {}) {
+export async function probeMedia(
+  path: string,
+  options: { ffmpegPath?: string; signal?: AbortSignal } = {},
+): Promise<MediaStreams> {
   const run = runFfmpeg(['-loglevel', 'info', '-i', path], {
     ffmpegPath: options.ffmpegPath,
     signal: options.signal ?? AbortSignal.timeout(15_000),
@@ -153,7 +156,7 @@ export async function probeMedia(path: string, options: { ffmpegPath?: string; s
   await run.done.catch(() => {});
   const said = run.stderrTail();
   const codec = (kind: string) => new RegExp(`Stream #0:\\d+\\S*: ${kind}: (\\w+)`).exec(said)?.[1];
-  return { video: codec('Video'), audio: codec('Audio') } satisfies MediaStreams;
+  return { video: codec('Video'), audio: codec('Audio') };
 }
 
 /** Audio HLS players (hls.js, Safari) play from MPEG-TS as it is. */

@@ -10,7 +10,7 @@
 //   node bench/hls-latency.ts [--seconds 40] [--delay 4]
 
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
@@ -19,7 +19,7 @@ import { MPEG_CLOCK } from '../src/sinks/ts-segmenter.ts';
 import { launchBrowser } from '../test/helpers/browser.ts';
 import { parsePlaylist } from '../test/helpers/hls.ts';
 import { captionCli, playHls, startPlayerSite } from '../test/helpers/hls-player.ts';
-import { speechPcm } from '../test/helpers/speech.ts';
+import { NEWS_SENTENCES, speechPcm } from '../test/helpers/speech.ts';
 
 const run = promisify(execFile);
 const { values } = parseArgs({
@@ -27,13 +27,7 @@ const { values } = parseArgs({
 });
 const seconds = Number(values.seconds);
 const delay = Number(values.delay);
-const sentences = [
-  'The council met this morning to discuss the budget.',
-  'Several members asked for more time.',
-  'The vote was moved to next week.',
-  'Traffic on the bridge will be closed on Sunday.',
-  'Rain is expected in the afternoon.',
-];
+const sentences = NEWS_SENTENCES;
 
 // The speech, and where each utterance ends in it (seconds).
 const PAUSE_MS = 900;

@@ -193,75 +193,67 @@ async function checkCaptions(dir: string, outVtt: string, played: Played, spoken
   for (const w of allMade) assert.ok(allShown.includes(w), `"${w}" shown`);
 }
 
-test('a programme with video: repackaged with its video, every caption in the player at its speech', {
-  skip,
-}, async (t) => {
-  const { path, spoken } = await programme('news.mp4', true);
-  const dir = join(root, 'video-hls');
-  const out = join(root, 'video.vtt');
-  const cli = captionCli([
-    path,
-    '--realtime',
-    '--hls',
-    dir,
-    '--delay',
-    String(DELAY_SEC),
-    '--port',
-    '0',
-    '--cors',
-    site.origin,
-    '--out',
-    out,
-  ]);
+/**
+ * Caption `input` into a presentation in `name`-hls (with `args`), play it in Chromium from its
+ * start to its end, stop the command (it serves the end a while for players still playing it)
+ * and check it said how it took the audio and exited 0. What the player saw, and where.
+ */
+async function captionAndPlay(
+  t: TestContext,
+  name: string,
+  input: string,
+  args: string[],
+  options: { stdin?: Buffer; audio: RegExp },
+): Promise<{ played: Played; dir: string; out: string }> {
+  const dir = join(root, `${name}-hls`);
+  const out = join(root, `${name}.vtt`);
+  const cli = captionCli(
+    [input, '--hls', dir, '--delay', String(DELAY_SEC), '--port', '0', '--out', out, ...args],
+    options.stdin,
+  );
   try {
     const played = await play(t, await cli.hls);
-    // The presentation's end is served a while for players still playing it; a signal stops that.
     cli.child.kill('SIGTERM');
     const [code] = await cli.exited;
     assert.equal(code, 0, cli.stderr());
-    assert.match(cli.stderr(), /HLS: video copied, audio copied/);
-    // The video is the input's, decoded and shown.
-    assert.equal(played.videoWidth, 320);
-    assert.ok(played.frames > 25, `${played.frames} frames decoded`);
-    const { streams } = await probePresentation(dir);
-    assert.deepEqual(streams.sort(), ['audio:aac', 'subtitle:webvtt', 'video:h264']);
-    const media = parsePlaylist(await readFileAsync(join(dir, 'media.m3u8'), 'utf8'));
-    assert.equal(media.endList, true);
-    const total = media.segments.reduce((sum, s) => sum + s.duration, 0);
-    assert.ok(Math.abs(total - 8) < 0.2, `${total} s of 8`);
-    await checkCaptions(dir, out, played, spoken);
+    assert.match(cli.stderr(), options.audio);
+    return { played, dir, out };
   } catch (err) {
     t.diagnostic(`speechpipe caption said: ${cli.stderr()}`);
     throw err;
   } finally {
     cli.child.kill('SIGKILL');
   }
+}
+
+test('a programme with video: repackaged with its video, every caption in the player at its speech', {
+  skip,
+}, async (t) => {
+  const { path, spoken } = await programme('news.mp4', true);
+  const { played, dir, out } = await captionAndPlay(t, 'video', path, ['--realtime', '--cors', site.origin], {
+    audio: /HLS: video copied, audio copied/,
+  });
+  // The video is the input's, decoded and shown.
+  assert.equal(played.videoWidth, 320);
+  assert.ok(played.frames > 25, `${played.frames} frames decoded`);
+  const { streams } = await probePresentation(dir);
+  assert.deepEqual(streams.sort(), ['audio:aac', 'subtitle:webvtt', 'video:h264']);
+  const media = parsePlaylist(await readFileAsync(join(dir, 'media.m3u8'), 'utf8'));
+  assert.equal(media.endList, true);
+  const total = media.segments.reduce((sum, s) => sum + s.duration, 0);
+  assert.ok(Math.abs(total - 8) < 0.2, `${total} s of 8`);
+  await checkCaptions(dir, out, played, spoken);
 });
 
 test('audio alone on standard input: encoded to AAC, the subtitle rendition beside it', {
   skip,
 }, async (t) => {
   const { path, spoken } = await programme('news.wav', false);
-  const dir = join(root, 'audio-hls');
-  const out = join(root, 'audio.vtt');
-  const cli = captionCli(
-    ['-', '--hls', dir, '--delay', String(DELAY_SEC), '--port', '0', '--cors', '*', '--out', out],
-    await readFileAsync(path),
-  );
-  try {
-    const played = await play(t, await cli.hls);
-    // The presentation's end is served a while for players still playing it; a signal stops that.
-    cli.child.kill('SIGTERM');
-    const [code] = await cli.exited;
-    assert.equal(code, 0, cli.stderr());
-    assert.match(cli.stderr(), /audio encoded to AAC/);
-    const { streams } = await probePresentation(dir);
-    assert.deepEqual(streams.sort(), ['audio:aac', 'subtitle:webvtt']);
-    await checkCaptions(dir, out, played, spoken);
-  } catch (err) {
-    t.diagnostic(`speechpipe caption said: ${cli.stderr()}`);
-    throw err;
-  } finally {
-    cli.child.kill('SIGKILL');
-  }
+  const { played, dir, out } = await captionAndPlay(t, 'audio', '-', ['--cors', '*'], {
+    stdin: await readFileAsync(path),
+    audio: /audio encoded to AAC/,
+  });
+  const { streams } = await probePresentation(dir);
+  assert.deepEqual(streams.sort(), ['audio:aac', 'subtitle:webvtt']);
+  await checkCaptions(dir, out, played, spoken);
 });

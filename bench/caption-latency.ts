@@ -15,17 +15,11 @@ import { startEmulator } from '../src/emulator/index.ts';
 import { assembleTranscript, type TranscriptEvent } from '../src/transforms/assemble-transcript.ts';
 import { sttStream } from '../src/transforms/live-stream.ts';
 import { toFrames } from '../src/transforms/to-frames.ts';
-import { speechWithPauses } from '../test/helpers/speech.ts';
+import { NEWS_SENTENCES, speechWithPauses } from '../test/helpers/speech.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '30' } } });
 const seconds = Number(values.seconds);
-const sentences = [
-  'The council met this morning to discuss the budget.',
-  'Several members asked for more time.',
-  'The vote was moved to next week.',
-  'Traffic on the bridge will be closed on Sunday.',
-  'Rain is expected in the afternoon.',
-];
+const sentences = NEWS_SENTENCES;
 let pcm = Buffer.alloc(0);
 while (pcm.length < seconds * 32000) pcm = Buffer.concat([pcm, await speechWithPauses(sentences, 700)]);
 pcm = pcm.subarray(0, seconds * 32000);

@@ -15,6 +15,7 @@ export {
 export * from './client/index.ts';
 export type { LiveSessionEvents } from './client/live-events.ts';
 export * from './protocol/index.ts';
+export { type CaptionOutput, type CaptionOutputHandlers, captionOutput } from './sinks/caption-output.ts';
 export {
   type CaptionRelay,
   type CaptionRelayOptions,
@@ -22,7 +23,15 @@ export {
   captionRelay,
   type RelayCue,
 } from './sinks/caption-relay.ts';
+export {
+  type HlsOutput,
+  type HlsOutputOptions,
+  type HlsOutputStats,
+  hlsMount,
+  hlsOutput,
+} from './sinks/hls-output.ts';
 export { Manifest, type ManifestEntry, type ManifestSettings } from './sinks/manifest.ts';
+export type { RelayMount } from './sinks/relay-router.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
 export {
   AUDIO_EXTENSIONS,
@@ -38,6 +47,15 @@ export {
   type LiveInputStream,
   liveInput,
 } from './sources/live-input.ts';
+export {
+  type HlsAudio,
+  hlsAudioFor,
+  type MediaInput,
+  type MediaInputOptions,
+  type MediaStreams,
+  mediaInput,
+  probeMedia,
+} from './sources/media-input.ts';
 export {
   type AlignSpeakersOptions,
   type AlignSpeakersStreamOptions,

@@ -87,6 +87,34 @@ test('SIGINT stops an endless input: exit 130, its ffmpeg is gone', async () => 
   assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
 });
 
+test('--hls, interrupted: the presentation ends (#EXT-X-ENDLIST), both ffmpegs are gone, exit 130', async () => {
+  const dir = join(root, 'interrupted-hls');
+  const run = start([
+    'sine=frequency=300:sample_rate=16000',
+    '--input-format',
+    'lavfi',
+    '--hls',
+    dir,
+    '--delay',
+    '0.5',
+    '--port',
+    '0',
+  ]);
+  const master = `${new URL(await run.url).origin}/hls/master.m3u8`;
+  while ((await fetch(master)).status !== 200) await new Promise((r) => setTimeout(r, 50));
+  // The reader of the programme and the decoder of its audio for the captions.
+  const ffmpegs = ffmpegChildren(run.child.pid!);
+  assert.equal(ffmpegs.length, 2);
+  const exited = once(run.child, 'exit');
+  run.child.kill('SIGINT');
+  const [code] = await exited;
+  assert.equal(code, 130, run.stderr());
+  assert.match(run.stderr(), /audio encoded to AAC/);
+  assert.deepEqual(ffmpegs.filter(alive), [], 'ffmpeg was stopped before the command exited');
+  const playlist = await readFile(join(dir, 'media.m3u8'), 'utf8');
+  assert.match(playlist, /#EXT-X-ENDLIST\n$/);
+});
+
 test('SIGINT while speech is heard: the captions of what was read still reach the file and the viewers (no end), exit 130', async () => {
   // A tone is one utterance that never pauses: only the end of the input commits its words.
   const out = join(root, 'interrupted.vtt');
@@ -225,6 +253,10 @@ test('bad usage exits 2 with the usage text', async () => {
     ['x.wav', '--port', 'nope'],
     ['x.wav', '--cors', 'player.example'],
     ['x.wav', '--host', ''],
+    ['x.wav', '--delay', '3'],
+    ['x.wav', '--hls', 'out', '--delay', '-1'],
+    ['x.wav', '--hls', 'out', '--delay', 'soon'],
+    ['x.wav', '--hls', ''],
   ]) {
     const run = start(args);
     const [code] = await once(run.child, 'exit');

@@ -147,6 +147,31 @@ test('every cue of a burst is shown, in order, each for at least its minimum tim
   });
 });
 
+test('bursts of 30 and more cues at once: every word on screen, in order', { skip }, async (t) => {
+  // A short minimum time keeps the test quick; the catch-up rules are the same at any minimum.
+  await withOverlay(t, { minDurationMs: 300 }, async ({ relay, page, problems }) => {
+    const sentences = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => `Number ${from + i} is here.`);
+    // One utterance of 32 sentences is committed as 32 cues at once; then another burst of 30
+    // while the first is still being caught up.
+    const first = sentences(1, 32);
+    const second = sentences(33, 30);
+    relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words(first.join(' '), 0) });
+    await new Promise((ok) => setTimeout(ok, 500));
+    relay.write({ type: 'utterance', id: 'a', index: 1, text: '', words: words(second.join(' '), 60) });
+    assert.equal(relay.stats().cues, 62, 'one cue a sentence');
+    await page.waitForFunction(`__cue.some((s) => s.text.endsWith('Number 62 is here.'))`, {
+      timeout: 60_000,
+      polling: 100,
+    });
+    const shownWords = (await inPage<Shown[]>(page, 'window.__cue'))
+      .filter((s) => s.text !== '')
+      .flatMap((s) => s.text.split(/\s+/));
+    assert.deepEqual(shownWords, [...first, ...second].join(' ').split(' '), 'every word, once, in order');
+    assert.deepEqual(await problems(), [], 'no console error, no CSP violation');
+  });
+});
+
 test('a long partial keeps to two lines of the cue limits, shown apart from the cue', { skip }, async (t) => {
   await withOverlay(t, {}, async ({ relay, page, shown, problems }) => {
     relay.write({ type: 'utterance', id: 'a', index: 0, text: '', words: words('Good evening.', 0) });

@@ -547,13 +547,55 @@ test('the overlay: a cue alone stays its own duration; a backlog catches up, dow
   assert.equal(held[1], 1000, 'deep in the backlog, a cue gets the minimum');
 });
 
-test('the overlay keeps at most 12 cues waiting: a page far behind drops the oldest waiting', async () => {
+test('a burst far past 12 waiting: every cue shown, in order, joined on fewer screens, none dropped', async () => {
   const { clock, shown, fire } = await fakeOverlay();
-  for (let i = 1; i <= 30; i++) fire('cue', cue(i, `Cue ${i}.`, i * 1000, i * 1000 + 900));
+  for (let i = 1; i <= 40; i++) fire('cue', cue(i, `Cue ${i}.`, i * 1000, i * 1000 + 900));
   clock.advance(120_000);
-  const seen = shown.map((s) => s.text).filter((t) => t !== '');
-  assert.deepEqual(seen, ['Cue 1.', ...Array.from({ length: 12 }, (_, i) => `Cue ${i + 19}.`)]);
+  const screens = shown.filter((s) => s.text !== '');
+  // Every cue on screen, each once, in order: the screens' lines are the cues.
+  assert.deepEqual(
+    screens.flatMap((s) => s.text.split('\n')),
+    Array.from({ length: 40 }, (_, i) => `Cue ${i + 1}.`),
+  );
+  // Joined while far behind (at most 3 a screen), alone again once 12 or fewer wait.
+  const sizes = screens.map((s) => s.text.split('\n').length);
+  assert.ok(
+    sizes.every((n) => n >= 1 && n <= 3),
+    `cues per screen: ${sizes}`,
+  );
+  assert.ok(
+    sizes.some((n) => n > 1),
+    `joined to catch up: ${sizes}`,
+  );
+  assert.deepEqual(sizes.slice(-12), Array(12).fill(1), 'the last 12 alone');
+  const starts = screens.map((s) => s.at);
+  const held = starts.slice(1).map((at, i) => at - starts[i]!);
+  assert.ok(
+    held.every((ms) => ms >= 1000),
+    `each screen at least 1 s: ${held}`,
+  );
+  // One cue a second would take 40 s; joining catches up faster.
+  assert.ok(starts.at(-1)! - starts[0]! < 30_000, `the burst took ${starts.at(-1)! - starts[0]!} ms`);
   assert.equal(clock.pending(), 0, 'nothing left scheduled once the queue is empty');
+});
+
+test('joined cues keep their speakers: a label where the speaker changes', async () => {
+  const { clock, shown, fire } = await fakeOverlay();
+  const speakers = ['SPEAKER_00', 'SPEAKER_00', 'SPEAKER_01'];
+  for (let i = 1; i <= 30; i++)
+    fire('cue', { ...cue(i, `Cue ${i}.`, i * 1000, i * 1000 + 900), speaker: speakers[i % 3] });
+  clock.advance(120_000);
+  const lines = shown.filter((s) => s.text !== '').flatMap((s) => s.text.split('\n'));
+  assert.equal(lines.length, 30);
+  // Within a screen a line says its speaker only when it differs from the line before.
+  const joined = shown.find((s) => s.text.includes('\n'))!.text.split('\n');
+  assert.match(joined[0]!, /^SPEAKER_0[01]: Cue \d+\.$/);
+  for (const [i, line] of joined.entries()) {
+    if (i === 0) continue;
+    const n = Number(/Cue (\d+)/.exec(line)![1]);
+    const changed = speakers[n % 3] !== speakers[(n - 1) % 3];
+    assert.equal(line.startsWith(`${speakers[n % 3]}: `), changed, line);
+  }
 });
 
 test('partials keep to the cue line limits (the tail) and show apart from cues', async () => {

@@ -1,7 +1,8 @@
 // `speechpipe caption`: a live captioning relay. Audio from a stream URL, a capture device, a
 // file (played at its own pace with --realtime) or standard input goes through realtime ASR
 // (and diarization with --speakers); captions go to an overlay page for a broadcast, as
-// Server-Sent Events, and optionally to a WebVTT or SRT file as they are made.
+// Server-Sent Events, optionally to a WebVTT or SRT file as they are made, and to a live HLS
+// presentation (the programme's media held back by a delay line, with a subtitle rendition).
 
 import { createWriteStream } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
@@ -11,10 +12,13 @@ import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
-import { liveInput } from '../sources/live-input.ts';
+import { type HlsOutput, hlsOutput } from '../sinks/hls-output.ts';
+import { liveInput, NETWORK_URL } from '../sources/live-input.ts';
+import { hlsAudioFor, type MediaInput, mediaInput } from '../sources/media-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
 import { assembleTranscript } from '../transforms/assemble-transcript.ts';
 import type { RawEncoding, RawInputFormat } from '../transforms/decode.ts';
+import { ffmpegPcm } from '../transforms/ffmpeg-pcm.ts';
 import {
   diarizationStream,
   type LiveTranscriptionStream,
@@ -52,13 +56,23 @@ export const USAGE = `usage: speechpipe caption <input> [options]
   --host H              address to bind (default 127.0.0.1)
   --out FILE            also write the captions to FILE as they are made (.vtt or .srt)
   --cors ORIGIN         let pages of ORIGIN (https://host[:port], or *) read /events,
-                        /cues.json and /captions.vtt
+                        /cues.json, /captions.vtt and /hls/
+  --hls DIR             also write a live HLS presentation into DIR, served at
+                        http://HOST:PORT/hls/master.m3u8: the input's video copied as it is,
+                        its audio copied (a stream URL; a file's AAC or MP3) or encoded to AAC
+                        (standard input, devices, other files), and the captions as a WebVTT
+                        subtitle rendition; a file is read at its own pace (as --realtime);
+                        ends with the input
+  --delay SEC           with --hls: hold the media back SEC seconds so that each caption is on
+                        screen with its speech (default 4; more than the captions' latency)
 
 Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
 page. /events is the Server-Sent Events stream, /captions.vtt and /cues.json the recent cues. Prints
-{"url": ...} on stdout once serving. Stops at the end of the input, or on SIGINT or SIGTERM: the
-input is closed there and the captions of the audio read until then still come out (to --out
-too) for up to ${DRAIN_MS / 1000} s; a second signal stops at once. Session failures and restarts are
+{"url": ...} on stdout once serving ({"url": ..., "hls": ...} with --hls). Stops at the end of the
+input, or on SIGINT or SIGTERM: the input is closed there and the captions of the audio read
+until then still come out (to --out and --hls too) for up to ${DRAIN_MS / 1000} s; a second signal
+stops at once. With --hls the presentation then ends (#EXT-X-ENDLIST) and is served a window
+longer (12 s) for players still playing it, or until a signal. Session failures and restarts are
 warnings on stderr.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
 Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment (a key the
@@ -81,6 +95,8 @@ interface Options {
   host: string;
   out: string | undefined;
   cors: string | undefined;
+  hls: string | undefined;
+  delaySec: number;
 }
 
 function parse(args: string[]): Options {
@@ -99,6 +115,8 @@ function parse(args: string[]): Options {
       host: { type: 'string', default: '127.0.0.1' },
       out: { type: 'string' },
       cors: { type: 'string' },
+      hls: { type: 'string' },
+      delay: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError('give exactly one input');
@@ -115,6 +133,13 @@ function parse(args: string[]): Options {
     throw new UsageError('--out must name a .vtt or .srt file');
   if (values.cors !== undefined && !isCorsOrigin(values.cors))
     throw new UsageError('--cors must be an origin (https://host[:port]) or *');
+  if (values.hls !== undefined && values.hls.trim() === '')
+    throw new UsageError('--hls must name a directory');
+  if (values.delay !== undefined && values.hls === undefined)
+    throw new UsageError('--delay is the HLS delay line: give it with --hls DIR');
+  const delaySec = Number(values.delay ?? 4);
+  if (values.delay?.trim() === '' || !Number.isFinite(delaySec) || delaySec < 0 || delaySec > 600)
+    throw new UsageError('--delay must be a number of seconds from 0 to 600');
   let stdinFormat: RawInputFormat | undefined;
   if (positionals[0] === '-') {
     if (values.realtime) throw new UsageError('--realtime is for what ffmpeg opens, not standard input');
@@ -146,6 +171,8 @@ function parse(args: string[]): Options {
     host: values.host!,
     out: values.out,
     cors: values.cors,
+    hls: values.hls,
+    delaySec,
   };
 }
 
@@ -160,12 +187,12 @@ async function* readUntil(
   stop: AbortSignal,
   cut: AbortSignal,
   failed: (err: unknown, afterAudio: boolean) => void,
+  close: () => void = () => source.destroy(),
 ): AsyncGenerator<Buffer> {
   if (stop.aborted) {
-    source.destroy();
+    close();
     return;
   }
-  const close = () => source.destroy();
   stop.addEventListener('abort', close, { once: true });
   let afterAudio = false;
   try {
@@ -215,7 +242,13 @@ export async function run(args: string[]): Promise<number> {
       );
     failTimer = setTimeout(() => stop.abort(error), DRAIN_MS);
   };
+  /** Serving the end of an HLS presentation after the input ended: a signal stops it. */
+  let lingering: (() => void) | undefined;
   const onSignal = () => {
+    if (lingering) {
+      lingering();
+      return;
+    }
     if (drain.signal.aborted) {
       interrupt.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
       return;
@@ -234,30 +267,73 @@ export async function run(args: string[]): Promise<number> {
 
   let service: Service | undefined;
   let relay: CaptionRelay | undefined;
+  let hls: HlsOutput | undefined;
+  /** With --hls: the programme read once, as MPEG-TS, for the presentation and the captions. */
+  let media: MediaInput | undefined;
   /** The --out file, once it is being written. */
   let writing: string | undefined;
   try {
     service = await openService(process.env, log);
     const client = service.client;
+    if (options.hls !== undefined) {
+      hls = await hlsOutput({
+        dir: options.hls,
+        delaySec: options.delaySec,
+        ...(options.language === 'ar' || options.language === 'en' ? { language: options.language } : {}),
+      });
+    }
     relay = await captionRelay({
+      ...(hls ? { mounts: [hls.mount] } : {}),
       port: options.port,
       host: options.host,
       ...(options.cors === undefined ? {} : { cors: options.cors }),
       // The page's lang where one language is captioned (codeswitch mixes two; auto is unknown).
       ...(options.language === 'ar' || options.language === 'en' ? { lang: options.language } : {}),
     });
-    process.stdout.write(`${JSON.stringify({ url: relay.url })}\n`);
-    log(`captions at ${relay.url}/ (events: ${relay.url}/events)`);
+    const hlsUrl = hls ? `${relay.url}${hls.mount.prefix}master.m3u8` : undefined;
+    process.stdout.write(`${JSON.stringify({ url: relay.url, ...(hlsUrl ? { hls: hlsUrl } : {}) })}\n`);
+    log(`captions at ${relay.url}/ (events: ${relay.url}/events)${hlsUrl ? `; HLS at ${hlsUrl}` : ''}`);
     if (drain.signal.aborted) throw drain.signal.reason;
 
-    const audio = liveInput(options.input, {
-      realtime: options.realtime,
-      ...(options.stdinFormat
-        ? { stdinFormat: options.stdinFormat }
-        : { inputArgs: options.inputFormat ? ['-f', options.inputFormat] : [] }),
-      signal,
-    });
-    audio.on('warning', (w: Error) => log(`warning: ${w.message}`));
+    const inputArgs = options.stdinFormat
+      ? [
+          '-f',
+          options.stdinFormat.encoding,
+          '-ar',
+          String(options.stdinFormat.sampleRate),
+          '-ac',
+          String(options.stdinFormat.channels),
+        ]
+      : options.inputFormat
+        ? ['-f', options.inputFormat]
+        : [];
+    let audio: Readable;
+    if (hls) {
+      const hlsAudio = await hlsAudioFor(options.input, { inputArgs, signal });
+      // A live presentation goes at the programme's own pace: a file (or a generated source) is
+      // read as if it were a broadcast; a stream URL and standard input come at theirs.
+      const ownPace = options.realtime || (options.input !== '-' && !NETWORK_URL.test(options.input));
+      media = mediaInput(options.input, { realtime: ownPace, inputArgs, audio: hlsAudio, signal });
+      log(
+        `HLS: video copied, audio ${hlsAudio === 'copy' ? 'copied' : 'encoded to AAC'}, held back ${options.delaySec} s`,
+      );
+      media.on('warning', (w: Error) => log(`warning: ${w.message}`));
+      // The captions' audio is decoded from the same MPEG-TS: one clock for both.
+      audio = ffmpegPcm({
+        sampleRate: 16_000,
+        channels: 1,
+        inputArgs: ['-probesize', '65536', '-analyzeduration', '500000', '-f', 'mpegts'],
+        lowLatency: true,
+      });
+    } else {
+      const live = liveInput(options.input, {
+        realtime: options.realtime,
+        ...(options.stdinFormat ? { stdinFormat: options.stdinFormat } : { inputArgs }),
+        signal,
+      });
+      live.on('warning', (w: Error) => log(`warning: ${w.message}`));
+      audio = live;
+    }
     // A live source is real time already; a file is sent as fast as the session allows.
     const pacer = new Pacer();
     const live = options.realtime || options.input === '-' || options.inputFormat !== undefined;
@@ -291,11 +367,18 @@ export async function run(args: string[]): Promise<number> {
     const split = tee(options.speakers ? 2 : 1);
     const [forAsr, forSpeakers] = split.branches;
     const timeline = new SpeakerTimeline();
-    const outputs = tee(options.out ? 2 : 1, { objectMode: true });
-    const [toRelay, toFile] = outputs.branches;
+    const outputs = tee(1 + (options.out ? 1 : 0) + (hls ? 1 : 0), { objectMode: true });
+    const [toRelay, ...others] = outputs.branches;
+    const toFile = options.out ? others.shift() : undefined;
+    const toHls = others.shift();
     const theRelay = relay;
+    const programme = media;
     const done = [
-      pipeline(readUntil(audio, drain.signal, signal, inputFailed), split.input, { signal }),
+      pipeline(
+        readUntil(audio, drain.signal, signal, inputFailed, programme ? () => programme.finish() : undefined),
+        split.input,
+        { signal },
+      ),
       pipeline(
         [
           forAsr!,
@@ -336,6 +419,17 @@ export async function run(args: string[]): Promise<number> {
         ),
       );
     }
+    if (programme && hls && toHls) {
+      // The programme to the presentation and, decoded, to the captions.
+      const media = tee(2);
+      const [toDecoder, toSegments] = media.branches;
+      done.push(
+        pipeline(programme, media.input, { signal }),
+        pipeline(toDecoder!, audio as unknown as Writable, { signal }),
+        pipeline(toSegments!, hls.media, { signal }),
+        pipeline(toHls, hls, { signal }),
+      );
+    }
     if (toFile) {
       const format = options.out!.toLowerCase().endsWith('.srt') ? 'srt' : 'vtt';
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
@@ -359,7 +453,20 @@ export async function run(args: string[]): Promise<number> {
       );
       return 130;
     }
-    log(`the input ended: ${stats.cues} cues, ${stats.dropped} viewers dropped for falling behind`);
+    log(
+      `the input ended: ${stats.cues} cues, ${stats.dropped} viewers dropped for falling behind${hls ? `; ${hls.stats().segments} HLS segments, ended` : ''}`,
+    );
+    if (hls) {
+      // Players behind the live edge still fetch the last segments: serve them a window longer.
+      log(`serving the HLS presentation's end for ${hls.windowSec} s more (a signal stops at once)`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, hls!.windowSec * 1000);
+        lingering = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     return 0;
   } catch (err) {
     if (drain.signal.aborted || interrupt.signal.aborted) {
@@ -383,6 +490,8 @@ export async function run(args: string[]): Promise<number> {
     clearTimeout(failTimer);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    media?.destroy();
+    hls?.destroy();
     await relay?.close();
     await service?.close();
   }

@@ -13,7 +13,7 @@ import { ffmpegInput } from '../transforms/ffmpeg-pcm.ts';
 const DEFAULT_IO_TIMEOUT_MS = 30_000;
 
 /** A URL ffmpeg opens with a protocol of its own (not a file, device or lavfi graph). */
-const NETWORK_URL = /^(?!file:)[a-z][a-z0-9+.-]*:\/\//i;
+export const NETWORK_URL = /^(?!file:)[a-z][a-z0-9+.-]*:\/\//i;
 
 /** Options of {@link liveInput}. */
 export interface LiveInputOptions {
@@ -112,7 +112,7 @@ export function liveInput(input: string, options: LiveInputOptions = {}): LiveIn
  * input failing, not input it skipped: the stream must fail, not end (a source that stalled
  * mid-stream ended `speechpipe caption` with exit 0, "the input ended").
  */
-function readFailure(input: string, err: MediaError): FfmpegError | undefined {
+export function readFailure(input: string, err: MediaError): FfmpegError | undefined {
   const lines = err.message.split('\n');
   const failed = lines.find(
     (line) =>

@@ -28,6 +28,15 @@ export function speechPcm(text: string, options: { voice?: string; pauseMs?: num
   return pending;
 }
 
+/** Sentences of a news bulletin, for speech that sounds like a broadcast. */
+export const NEWS_SENTENCES = [
+  'The council met this morning to discuss the budget.',
+  'Several members asked for more time.',
+  'The vote was moved to next week.',
+  'Traffic on the bridge will be closed on Sunday.',
+  'Rain is expected in the afternoon.',
+];
+
 /** Several utterances separated by pauses, as one 16 kHz mono PCM16 buffer. */
 export async function speechWithPauses(sentences: string[], pauseMs = 800): Promise<Buffer> {
   const parts = await Promise.all(sentences.map((s) => speechPcm(s, { pauseMs })));

@@ -1,0 +1,244 @@
+// TsSegmenter: the pure core that cuts an MPEG transport stream into HLS media segments. Bytes
+// in (any chunking), events out: the streams the PMT lists, the first audio timestamp (zero of
+// the captions' timeline), and segments that each start at a video keyframe (or, with audio
+// only, at an audio packet) with the PAT and PMT, the bytes of each, and the timestamp where
+// each ends. No stream, no I/O: hlsOutput() is the adapter.
+
+import { InvalidArgumentError } from '../protocol/errors.ts';
+
+/** 90 kHz ticks, the MPEG clock of every PTS. */
+export const MPEG_CLOCK = 90_000;
+const PACKET = 188;
+const SYNC = 0x47;
+const PTS_WRAP = 2 ** 33;
+
+/** One elementary stream of the program, as the PMT lists it. */
+export interface TsStream {
+  pid: number;
+  /** The PMT's stream_type (0x1b H.264, 0x24 HEVC, 0x0f AAC, 0x03/0x04 MP3, 0x81 AC-3, ...). */
+  streamType: number;
+  codec: string;
+}
+
+/** What the segmenter says about the stream, in order. */
+export type SegmenterEvent =
+  /** The program's video (the first) and audio (the first) streams, from the first PMT. */
+  | { type: 'streams'; video: TsStream | undefined; audio: TsStream | undefined }
+  /** The first audio PTS of the whole stream, unwrapped (the captions' time zero). */
+  | { type: 'audio-start'; pts: number }
+  /** A segment begins at `pts` (unwrapped); `data` events follow until its `segment-end`. */
+  | { type: 'segment-start'; pts: number }
+  | { type: 'data'; bytes: Buffer }
+  /** The segment ends at `pts`, where the next one begins (or its last sample's end). */
+  | { type: 'segment-end'; pts: number };
+
+const CODECS = new Map<number, string>([
+  [0x01, 'mpeg1video'],
+  [0x02, 'mpeg2video'],
+  [0x1b, 'h264'],
+  [0x24, 'hevc'],
+  [0x03, 'mp3'],
+  [0x04, 'mp3'],
+  [0x0f, 'aac'],
+  [0x11, 'aac_latm'],
+  [0x81, 'ac3'],
+  [0x87, 'eac3'],
+]);
+const VIDEO_TYPES = new Set([0x01, 0x02, 0x1b, 0x24]);
+const AUDIO_TYPES = new Set([0x03, 0x04, 0x0f, 0x11, 0x81, 0x87]);
+
+/** Options of {@link TsSegmenter}. */
+export interface TsSegmenterOptions {
+  /**
+   * Seconds a segment lasts at least before the next keyframe cuts it (with video, segments
+   * are as long as the input's keyframes allow). Default 2.
+   */
+  targetDurationSec?: number;
+}
+
+/** Cuts an MPEG-TS into segments that each start with PAT, PMT and a keyframe. */
+export class TsSegmenter {
+  readonly #target: number;
+  #rest: Buffer = Buffer.alloc(0);
+  #pat: Buffer | undefined;
+  #pmt: Buffer | undefined;
+  #pmtPid: number | undefined;
+  #video: TsStream | undefined;
+  #audio: TsStream | undefined;
+  #streamsKnown = false;
+  #audioStart: number | undefined;
+  /** Start of the open segment (unwrapped PTS), or undefined before the first. */
+  #segmentStart: number | undefined;
+  /** The latest timestamp seen (unwrapped), for the end of the last segment. */
+  #lastPts: number | undefined;
+  #lastAudioPts: number | undefined;
+  /** Ticks between the last two audio packets: the last one's length, roughly. */
+  #audioGap = 0;
+
+  constructor(options: TsSegmenterOptions = {}) {
+    const target = options.targetDurationSec ?? 2;
+    if (!(target > 0 && Number.isFinite(target)))
+      throw new InvalidArgumentError(`TsSegmenter: targetDurationSec must be > 0, got ${target}`);
+    this.#target = Math.round(target * MPEG_CLOCK);
+  }
+
+  push(chunk: Buffer): SegmenterEvent[] {
+    const events: SegmenterEvent[] = [];
+    const bytes = this.#rest.length > 0 ? Buffer.concat([this.#rest, chunk]) : chunk;
+    let run: number | undefined;
+    let offset = 0;
+    const flushRun = (end: number) => {
+      if (run !== undefined && end > run)
+        events.push({ type: 'data', bytes: Buffer.from(bytes.subarray(run, end)) });
+      run = undefined;
+    };
+    while (offset + PACKET <= bytes.length) {
+      if (bytes[offset] !== SYNC) {
+        // Lost sync (a damaged input): skip to the next sync byte.
+        flushRun(offset);
+        const next = bytes.indexOf(SYNC, offset + 1);
+        offset = next === -1 ? bytes.length : next;
+        continue;
+      }
+      const packet = bytes.subarray(offset, offset + PACKET);
+      const cut = this.#packet(packet, events);
+      if (cut) flushRun(offset);
+      if (cut || (run === undefined && this.#segmentStart !== undefined)) {
+        if (cut) {
+          events.push(...cut);
+          // Each segment opens with the tables, so that a player can start at any of them.
+          events.push({ type: 'data', bytes: Buffer.concat([this.#pat!, this.#pmt!]) });
+        }
+        run = offset;
+      }
+      offset += PACKET;
+    }
+    flushRun(offset);
+    this.#rest = Buffer.from(bytes.subarray(offset));
+    return events;
+  }
+
+  /** The input ended: the open segment ends after its last sample. */
+  end(): SegmenterEvent[] {
+    this.#rest = Buffer.alloc(0);
+    if (this.#segmentStart === undefined) return [];
+    const end = Math.max(this.#lastPts ?? this.#segmentStart, (this.#lastAudioPts ?? 0) + this.#audioGap);
+    this.#segmentStart = undefined;
+    return [{ type: 'segment-end', pts: end }];
+  }
+
+  /** Read one packet; returns the events of a cut before it, if it starts a segment. */
+  #packet(packet: Buffer, events: SegmenterEvent[]): SegmenterEvent[] | undefined {
+    const pid = ((packet[1]! & 0x1f) << 8) | packet[2]!;
+    const unitStart = (packet[1]! & 0x40) !== 0;
+    const adaptation = (packet[3]! >> 4) & 0x3;
+    let payload = 4;
+    let randomAccess = false;
+    if (adaptation & 0x2) {
+      const length = packet[4]!;
+      randomAccess = length > 0 && (packet[5]! & 0x40) !== 0;
+      payload = 5 + length;
+    }
+    if (!(adaptation & 0x1) || payload >= PACKET) return undefined;
+    if (pid === 0 && unitStart) {
+      this.#pat = Buffer.from(packet);
+      this.#pmtPid = patProgramMapPid(packet.subarray(payload));
+      return undefined;
+    }
+    if (pid === this.#pmtPid && unitStart) {
+      const streams = pmtStreams(packet.subarray(payload));
+      if (!streams) return undefined;
+      this.#pmt = Buffer.from(packet);
+      if (!this.#streamsKnown) {
+        this.#video = streams.find((s) => VIDEO_TYPES.has(s.streamType));
+        this.#audio = streams.find((s) => AUDIO_TYPES.has(s.streamType));
+        this.#streamsKnown = true;
+        events.push({ type: 'streams', video: this.#video, audio: this.#audio });
+      }
+      return undefined;
+    }
+    if (!unitStart || !this.#streamsKnown) return undefined;
+    const isVideo = pid === this.#video?.pid;
+    const isAudio = pid === this.#audio?.pid;
+    if (!isVideo && !isAudio) return undefined;
+    const raw = pesPts(packet.subarray(payload));
+    if (raw === undefined) return undefined;
+    const pts = this.#unwrap(raw);
+    if (isAudio) {
+      if (this.#audioStart === undefined) {
+        this.#audioStart = pts;
+        events.push({ type: 'audio-start', pts });
+      }
+      if (this.#lastAudioPts !== undefined && pts > this.#lastAudioPts)
+        this.#audioGap = pts - this.#lastAudioPts;
+      this.#lastAudioPts = pts;
+    }
+    // Segments start where a player can start decoding: a video keyframe, or any audio packet
+    // when there is no video.
+    const startsHere = this.#video ? isVideo && randomAccess : isAudio;
+    let cut: SegmenterEvent[] | undefined;
+    if (startsHere && this.#pat && this.#pmt) {
+      if (this.#segmentStart === undefined) cut = [{ type: 'segment-start', pts }];
+      else if (pts - this.#segmentStart >= this.#target) {
+        cut = [
+          { type: 'segment-end', pts },
+          { type: 'segment-start', pts },
+        ];
+      }
+      if (cut) this.#segmentStart = pts;
+    }
+    if (this.#lastPts === undefined || pts > this.#lastPts) this.#lastPts = pts;
+    return cut;
+  }
+
+  /** A 33-bit PTS as a count that keeps growing past the wrap (every 26.5 hours). */
+  #unwrap(raw: number): number {
+    const reference = this.#lastPts;
+    if (reference === undefined) return raw;
+    const base = reference - (reference % PTS_WRAP);
+    let best = base + raw;
+    for (const candidate of [best - PTS_WRAP, best + PTS_WRAP])
+      if (Math.abs(candidate - reference) < Math.abs(best - reference)) best = candidate;
+    return best;
+  }
+}
+
+/** The program_map_PID of the first program a PAT section lists. */
+function patProgramMapPid(payload: Buffer): number | undefined {
+  const start = 1 + payload[0]!;
+  const section = payload.subarray(start);
+  if (section.length < 12 || section[0] !== 0x00) return undefined;
+  const length = ((section[1]! & 0x0f) << 8) | section[2]!;
+  const end = Math.min(section.length, 3 + length - 4);
+  for (let i = 8; i + 4 <= end; i += 4) {
+    const program = (section[i]! << 8) | section[i + 1]!;
+    if (program !== 0) return ((section[i + 2]! & 0x1f) << 8) | section[i + 3]!;
+  }
+  return undefined;
+}
+
+/** The elementary streams a PMT section lists (undefined for a section that is no PMT). */
+function pmtStreams(payload: Buffer): TsStream[] | undefined {
+  const section = payload.subarray(1 + payload[0]!);
+  if (section.length < 12 || section[0] !== 0x02) return undefined;
+  const length = ((section[1]! & 0x0f) << 8) | section[2]!;
+  const end = Math.min(section.length, 3 + length - 4);
+  const infoLength = ((section[10]! & 0x0f) << 8) | section[11]!;
+  const streams: TsStream[] = [];
+  for (let i = 12 + infoLength; i + 5 <= end; ) {
+    const streamType = section[i]!;
+    const pid = ((section[i + 1]! & 0x1f) << 8) | section[i + 2]!;
+    const esInfo = ((section[i + 3]! & 0x0f) << 8) | section[i + 4]!;
+    streams.push({ pid, streamType, codec: CODECS.get(streamType) ?? `0x${streamType.toString(16)}` });
+    i += 5 + esInfo;
+  }
+  return streams;
+}
+
+/** The PTS of a PES packet that starts in `payload`, when it has one. */
+function pesPts(payload: Buffer): number | undefined {
+  if (payload.length < 14 || payload[0] !== 0 || payload[1] !== 0 || payload[2] !== 1) return undefined;
+  if ((payload[7]! & 0x80) === 0) return undefined;
+  const p = payload.subarray(9, 14);
+  return (p[0]! & 0x0e) * 2 ** 29 + ((p[1]! << 7) | (p[2]! >> 1)) * 2 ** 15 + ((p[3]! << 7) | (p[4]! >> 1));
+}

@@ -73,7 +73,7 @@ export interface AdmissionOptions {
   now?: () => number;
 }
 
-/** One workload's admission queue, as {@link Admission.stats} reads it. */
+/** One workload's admission queue, as `SpeechClient.admissionStats()` reads it. */
 export interface WorkloadStats {
   /** The workload this row describes. */
   workload: Workload;

@@ -243,3 +243,62 @@ test('the docs say what is, not what was: no issue numbers or "before ..." histo
       found.push(`${page}: ...${m[0]}...`);
   assert.deepEqual(found, []);
 });
+
+test('the package entries list their exports by name: no export * to publish a helper', () => {
+  for (const entry of ['src/index.ts', 'src/emulator/index.ts'])
+    assert.doesNotMatch(read(entry), /^export \* /m, `${entry} re-exports a whole module`);
+});
+
+/** The HTML of the API reference `npm run docs` built, by its path under docs/api. */
+function apiPage(page: string): string {
+  const file = join(root, 'docs', 'api', page);
+  assert.ok(
+    existsSync(file),
+    `${file} is missing: \`npm test\` builds the reference first; run \`npm run docs\``,
+  );
+  return readFileSync(file, 'utf8');
+}
+
+test("the API reference opens on the README's introduction and groups each entry by what it is for", () => {
+  const intro = README.split('<!-- #region intro -->\n')[1]!.split('\n<!-- #endregion intro -->')[0]!;
+  const text = (html: string) =>
+    html
+      .replace(/<[^>]+>/g, '')
+      .replace(/&#39;/g, "'")
+      .replace(/\s+/g, ' ');
+  assert.ok(
+    text(apiPage('index.html')).includes(text(intro.replace(/`/g, ''))),
+    'the landing page has the intro',
+  );
+  const groups = (html: string) =>
+    [...html.matchAll(/<h2[^>]*>(?:<[^>]+>)*([^<]+)/g)].map((m) => m[1]!.trim());
+  // Purpose groups only: an entry no rule placed would fall into a kind group ("Functions").
+  assert.deepEqual(groups(apiPage('modules/speechpipe.html')), [
+    'Client',
+    'Transforms',
+    'Sources and sinks',
+    'Archive',
+    'Errors',
+    'Protocol codecs',
+  ]);
+  assert.deepEqual(groups(apiPage('modules/speechpipe_emulator.html')), ['Emulator']);
+});
+
+test("the API reference's source links open the defining file in this checkout", () => {
+  apiPage('index.html');
+  const pages = (readdirSync(join(root, 'docs', 'api'), { recursive: true }) as string[]).filter((f) =>
+    f.endsWith('.html'),
+  );
+  let links = 0;
+  const broken: string[] = [];
+  for (const page of pages) {
+    const html = apiPage(page);
+    for (const m of html.matchAll(/Defined in <a href="([^"#]+)(?:#L\d+)?">([^<:]+):\d+/g)) {
+      links++;
+      const target = resolve(dirname(join(root, 'docs', 'api', page)), m[1]!);
+      if (target !== join(root, m[2]!) || !existsSync(target)) broken.push(`${page}: ${m[1]}`);
+    }
+  }
+  assert.ok(links > 500, `${links} source links`);
+  assert.deepEqual(broken.slice(0, 5), []);
+});

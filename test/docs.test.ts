@@ -234,6 +234,14 @@ test('relative links in the README and docs/ lead to files and headings that exi
   assert.deepEqual(broken, []);
 });
 
+test('every file of the repository the docs name exists', () => {
+  const missing: string[] = [];
+  for (const page of PAGES)
+    for (const m of read(page).matchAll(/`((?:src|bench|test|examples|scripts|tools)\/[\w./-]+)`/g))
+      if (!existsSync(join(root, m[1]!))) missing.push(`${page}: ${m[1]}`);
+  assert.deepEqual(missing, []);
+});
+
 test('the docs say what is, not what was: no issue numbers or "before ..." history', () => {
   const found: string[] = [];
   for (const page of PAGES)

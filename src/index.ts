@@ -15,6 +15,7 @@ export {
   type ArchiveFormat,
   type ArchiveMode,
   type ArchivePlan,
+  type ArchiveRunOptions,
   type ArchiveSettings,
   ArchiveStore,
   type ArchiveStoreOptions,

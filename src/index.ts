@@ -51,6 +51,7 @@ export { MediaError, type MediaErrorCode } from './audio/media-error.ts';
 export { type PcmFormat, Resampler, type ResamplerDesign } from './audio/resampler.ts';
 // The client: every operation of the service over HTTP and Socket.IO.
 export {
+  type AdmissionOptions,
   type AdmissionRejection,
   type AmbiguousSubmitPolicy,
   type BackoffOptions,
@@ -61,6 +62,7 @@ export {
   BatchWaitTimeoutError,
   type ClientOptions,
   createClient,
+  DEFAULT_DEADLINES,
   DEFAULT_RETRY,
   DEFAULT_TIMEOUTS,
   FastApi,
@@ -75,6 +77,7 @@ export {
   type LiveSessionOptions,
   type LiveState,
   type LiveTransport,
+  type OperationDeadlines,
   type RetryOptions,
   type SendOptions,
   SpeechClient,
@@ -110,6 +113,7 @@ export {
 export {
   type CapacityData,
   ConfigError,
+  DeadlineExceededError,
   type ErrorBody,
   type ErrorBodyContext,
   type ErrorOrigin,

@@ -53,7 +53,7 @@ export interface Slot {
   readonly freed: Promise<void>;
 }
 
-/** Options of an {@link Admission} controller. */
+/** Options of the client's admission control (`ClientOptions.admission` takes `probeAfterMs` and `backoff`). */
 export interface AdmissionOptions {
   /** Concurrent operations per workload (the plan's limits). */
   concurrency?: Partial<Record<Workload, number>>;

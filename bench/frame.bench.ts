@@ -1,6 +1,7 @@
 // encodeFrame vs a plain allocate-and-copy of the same PCM.
 
-import { encodeFrame, randomUuid, uuidToBytes } from '../src/index.ts';
+import { encodeFrame } from '../src/index.ts';
+import { randomUuid, uuidToBytes } from '../src/protocol/uuid.ts';
 import { type Comparison, compare } from './harness.ts';
 
 export async function run(): Promise<Comparison[]> {

@@ -3,7 +3,8 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import split2 from 'split2';
-import { parseNdjson, randomUuid } from '../src/index.ts';
+import { parseNdjson } from '../src/index.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { chunks, discard } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
 

@@ -15,8 +15,9 @@ import type { TranscriptEvent } from '../src/index.ts';
 // The library as users run it (dist/, built JavaScript) when SPEECHPIPE_BENCH_DIST=1, else the
 // sources (Node's type stripping, which costs startup time users do not pay).
 const entry = process.env.SPEECHPIPE_BENCH_DIST === '1' ? '../dist/index.js' : '../src/index.ts';
-const { assembleTranscript, createClient, decode, encodeFrame, randomUuid, sttStream, toFrames } =
-  (await import(entry)) as typeof import('../src/index.ts');
+const { assembleTranscript, createClient, decode, encodeFrame, sttStream, toFrames } = (await import(
+  entry
+)) as typeof import('../src/index.ts');
 
 const [mode, file, url, key] = process.argv.slice(2) as [string, string, string, string];
 const started = performance.now();
@@ -68,7 +69,7 @@ if (mode === 'pipeline') {
   });
   const pcm = Buffer.concat(pcmChunks);
   audioBytes = pcm.length;
-  const id = randomUuid();
+  const id = globalThis.crypto.randomUUID();
   const step = 32000;
   for (let at = 0; at < pcm.length; at += step) {
     const end = Math.min(pcm.length, at + step) & ~1;

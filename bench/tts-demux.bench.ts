@@ -9,7 +9,8 @@
 
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { demuxTts, encodeTtsFrame, randomUuid, TtsDemuxer, uuidToBytes } from '../src/index.ts';
+import { demuxTts, encodeTtsFrame, TtsDemuxer } from '../src/index.ts';
+import { randomUuid, uuidToBytes } from '../src/protocol/uuid.ts';
 import { chunks, discard } from './audio-inputs.ts';
 import { type Comparison, compare } from './harness.ts';
 

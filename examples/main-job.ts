@@ -8,6 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { run } from '../src/cli/transcribe-command.ts';
+import { GENERATED_WORDS } from '../src/emulator/types.ts';
 
 const root = resolve(new URL('..', import.meta.url).pathname);
 const out = join(root, 'out');
@@ -38,7 +39,7 @@ const archive = existsSync(candidate) ? candidate : await demoArchive();
 if (archive !== candidate)
   console.error(`no media at ${candidate}: transcribing a generated demo archive instead`);
 console.error(`transcribing ${archive} into ${join(out, 'transcripts')}`);
-process.exitCode = await run([
+const code = await run([
   archive,
   '--out',
   join(out, 'transcripts'),
@@ -47,3 +48,9 @@ process.exitCode = await run([
   '--speakers',
   '--resume',
 ]);
+console.error(
+  `results: ${join(out, 'transcripts')}/<input>.vtt, .srt, .txt and .json for each input, and manifest.ndjson`,
+);
+if (!process.env.API_URL)
+  console.error(`these are the built-in emulator's answers: ${GENERATED_WORDS} (docs/emulator.md)`);
+process.exitCode = code;

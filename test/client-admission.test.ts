@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Admission, isAdmissionRejection, RetryPolicy } from '../src/client/index.ts';
 import { backoffDelay } from '../src/client/retry.ts';
-import { localServiceError, SpeechServiceError, TransportError } from '../src/index.ts';
+import { SpeechServiceError, TransportError } from '../src/index.ts';
+import { localServiceError } from '../src/protocol/errors.ts';
 import type { Workload } from '../src/protocol/limits.ts';
 
 function reject429(code: string, retryAfterMs = 20): SpeechServiceError {

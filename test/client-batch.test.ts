@@ -12,7 +12,8 @@ import {
   UnreadableSubmitAnswerError,
 } from '../src/client/index.ts';
 import { multipartOverhead } from '../src/client/multipart.ts';
-import { ProtocolError, SpeechServiceError, TransportError, validateJobV1 } from '../src/index.ts';
+import { ProtocolError, SpeechServiceError, TransportError } from '../src/index.ts';
+import { validateJobV1 } from '../src/protocol/jobs.ts';
 import { abortingUpload } from './helpers/aborting-upload.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';

@@ -149,7 +149,9 @@ test('Socket.IO: a login that never completes and events never acknowledged end 
     ],
   ];
   const results = await Promise.all(cases.map(([, run]) => run().catch((e: unknown) => e)));
-  results.forEach((err, i) => assert.ok(deadline(err as DeadlineExceededError, ms), cases[i]![0]));
+  results.forEach((err, i) => {
+    assert.ok(deadline(err as DeadlineExceededError, ms), cases[i]![0]);
+  });
 });
 
 test('deadlines are checked: not a number of milliseconds > 0 is a RangeError up front', () => {

@@ -14,13 +14,13 @@ import { Server } from 'socket.io';
 import {
   createClient,
   IncompleteStreamError,
-  randomUuid,
   type SpeechClient,
   SpeechServiceError,
   sttStream,
   TransportError,
   toFrames,
 } from '../src/index.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, until, wavOf } from './helpers/emulator-fixtures.ts';
 import { startService } from './helpers/service.ts';
 

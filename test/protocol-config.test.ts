@@ -3,21 +3,17 @@ import { test } from 'node:test';
 import { inspect } from 'node:util';
 import {
   ApiKey,
-  bytesToUuid,
   ConfigError,
   DEFAULT_LIMITS,
   InvalidArgumentError,
-  idToString,
-  isUuid,
   type LimitOverrides,
-  randomUuid,
   resolveConfig,
   resolveLimits,
   resolveSocketEvents,
   SOCKET_EVENTS,
   ttsInputLimit,
-  uuidToBytes,
 } from '../src/index.ts';
+import { bytesToUuid, idToString, isUuid, randomUuid, uuidToBytes } from '../src/protocol/uuid.ts';
 
 const KEY = 'sk_test_5f2a9c0d1e8b7a6f';
 

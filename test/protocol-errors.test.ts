@@ -4,13 +4,13 @@ import { inspect } from 'node:util';
 import {
   ERROR_CODES,
   errorFromResponse,
-  localServiceError,
   MAX_RETRY_AFTER_MS,
   parseRetryAfter,
   SpeechpipeError,
   SpeechServiceError,
-  unitOfBound,
 } from '../src/index.ts';
+import { unitOfBound } from '../src/protocol/error-codes.ts';
+import { localServiceError } from '../src/protocol/errors.ts';
 
 const NOW = Date.parse('2026-11-22T10:00:00.000Z');
 

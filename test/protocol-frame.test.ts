@@ -8,8 +8,8 @@ import {
   LANGUAGES,
   type Language,
   SpeechServiceError,
-  uuidToBytes,
 } from '../src/index.ts';
+import { uuidToBytes } from '../src/protocol/uuid.ts';
 
 const ID = '0f8fad5b-d9cb-469f-a165-70867728950e';
 const pcm = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => i & 0xff));

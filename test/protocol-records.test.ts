@@ -1,18 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  JOB_STATUSES,
-  type JobStatus,
-  ProtocolError,
-  parseAsrRecord,
-  parseJobV2,
-  validateAsrRecord,
-  validateDiarizationRecord,
-  validateFastRecord,
-  validateJobV1,
-  validateJobV2,
-  validateSubmitAck,
-} from '../src/index.ts';
+import { JOB_STATUSES, type JobStatus, ProtocolError, parseAsrRecord, parseJobV2 } from '../src/index.ts';
+import { validateJobV1, validateJobV2, validateSubmitAck } from '../src/protocol/jobs.ts';
+import { validateAsrRecord, validateDiarizationRecord, validateFastRecord } from '../src/protocol/records.ts';
 
 const ID = '3f2504e0-4f89-41d3-9a0c-0305e82c3301';
 const word = (w: string, s: number, e: number) => ({ word: w, start_time: s, end_time: e });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeWav, looksLikeWav, ProtocolError, parseWavHeader, writeWavHeader } from '../src/index.ts';
+import { encodeWav, ProtocolError, parseWavHeader, writeWavHeader } from '../src/index.ts';
+import { looksLikeWav } from '../src/protocol/riff.ts';
 
 test('round-trip of a canonical header', () => {
   const wav = encodeWav(Buffer.alloc(320), 16000);

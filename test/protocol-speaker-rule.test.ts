@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { alignSpeakers as emulatorOffsets } from '../src/emulator/jobs.ts';
+import { UNKNOWN_SPEAKER } from '../src/index.ts';
+import { SegmentIndex } from '../src/protocol/segment-index.ts';
 import {
   nearestBoundarySpeaker,
   realSegments,
   segmentHolding,
-  UNKNOWN_SPEAKER,
   v1Speaker,
-} from '../src/index.ts';
-import { SegmentIndex } from '../src/protocol/segment-index.ts';
+} from '../src/protocol/speaker-rule.ts';
 import * as arb from './helpers/speaker-arbitraries.ts';
 
 const seg = (speaker: string, start_time: number, end_time: number) => ({ speaker, start_time, end_time });

@@ -10,9 +10,9 @@ import {
   ProtocolError,
   type TtsChunk,
   TtsDemuxer,
-  uuidToBytes,
 } from '../src/index.ts';
 import { TTS_FRAME_HEADER_BYTES } from '../src/protocol/tts-frames.ts';
+import { uuidToBytes } from '../src/protocol/uuid.ts';
 import { chunksOf, cutsFor, splitAt } from './helpers/chunks.ts';
 
 const ID = '6ba7b810-9dad-41d1-80b4-00c04fd430c8';

@@ -1,17 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ConfigError, DEFAULT_LIMITS, encodeWav, resolveLimits, writeWavHeader } from '../src/index.ts';
 import {
   base64DecodedBytes,
-  ConfigError,
   checkTtsRequest,
   checkTtsRequestBytes,
   countCodePoints,
-  DEFAULT_LIMITS,
-  encodeWav,
-  resolveLimits,
   type TtsCheck,
-  writeWavHeader,
-} from '../src/index.ts';
+} from '../src/protocol/tts-request.ts';
 
 const ID = 'a0f3a1c2-7b7e-4b8e-9f5e-0c1d2e3f4a5b';
 const VOICE = '1b4e28ba-2fa1-41d2-883f-0016d3cca427';

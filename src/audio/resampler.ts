@@ -641,6 +641,7 @@ export class Resampler {
     this.#planner = new ResamplePlanner(from, to, { design });
   }
 
+  /** @internal The planner under this resampler. */
   get planner(): ResamplePlanner {
     return this.#planner;
   }

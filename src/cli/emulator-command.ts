@@ -18,7 +18,7 @@ import {
   faultRulesFromJson,
   parseKeyedJson,
 } from '../emulator/options-json.ts';
-import { CAPABILITIES } from '../emulator/types.ts';
+import { CAPABILITIES, GENERATED_WORDS } from '../emulator/types.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
 
@@ -190,6 +190,7 @@ export async function run(args: string[]): Promise<number> {
   const stdinEnded = values['stop-on-stdin-end'] ? endOfStdin() : undefined;
   const announced = { url: emulator.url, apiKey: emulator.apiKey, admin: `${emulator.url}${ADMIN_PREFIX}` };
   process.stdout.write(`${JSON.stringify(announced)}\n`);
+  process.stderr.write(`speechpipe emulator: listening at ${emulator.url}; ${GENERATED_WORDS}\n`);
   const signal = await (stdinEnded ? Promise.race([stopped, stdinEnded]) : stopped);
   await emulator.close();
   process.stderr.write(`speechpipe emulator: closed on ${signal}\n`);

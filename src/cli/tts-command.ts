@@ -193,7 +193,7 @@ export async function run(args: string[]): Promise<number> {
   const onSignal = () => controller.abort(new SpeechpipeError('ERR_INTERRUPTED', 'interrupted'));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const service = await openService(process.env, log);
+  const service = await openService(process.env, log, { transcribes: false });
   const signal = controller.signal;
   try {
     if (options.listVoices) {

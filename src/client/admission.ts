@@ -53,7 +53,7 @@ export interface Slot {
   readonly freed: Promise<void>;
 }
 
-/** Options of an {@link Admission} controller. */
+/** Options of the client's admission control (`ClientOptions.admission` takes `probeAfterMs` and `backoff`). */
 export interface AdmissionOptions {
   /** Concurrent operations per workload (the plan's limits). */
   concurrency?: Partial<Record<Workload, number>>;
@@ -73,7 +73,7 @@ export interface AdmissionOptions {
   now?: () => number;
 }
 
-/** One workload's admission queue, as {@link Admission.stats} reads it. */
+/** One workload's admission queue, as `SpeechClient.admissionStats()` reads it. */
 export interface WorkloadStats {
   /** The workload this row describes. */
   workload: Workload;

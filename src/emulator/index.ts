@@ -1,6 +1,12 @@
 // The service emulator: the whole interface over HTTP and Socket.IO, faithful to the contract,
 // with fault injection and statistics, for tests and for running pipelines with no credentials.
 
+/**
+ * The service emulator: the whole interface over HTTP and Socket.IO on one machine, with fault
+ * rules and statistics, for tests and for running pipelines with no credentials.
+ * @module speechpipe/emulator
+ */
+
 export {
   DEFAULT_ASR_MODELS,
   DEFAULT_BLOCKLIST,

@@ -11,6 +11,13 @@ export type Capability = 'batch' | 'realtime_asr' | 'diarization' | 'tts';
 
 export const CAPABILITIES: readonly Capability[] = ['batch', 'realtime_asr', 'diarization', 'tts'];
 
+/**
+ * What the generated engine's transcripts are, said where a user meets them (the commands'
+ * startup lines): a newcomer reading its words as a recognition takes the product for broken.
+ */
+export const GENERATED_WORDS =
+  "with the generated engine, words are generated from the audio's speech regions, not recognised from what was said, and speakers change at pauses";
+
 /** An API key the emulator accepts, and what it may do. */
 export interface EmulatorKey {
   /** The key, as sent in `x-api-key`. */

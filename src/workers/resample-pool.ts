@@ -51,7 +51,7 @@ const TASK_FILE = fileURLToPath(
 );
 
 /**
- * Worker threads (Piscina) that run {@link ResampleTask}s, for `resample()` and `decode()` on bulk
+ * Worker threads (Piscina) that run resampling tasks, for `resample()` and `decode()` on bulk
  * audio. Admits at most `capacity` tasks; more wait. Idle workers end after `idleTimeoutMs`.
  */
 export class ResamplePool {
@@ -121,6 +121,7 @@ export class ResamplePool {
    * The task's window buffer is transferred: do not use it afterwards. Rejects with
    * `WorkerFailedError` when the task fails in its worker, `PoolClosedError`, or the signal's
    * reason when aborted.
+   * @internal `resample()` and `decode()` run their tasks here.
    */
   run(task: ResampleTask, signal?: AbortSignal): Promise<Int16Array> {
     if (this.#closed) return Promise.reject(new PoolClosedError());

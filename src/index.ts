@@ -1,5 +1,8 @@
 // speechpipe: composable Node streams for the speech service.
 
+// First: on a Node.js too old for the library, the import fails here with an error that says so.
+import './protocol/require-node.ts';
+
 export * from './archive/index.ts';
 export { MediaError, type MediaErrorCode } from './audio/media-error.ts';
 export {

@@ -2,14 +2,16 @@
 // decides itself, and the Node version check that must run on an old Node.
 
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { REQUIRED_NODE } from '../src/protocol/node-version.ts';
+import { assertBadUsage, CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { findOldNode } from './helpers/system-node.ts';
 
 const root = fileURLToPath(CLI_CWD);
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -127,29 +129,10 @@ test('a reader that closed standard output (or error) early does not crash the c
 });
 
 test('the version check names the same Node as package.json engines', () => {
-  const source = readFileSync(join(root, 'src/cli/main.ts'), 'utf8');
-  const required = /const REQUIRED_NODE = '(\d+)\.(\d+)\.0'/.exec(source);
-  assert.ok(required, 'REQUIRED_NODE in src/cli/main.ts');
+  const required = /^(\d+)\.(\d+)\.0$/.exec(REQUIRED_NODE);
+  assert.ok(required, REQUIRED_NODE);
   assert.equal(pkg.engines.node, `>=${required[1]}.${required[2]}`);
 });
-
-/** A Node older than 22.19 on this machine (the system one), or undefined. */
-function findOldNode(): { path: string; version: string } | undefined {
-  const candidates = new Set(['/usr/bin/node', '/usr/local/bin/node', '/bin/node']);
-  try {
-    for (const p of execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n'))
-      if (p) candidates.add(p);
-  } catch {}
-  for (const path of candidates) {
-    if (!existsSync(path)) continue;
-    try {
-      const version = execFileSync(path, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
-      const [major, minor] = version.split('.').map(Number) as [number, number];
-      if (major < 22 || (major === 22 && minor < 19)) return { path, version };
-    } catch {}
-  }
-  return undefined;
-}
 
 test('on Node older than 22.19 the built command says what it needs and found, and exits 2', async (t) => {
   const main = join(root, 'dist/cli/main.js');

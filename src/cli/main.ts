@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // The `speechpipe` command: a small dispatcher to one module per subcommand.
 //
-// This file must parse and run on any Node.js a user may have (18, 20): it has no static
-// import, checks the Node version first, and loads everything else only after that check.
+// This file must parse and run on any Node.js a user may have (18, 20): its one static import
+// (the version check, which imports nothing) runs there too; it checks the Node version first
+// and loads everything else only after that check.
 
-/** The oldest Node.js the library runs on (undici 8 needs it); package.json `engines` says so too. */
-const REQUIRED_NODE = '22.19.0';
+import { nodeVersionProblem } from '../protocol/node-version.ts';
 
 /** Exit codes, the same for every command (README, docs/DECISIONS.md). */
 const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 130 } as const;
@@ -49,18 +49,6 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./emulator-command.ts'),
   },
 };
-
-/** Whether Node `found` (x.y.z) is older than `needed`. */
-function isOlderNode(found: string, needed: string = REQUIRED_NODE): boolean {
-  const a = found.split('.').map(Number);
-  const b = needed.split('.').map(Number);
-  for (let i = 0; i < 3; i++) {
-    const x = a[i] ?? 0;
-    const y = b[i] ?? 0;
-    if (x !== y) return x < y;
-  }
-  return false;
-}
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
@@ -143,10 +131,9 @@ function dropWritesToClosedReader(stream: NodeJS.WriteStream): void {
   });
 }
 
-if (isOlderNode(process.versions.node)) {
-  process.stderr.write(
-    `speechpipe: needs Node.js ${REQUIRED_NODE} or later; this is Node.js ${process.versions.node} (${process.execPath})\n`,
-  );
+const tooOld = nodeVersionProblem();
+if (tooOld !== undefined) {
+  process.stderr.write(`speechpipe: ${tooOld}\n`);
   process.exitCode = EXIT.usage;
 } else {
   dropWritesToClosedReader(process.stdout);

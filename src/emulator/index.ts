@@ -1,6 +1,9 @@
 // The service emulator: the whole interface over HTTP and Socket.IO, faithful to the contract,
 // with fault injection and statistics, for tests and for running pipelines with no credentials.
 
+// First: on a Node.js too old for the library, the import fails here with an error that says so.
+import '../protocol/require-node.ts';
+
 export {
   DEFAULT_ASR_MODELS,
   DEFAULT_BLOCKLIST,

@@ -19,6 +19,8 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   engines: { node: string };
 };
 const COMMANDS = ['transcribe', 'caption', 'tts', 'emulator'];
+/** Every command, for what each must do alike. */
+const ALL_COMMANDS = ['transcribe', 'worker', 'caption', 'tts', 'bench', 'emulator'];
 
 test('--help and -h print each command its usage on stdout and exit 0', async () => {
   const cases = COMMANDS.flatMap((command) => [
@@ -62,13 +64,69 @@ test('speechpipe --version prints the version from package.json', async () => {
   assert.equal(r.stdout, `${pkg.version}\n`);
 });
 
-test('bad usage exits 2 with the usage on stderr: no command, an unknown one', async () => {
-  for (const args of [[], ['transcribes'], ['help', 'nope']]) {
+test('no command exits 2 with the usage on stderr', async () => {
+  const r = await runCli([]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^usage: speechpipe <command>/);
+});
+
+test('an unknown command exits 2 with one line naming the commands, and where the help is', async () => {
+  for (const args of [['transcribes'], ['help', 'nope']]) {
     const r = await runCli(args);
     assert.equal(r.code, 2, args.join(' '));
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /usage: speechpipe <command>/);
+    assertBadUsage(r.stderr, undefined, args.join(' '));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^speechpipe: unknown command "${args.at(-1)}" \\(commands: ${ALL_COMMANDS.join(', ')}\\)\n`,
+      ),
+    );
   }
+});
+
+test('every command: an unknown option is one line naming it (quotes balanced), then where the help is', async () => {
+  await Promise.all(
+    ALL_COMMANDS.map(async (command) => {
+      const r = await runCli([command, '--bogus']);
+      assert.equal(r.code, 2, `${command}: ${r.stderr}`);
+      assert.equal(r.stdout, '', command);
+      assertBadUsage(r.stderr, command, command);
+      assert.equal(r.stderr.split('\n')[0], `speechpipe ${command}: unknown option --bogus`);
+    }),
+  );
+});
+
+test('every command: an option missing its value, and one given a value it does not take, are said so', async () => {
+  const cases: [string[], string][] = [
+    [['transcribe', 'x', '--out'], '--out needs a value'],
+    [['worker', '--queue'], '--queue needs a value'],
+    [
+      ['caption', 'x', '--port', '--realtime'],
+      '--port needs a value (one that starts with - is written --port=--realtime)',
+    ],
+    [['tts', '--list-voices=yes'], '--list-voices takes no value'],
+    [['bench', '--json=1'], '--json takes no value'],
+    [['emulator', '--port'], '--port needs a value'],
+    [['emulator', 'extra'], 'unexpected argument "extra": this command takes options only'],
+  ];
+  await Promise.all(
+    cases.map(async ([args, message]) => {
+      const r = await runCli(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assertBadUsage(r.stderr, args[0], args.join(' '));
+      assert.equal(r.stderr.split('\n')[0], `speechpipe ${args[0]}: ${message}`);
+    }),
+  );
+});
+
+test('the top-level help says what tts writes: WAV, Ogg Opus, MP3 and FLAC', async () => {
+  const r = await runCli(['--help']);
+  const tts = r.stdout.split('\n').find((line) => line.startsWith('  tts '));
+  assert.ok(tts, r.stdout);
+  for (const format of ['WAV', 'Ogg Opus', 'MP3', 'FLAC'])
+    assert.ok(tts.includes(format), `${format}: ${tts}`);
 });
 
 test('a bad environment (API_URL without API_KEY) exits 2 for every command that talks to the service', async () => {

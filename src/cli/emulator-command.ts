@@ -3,7 +3,6 @@
 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
 import {
   type Emulator,
@@ -21,6 +20,7 @@ import {
 import { CAPABILITIES } from '../emulator/types.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
                           [--stop-on-stdin-end]
@@ -99,7 +99,7 @@ export async function run(args: string[]): Promise<number> {
     help?: boolean;
   };
   try {
-    ({ values } = parseArgs({
+    ({ values } = parseCommandArgs({
       args,
       options: {
         port: { type: 'string' },
@@ -111,11 +111,10 @@ export async function run(args: string[]): Promise<number> {
         'stop-on-stdin-end': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
-      strict: true,
     }));
   } catch (err) {
-    process.stderr.write(`speechpipe emulator: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('emulator', err);
   }
   if (values.help) {
     process.stdout.write(USAGE);
@@ -123,23 +122,17 @@ export async function run(args: string[]): Promise<number> {
   }
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    process.stderr.write(`speechpipe emulator: --port must be an integer from 0 to 65535\n`);
-    return 2;
+    return badUsage('emulator', '--port must be an integer from 0 to 65535');
   }
   const workers = values.workers === 'auto' ? availableParallelism() : Number(values.workers ?? 1);
   if (!(Number.isInteger(workers) && workers >= 1 && workers <= 256)) {
-    process.stderr.write('speechpipe emulator: --workers must be an integer from 1 to 256, or auto\n');
-    return 2;
+    return badUsage('emulator', '--workers must be an integer from 1 to 256, or auto');
   }
   if (values.key !== undefined && values.key.trim() === '') {
-    process.stderr.write('speechpipe emulator: --key must not be empty\n');
-    return 2;
+    return badUsage('emulator', '--key must not be empty');
   }
   if (values.key !== undefined && values.accounts !== undefined) {
-    process.stderr.write(
-      'speechpipe emulator: give --key or --accounts, not both (the file lists the keys)\n',
-    );
-    return 2;
+    return badUsage('emulator', 'give --key or --accounts, not both (the file lists the keys)');
   }
   const options: EmulatorOptions = {
     port,

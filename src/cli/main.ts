@@ -35,7 +35,7 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./caption-command.ts'),
   },
   tts: {
-    summary: 'speak text into a WAV file: speechpipe tts <text>... --out FILE.wav',
+    summary: 'speak text into an audio file (WAV, Ogg Opus, MP3, FLAC): speechpipe tts <text>... --out FILE',
     load: () => import('./tts-command.ts'),
   },
   bench: {
@@ -63,6 +63,15 @@ function usage(): string {
     `Exit code: ${EXIT.ok} ok, ${EXIT.failed} some inputs or the operation failed, ${EXIT.usage} bad usage or environment, ${EXIT.interrupted} interrupted.`,
     '',
   ].join('\n');
+}
+
+/** A name that is no command: said on one line with the commands, then where the help is. */
+async function unknownCommand(name: string): Promise<number> {
+  const { badUsage } = await import('./usage.ts');
+  return badUsage(
+    undefined,
+    `unknown command ${JSON.stringify(name)} (commands: ${Object.keys(COMMANDS).join(', ')})`,
+  );
 }
 
 /** `--help` or `-h` among a command's options (not after `--`, where it would be an operand). */
@@ -98,18 +107,12 @@ async function main(argv: string[]): Promise<number> {
   if (name === 'help') {
     // `speechpipe help <command>`, as `speechpipe <command> --help`.
     const topic = rest[0] === undefined ? undefined : COMMANDS[rest[0]];
-    if (rest[0] !== undefined && !topic) {
-      process.stderr.write(`speechpipe: unknown command ${JSON.stringify(rest[0])}\n\n${usage()}`);
-      return EXIT.usage;
-    }
+    if (rest[0] !== undefined && !topic) return unknownCommand(rest[0]);
     process.stdout.write(topic ? `${(await topic.load()).USAGE.trimEnd()}\n` : usage());
     return EXIT.ok;
   }
   const command = COMMANDS[name];
-  if (!command) {
-    process.stderr.write(`speechpipe: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
-    return EXIT.usage;
-  }
+  if (!command) return unknownCommand(name);
   const loaded = await command.load();
   if (asksForHelp(rest)) {
     process.stdout.write(`${loaded.USAGE.trimEnd()}\n`);

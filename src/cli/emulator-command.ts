@@ -3,6 +3,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
 import {
   type Emulator,
@@ -22,6 +23,9 @@ import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
 import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
+/** An example file shipped with the package (examples/ beside src/ and dist/), as a path. */
+const example = (name: string) => fileURLToPath(new URL(`../../examples/${name}`, import.meta.url));
+
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
                           [--stop-on-stdin-end]
 
@@ -30,9 +34,10 @@ export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K 
   --key K              the API key to accept (default: a random key, printed)
   --accounts FILE.json keys with account, tier and capabilities, and limit overrides
                        (per-workload concurrency...): {"keys": [...], "limits": {...}};
-                       the first key is printed as apiKey (example: examples/emulator-accounts.json)
+                       the first key is printed as apiKey (example:
+                       ${example('emulator-accounts.json')})
   --faults FILE.json   fault rules as the library takes them: [{"operation", "action", ...}]
-                       (example: examples/emulator-faults.json)
+                       (example: ${example('emulator-faults.json')})
   --workers N          serve the port from N threads (default 1; "auto": one per core).
                        Account limits, request rates, fault rules and statistics stay the
                        emulator's, across all threads; jobs and live streams reach the thread

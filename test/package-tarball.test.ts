@@ -229,6 +229,25 @@ test('emulator --help names example files the installed package holds, and the e
   assert.equal((JSON.parse(stdout.split('\n')[0]!) as { apiKey: string }).apiKey, accounts.keys[0]!.key);
 });
 
+test('the docs say how to install the package today: the tarball npm pack writes, by the name it writes', () => {
+  const pages = [
+    join(root, 'README.md'),
+    ...readdirSync(join(root, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => join(root, 'docs', f)),
+  ];
+  const lines = pages.flatMap((page) =>
+    readFileSync(page, 'utf8')
+      .split('\n')
+      .filter((line) => /\bnpm install\b.*\.tgz\b/.test(line))
+      .map((line) => ({ page, line })),
+  );
+  assert.ok(lines.length > 0, 'a page of the docs installs the packed tarball');
+  const name = tarball.slice(tarball.lastIndexOf('/') + 1);
+  for (const { page, line } of lines)
+    assert.ok(line.includes(`/${name}`), `${page}: ${line} (npm pack writes ${name})`);
+});
+
 test('installed with --omit=optional: no @discordjs/opus, and Ogg Opus decodes through ffmpeg with a warning', async () => {
   assert.throws(() => readdirSync(join(lean, 'node_modules/@discordjs/opus')), { code: 'ENOENT' });
   const script = `

@@ -149,6 +149,13 @@ test('a bad environment (API_URL without API_KEY) exits 2 for every command that
   }
 });
 
+test('a key too short to be a key is bad environment: exit 2, saying so', async () => {
+  const r = await runCli(['tts', '--list-voices'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'k' });
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^speechpipe: the API key must have at least 8 characters, not 1: /);
+});
+
 test('a reader that closed standard output (or error) early does not crash the command nor change its exit code', async () => {
   const out = mkdtempSync(join(tmpdir(), 'speechpipe-cli-'));
   try {

@@ -19,6 +19,7 @@ import {
   parseKeyedJson,
 } from '../emulator/options-json.ts';
 import { CAPABILITIES } from '../emulator/types.ts';
+import { MIN_API_KEY_LENGTH } from '../protocol/config.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
 import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
@@ -139,6 +140,11 @@ export async function run(args: string[]): Promise<number> {
   if (values.key !== undefined && values.accounts !== undefined) {
     return badUsage('emulator', 'give --key or --accounts, not both (the file lists the keys)');
   }
+  if (values.key !== undefined && [...values.key].length < MIN_API_KEY_LENGTH)
+    return badUsage(
+      'emulator',
+      `--key must have at least ${MIN_API_KEY_LENGTH} characters (clients refuse a shorter key)`,
+    );
   const options: EmulatorOptions = {
     port,
     host: values.host ?? '127.0.0.1',

@@ -19,7 +19,7 @@ const SERVER = (mode: string) =>
     ? `
 import { createServer } from 'node:http';
 const server = createServer((req, res) => { req.on('data', () => {}); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{}'); }); });
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ url: 'http://127.0.0.1:' + server.address().port, apiKey: 'none' }) + '\\n'));
+server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ url: 'http://127.0.0.1:' + server.address().port, apiKey: 'no-key-checked' }) + '\\n'));
 `
     : `
 const { startEmulator } = await import(${JSON.stringify(EMULATOR_URL)});

@@ -21,7 +21,7 @@ const SINK = `
 import { createServer } from 'node:http';
 const server = createServer((req, res) => { req.resume(); req.on('end', () => res.end('{}')); });
 server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(JSON.stringify({ url: 'http://127.0.0.1:' + server.address().port, apiKey: 'k' }) + '\\n');
+  process.stdout.write(JSON.stringify({ url: 'http://127.0.0.1:' + server.address().port, apiKey: 'no-key-checked' }) + '\\n');
 });
 process.stdin.resume();
 `;

@@ -8,6 +8,9 @@
  * @module speechpipe
  */
 
+// First: on a Node.js too old for the library, the import fails here with an error that says so.
+import './protocol/require-node.ts';
+
 // Archive transcription: the `transcribe` command as calls and streams, locally or on a cluster.
 export {
   ARCHIVE_FORMATS,
@@ -239,6 +242,7 @@ export type {
   WithStreamEvents,
   WritableStreamEvents,
 } from './protocol/typed-stream.ts';
+export { type CaptionOutput, type CaptionOutputHandlers, captionOutput } from './sinks/caption-output.ts';
 // Sinks.
 export {
   type CaptionRelay,
@@ -247,7 +251,6 @@ export {
   captionRelay,
   type RelayCue,
 } from './sinks/caption-relay.ts';
-export { type CaptionOutput, type CaptionOutputHandlers, captionOutput } from './sinks/caption-output.ts';
 export {
   type HlsOutput,
   type HlsOutputOptions,

@@ -268,7 +268,7 @@ test('a service that stays unreachable stops the run within its bound; nothing i
   const port = await freePort();
   const down = createClient({
     apiUrl: `http://127.0.0.1:${port}`,
-    apiKey: 'k',
+    apiKey: 'test-key',
     env: {},
     retry: { baseMs: 10, maxMs: 50 },
   });

@@ -11,6 +11,7 @@ import type { BenchClip } from '../src/benchmark/media.ts';
 import { compareReports, formatReport, renderHtml } from '../src/benchmark/report.ts';
 import { BENCH_METRICS, BENCH_WORKLOADS, runBench } from '../src/benchmark/run.ts';
 import { encodeWav } from '../src/protocol/riff.ts';
+import { benchReport } from './helpers/bench-report.ts';
 import { runCli } from './helpers/cli.ts';
 import { startService } from './helpers/service.ts';
 import { speechPcm } from './helpers/speech.ts';
@@ -42,7 +43,7 @@ for (const workload of BENCH_WORKLOADS) {
       const s = report.latency_ms[metric]!;
       assert.equal(s.count, report.operations.completed, metric);
       for (const p of ['p50', 'p90', 'p99', 'p999', 'max'] as const) assert.equal(typeof s[p], 'number');
-      assert.ok(s.p50 <= s.p99 && s.p99 <= s.max);
+      assert.ok(s.p50! <= s.p99! && s.p99! <= s.max!);
     }
     assert.ok(report.throughput.audio_seconds_per_second > 0);
     assert.ok(report.throughput.requests_per_second > 0);
@@ -73,9 +74,9 @@ test('open loop: operations start on schedule, and their latency counts from whe
   assert.equal(open.load.model, 'rate');
   assert.ok(open.operations.started >= 28, `${open.operations.started} started on schedule`);
   // A queue builds: the last ones waited most of the run. A closed loop never sees it.
-  assert.ok(open.latency_ms.final!.max > 1000, `open loop max ${open.latency_ms.final!.max} ms`);
-  assert.ok(closed.latency_ms.final!.p99 < 400, `closed loop p99 ${closed.latency_ms.final!.p99} ms`);
-  assert.ok(open.latency_ms.final!.p50 > 3 * closed.latency_ms.final!.p50);
+  assert.ok(open.latency_ms.final!.max! > 1000, `open loop max ${open.latency_ms.final!.max} ms`);
+  assert.ok(closed.latency_ms.final!.p99! < 400, `closed loop p99 ${closed.latency_ms.final!.p99} ms`);
+  assert.ok(open.latency_ms.final!.p50! > 3 * closed.latency_ms.final!.p50!);
 });
 
 test('live: frames the service holds back do not shorten the final result (it counts from when the last audio was due)', async () => {
@@ -99,7 +100,7 @@ test('live: frames the service holds back do not shorten the final result (it co
   });
   assert.equal(report.operations.completed, 1, JSON.stringify(report.errors));
   const final = report.latency_ms.final_after_last_audio!;
-  assert.ok(final.max >= 800, `final after the last audio ${final.max} ms`);
+  assert.ok(final.max! >= 800, `final after the last audio ${final.max} ms`);
 });
 
 test('a service that stops answering shows in the percentiles: operations cut at the end count at their age', async () => {
@@ -117,7 +118,7 @@ test('a service that stops answering shows in the percentiles: operations cut at
   for (const metric of ['final', 'first_record']) {
     const s = report.latency_ms[metric]!;
     assert.equal(s.count, 2, metric);
-    assert.ok(s.p50 >= 300, `${metric} p50 ${s.p50} ms: at least the grace`);
+    assert.ok(s.p50! >= 300, `${metric} p50 ${s.p50} ms: at least the grace`);
   }
 });
 
@@ -298,27 +299,8 @@ test('a key the service refuses stops the run at the first refusal with one mess
 });
 
 test('compareReports shows both runs and the change', () => {
-  const base = {
-    tool: 'speechpipe bench' as const,
-    workload: 'fast' as const,
-    transport: 'http' as const,
-    load: { model: 'concurrency' as const, concurrency: 1 },
-    duration_sec: 1,
-    warmup_sec: 0,
-    pace: null,
-    target: 't',
-    started_at: 'x',
-    interrupted: false,
-    media: { clips: 1, audio_seconds: 1 },
-    operations: { started: 1, completed: 1, failed: 0, cut: 0 },
-    throughput: { audio_seconds_per_second: 10, requests_per_second: 10 },
-    latency_ms: { final: { count: 1, p50: 100, p90: 100, p99: 100, p999: 100, max: 100, mean: 100 } },
-    real_time_factor: { p50: 0.1, p90: 0.1, max: 0.1 },
-    errors: {},
-    rate_limited: { responses_429: 0, retry_after_wait_ms: 0 },
-    client_cpu_seconds_per_audio_second: 0.001,
-  };
-  const worse = { ...base, latency_ms: { final: { ...base.latency_ms.final, p99: 150 } } };
+  const base = benchReport({ count: 1, p50: 100, p90: 100, p99: 100, p999: 100, max: 100, mean: 100 });
+  const worse = { ...base, latency_ms: { final: { ...base.latency_ms.final!, p99: 150 } } };
   assert.match(compareReports(base, worse), /final p99 +100 ms +150 ms +\+50\.0%/);
   assert.match(renderHtml(base), /<svg/);
   // The distribution's tail gets room: p99, p99.9 and p99.99 as far apart as p0 and p90.

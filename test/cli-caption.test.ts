@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { startEmulator } from '../src/emulator/index.ts';
-import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { assertBadUsage, CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
 import { alive, ffmpegChildren, sineFile } from './helpers/ffmpeg.ts';
 import { speechWav } from './helpers/speech.ts';
 import { readEvents } from './helpers/sse.ts';
@@ -245,7 +245,7 @@ test('--cors ORIGIN: pages of that origin may read the cues and the events; --la
   }
 });
 
-test('bad usage exits 2 with the usage text', async () => {
+test('bad usage exits 2 with the error and where the help is', async () => {
   for (const args of [
     [],
     ['a', 'b'],
@@ -261,7 +261,7 @@ test('bad usage exits 2 with the usage text', async () => {
     const run = start(args);
     const [code] = await once(run.child, 'exit');
     assert.equal(code, 2, args.join(' '));
-    assert.match(run.stderr(), /usage: speechpipe caption/);
+    assertBadUsage(run.stderr(), 'caption', args.join(' '));
   }
 });
 

@@ -2,14 +2,16 @@
 // decides itself, and the Node version check that must run on an old Node.
 
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { REQUIRED_NODE } from '../src/protocol/node-version.ts';
+import { assertBadUsage, CLI_CWD, cliEnv, runCli } from './helpers/cli.ts';
+import { findOldNode } from './helpers/system-node.ts';
 
 const root = fileURLToPath(CLI_CWD);
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -17,6 +19,8 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   engines: { node: string };
 };
 const COMMANDS = ['transcribe', 'caption', 'tts', 'emulator'];
+/** Every command, for what each must do alike. */
+const ALL_COMMANDS = ['transcribe', 'worker', 'caption', 'tts', 'bench', 'emulator'];
 
 test('--help and -h print each command its usage on stdout and exit 0', async () => {
   const cases = COMMANDS.flatMap((command) => [
@@ -60,13 +64,69 @@ test('speechpipe --version prints the version from package.json', async () => {
   assert.equal(r.stdout, `${pkg.version}\n`);
 });
 
-test('bad usage exits 2 with the usage on stderr: no command, an unknown one', async () => {
-  for (const args of [[], ['transcribes'], ['help', 'nope']]) {
+test('no command exits 2 with the usage on stderr', async () => {
+  const r = await runCli([]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^usage: speechpipe <command>/);
+});
+
+test('an unknown command exits 2 with one line naming the commands, and where the help is', async () => {
+  for (const args of [['transcribes'], ['help', 'nope']]) {
     const r = await runCli(args);
     assert.equal(r.code, 2, args.join(' '));
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /usage: speechpipe <command>/);
+    assertBadUsage(r.stderr, undefined, args.join(' '));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^speechpipe: unknown command "${args.at(-1)}" \\(commands: ${ALL_COMMANDS.join(', ')}\\)\n`,
+      ),
+    );
   }
+});
+
+test('every command: an unknown option is one line naming it (quotes balanced), then where the help is', async () => {
+  await Promise.all(
+    ALL_COMMANDS.map(async (command) => {
+      const r = await runCli([command, '--bogus']);
+      assert.equal(r.code, 2, `${command}: ${r.stderr}`);
+      assert.equal(r.stdout, '', command);
+      assertBadUsage(r.stderr, command, command);
+      assert.equal(r.stderr.split('\n')[0], `speechpipe ${command}: unknown option --bogus`);
+    }),
+  );
+});
+
+test('every command: an option missing its value, and one given a value it does not take, are said so', async () => {
+  const cases: [string[], string][] = [
+    [['transcribe', 'x', '--out'], '--out needs a value'],
+    [['worker', '--queue'], '--queue needs a value'],
+    [
+      ['caption', 'x', '--port', '--realtime'],
+      '--port needs a value (one that starts with - is written --port=--realtime)',
+    ],
+    [['tts', '--list-voices=yes'], '--list-voices takes no value'],
+    [['bench', '--json=1'], '--json takes no value'],
+    [['emulator', '--port'], '--port needs a value'],
+    [['emulator', 'extra'], 'unexpected argument "extra": this command takes options only'],
+  ];
+  await Promise.all(
+    cases.map(async ([args, message]) => {
+      const r = await runCli(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assertBadUsage(r.stderr, args[0], args.join(' '));
+      assert.equal(r.stderr.split('\n')[0], `speechpipe ${args[0]}: ${message}`);
+    }),
+  );
+});
+
+test('the top-level help says what tts writes: WAV, Ogg Opus, MP3 and FLAC', async () => {
+  const r = await runCli(['--help']);
+  const tts = r.stdout.split('\n').find((line) => line.startsWith('  tts '));
+  assert.ok(tts, r.stdout);
+  for (const format of ['WAV', 'Ogg Opus', 'MP3', 'FLAC'])
+    assert.ok(tts.includes(format), `${format}: ${tts}`);
 });
 
 test('a bad environment (API_URL without API_KEY) exits 2 for every command that talks to the service', async () => {
@@ -87,6 +147,13 @@ test('a bad environment (API_URL without API_KEY) exits 2 for every command that
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
+});
+
+test('a key too short to be a key is bad environment: exit 2, saying so', async () => {
+  const r = await runCli(['tts', '--list-voices'], { API_URL: 'http://127.0.0.1:9', API_KEY: 'k' });
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^speechpipe: the API key must have at least 8 characters, not 1: /);
 });
 
 test('a reader that closed standard output (or error) early does not crash the command nor change its exit code', async () => {
@@ -127,29 +194,10 @@ test('a reader that closed standard output (or error) early does not crash the c
 });
 
 test('the version check names the same Node as package.json engines', () => {
-  const source = readFileSync(join(root, 'src/cli/main.ts'), 'utf8');
-  const required = /const REQUIRED_NODE = '(\d+)\.(\d+)\.0'/.exec(source);
-  assert.ok(required, 'REQUIRED_NODE in src/cli/main.ts');
+  const required = /^(\d+)\.(\d+)\.0$/.exec(REQUIRED_NODE);
+  assert.ok(required, REQUIRED_NODE);
   assert.equal(pkg.engines.node, `>=${required[1]}.${required[2]}`);
 });
-
-/** A Node older than 22.19 on this machine (the system one), or undefined. */
-function findOldNode(): { path: string; version: string } | undefined {
-  const candidates = new Set(['/usr/bin/node', '/usr/local/bin/node', '/bin/node']);
-  try {
-    for (const p of execFileSync('which', ['-a', 'node'], { encoding: 'utf8' }).split('\n'))
-      if (p) candidates.add(p);
-  } catch {}
-  for (const path of candidates) {
-    if (!existsSync(path)) continue;
-    try {
-      const version = execFileSync(path, ['--version'], { encoding: 'utf8' }).trim().replace(/^v/, '');
-      const [major, minor] = version.split('.').map(Number) as [number, number];
-      if (major < 22 || (major === 22 && minor < 19)) return { path, version };
-    } catch {}
-  }
-  return undefined;
-}
 
 test('on Node older than 22.19 the built command says what it needs and found, and exits 2', async (t) => {
   const main = join(root, 'dist/cli/main.js');

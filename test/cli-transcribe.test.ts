@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, utimes, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { CLI_CWD, cliEnv, readManifest, runCli } from './helpers/cli.ts';
+import { assertBadUsage, CLI_CWD, cliEnv, readManifest, runCli } from './helpers/cli.ts';
 import { ffmpeg } from './helpers/ffmpeg.ts';
 import { startService } from './helpers/service.ts';
 import { speechWav } from './helpers/speech.ts';
@@ -123,7 +123,30 @@ test('an input ffmpeg decodes only in part is done, with the skipped input recor
   assert.equal(entry!.warnings![0]!.code, 'ERR_MEDIA_FORMAT');
 });
 
-test('bad usage exits 2 with the usage text', async () => {
+test('the captions and the timeline keep to the recording: no cue ends after it, the axis runs to its end', async () => {
+  const dir = join(root, 'lengths');
+  await mkdir(dir, { recursive: true });
+  // 0.3 s of sound (one word); and the same followed by 4 s of silence (no word there).
+  const tone = 'sine=frequency=300:sample_rate=16000:duration=0.3';
+  await ffmpeg(['-f', 'lavfi', '-i', tone, join(dir, 'short.wav')]);
+  await ffmpeg(['-f', 'lavfi', '-i', tone, '-af', 'apad=pad_dur=4', join(dir, 'tail.wav')]);
+  const out = join(root, 'out-lengths');
+  const run = await cli(['transcribe', dir, '--out', out, '--format', 'vtt,srt,svg', '--speakers']);
+  assert.equal(run.code, 0, run.stderr);
+  const seconds = new Map((await manifest(out)).map((e) => [e.input.replace(/^.*\//, ''), e.audioSeconds!]));
+  assert.equal(seconds.get('short.wav'), 0.3);
+  for (const name of ['short.wav', 'tail.wav']) {
+    const ends = [
+      ...(await readFile(join(out, `${name}.vtt`), 'utf8')).matchAll(/--> 00:00:(\d\d\.\d{3})/g),
+      ...(await readFile(join(out, `${name}.srt`), 'utf8')).matchAll(/--> 00:00:(\d\d,\d{3})/g),
+    ].map((m) => Number(m[1]!.replace(',', '.')));
+    assert.ok(ends.length >= 2, `${name}: cues in both files`);
+    for (const end of ends) assert.ok(end <= seconds.get(name)!, `${name}: a cue ends at ${end} s`);
+  }
+  assert.match(await readFile(join(out, 'tail.wav.svg'), 'utf8'), /1 speaker · 0:04/);
+});
+
+test('bad usage exits 2 with the error and where the help is', async () => {
   for (const args of [
     ['transcribe'],
     ['transcribe', archive],
@@ -135,7 +158,8 @@ test('bad usage exits 2 with the usage text', async () => {
   ]) {
     const run = await cli(args);
     assert.equal(run.code, 2, args.join(' '));
-    assert.match(run.stdout + run.stderr, /usage: speechpipe/);
+    assert.equal(run.stdout, '', args.join(' '));
+    assertBadUsage(run.stderr, args[0] === 'nope' ? undefined : 'transcribe', args.join(' '));
   }
 });
 

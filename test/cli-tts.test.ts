@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import { splitForTts } from '../src/cli/tts-command.ts';
 import { startEmulator } from '../src/emulator/index.ts';
 import { parseWavHeader } from '../src/index.ts';
-import { runCli } from './helpers/cli.ts';
+import { assertBadUsage, runCli } from './helpers/cli.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-tts-'));
 after(() => rm(root, { recursive: true, force: true }));
@@ -160,7 +160,7 @@ test('--text-file, --list-voices, a refused voice and bad usage', async () => {
   ]) {
     const run = await cli(args);
     assert.equal(run.code, 2, args.join(' '));
-    assert.match(run.stderr, /usage: speechpipe tts/);
+    assertBadUsage(run.stderr, 'tts', args.join(' '));
   }
 });
 

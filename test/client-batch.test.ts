@@ -193,7 +193,7 @@ test('abort during wait rejects with the reason and leaves nothing running', asy
 test('a connection refused is ERR_CONNECT, never ambiguous', async () => {
   const dead = createClient({
     apiUrl: 'http://127.0.0.1:9',
-    apiKey: 'k',
+    apiKey: 'test-key',
     env: {},
     retry: { maxAttempts: 2, baseMs: 1, maxMs: 2 },
   });

@@ -49,7 +49,13 @@ async function socketServer(t: TestContext, setup: (io: Server) => void): Promis
 }
 
 function client(t: TestContext, url: string, options: ClientOptions = {}) {
-  const c = createClient({ apiUrl: url, apiKey: 'k', env: {}, retry: { baseMs: 5, maxMs: 20 }, ...options });
+  const c = createClient({
+    apiUrl: url,
+    apiKey: 'test-key',
+    env: {},
+    retry: { baseMs: 5, maxMs: 20 },
+    ...options,
+  });
   t.after(() => c.close());
   return c;
 }
@@ -156,14 +162,14 @@ test('Socket.IO: a login that never completes and events never acknowledged end 
 
 test('deadlines are checked: not a number of milliseconds > 0 is a RangeError up front', () => {
   assert.throws(
-    () => createClient({ apiUrl: 'http://127.0.0.1:1', apiKey: 'k', env: {}, deadlines: { fast: 0 } }),
+    () => createClient({ apiUrl: 'http://127.0.0.1:1', apiKey: 'test-key', env: {}, deadlines: { fast: 0 } }),
     RangeError,
   );
   assert.throws(
     () =>
       createClient({
         apiUrl: 'http://127.0.0.1:1',
-        apiKey: 'k',
+        apiKey: 'test-key',
         env: {},
         deadlines: { ttsStart: Number.NaN },
       }),

@@ -51,7 +51,7 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
   const url = await socketServer(t, (io) => io.use(() => {}));
   const c = createClient({
     apiUrl: url,
-    apiKey: 'k',
+    apiKey: 'test-key',
     env: {},
     retry: { baseMs: 10, maxMs: 20, maxAttempts: 1 },
     timeouts: { socketConnectMs: 300, socketAckMs: 400 },
@@ -105,7 +105,12 @@ test('a fast upload over Socket.IO refused by an `error` event, not an acknowled
       });
     }),
   );
-  const c = createClient({ apiUrl: url, apiKey: 'k', env: {}, timeouts: { uploadHeadersMs: 600_000 } });
+  const c = createClient({
+    apiUrl: url,
+    apiKey: 'test-key',
+    env: {},
+    timeouts: { uploadHeadersMs: 600_000 },
+  });
   t.after(() => c.close());
   const ctl = new AbortController(); // ends the upload's wait if this test fails
   t.after(() => ctl.abort());
@@ -126,7 +131,7 @@ test('an acknowledgement awaited when a connection-level `error` event (no id) c
       socket.on('list_voices', () => socket.emit('error', errorBody('AUTH_FORBIDDEN')));
     }),
   );
-  const c = createClient({ apiUrl: url, apiKey: 'k', env: {} });
+  const c = createClient({ apiUrl: url, apiKey: 'test-key', env: {} });
   t.after(() => c.close());
   const ctl = new AbortController(); // ends the wait if this test fails
   t.after(() => ctl.abort());
@@ -190,7 +195,7 @@ test('http: records are read only as fast as the consumer takes them (the servic
   });
   const c = createClient({
     apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    apiKey: 'k',
+    apiKey: 'test-key',
     env: {},
   });
   t.after(() => c.close());

@@ -126,7 +126,7 @@ test('a 300 MiB upload streams from disk: client memory stays flat', async () =>
   await file.close();
   const uploader = createClient({
     apiUrl: `http://127.0.0.1:${(sink.address() as AddressInfo).port}`,
-    apiKey: 'k',
+    apiKey: 'test-key',
     env: {},
   });
   after(async () => {

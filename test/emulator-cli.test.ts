@@ -255,6 +255,10 @@ test('a bad --accounts or --faults file exits 2 naming the file, the field and w
       new RegExp(`${literal(notArray)}: \\(top level\\): expected an array of fault rules, got an object`),
     ],
     [['--accounts', good, '--key', 'k'], /give --key or --accounts, not both/],
+    [
+      ['--key', 'short'],
+      /^speechpipe emulator: --key must have at least 8 characters \(clients refuse a shorter key\)\n/,
+    ],
   ];
   await Promise.all(
     cases.map(async ([args, message]) => {

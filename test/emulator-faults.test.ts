@@ -10,6 +10,7 @@ import type { Socket } from 'socket.io-client';
 import { type Emulator, type EmulatorKey, type FaultRule, startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
 import { validateJobV1, validateJobV2 } from '../src/protocol/jobs.ts';
+import { OPERATIONS } from '../src/protocol/operations.ts';
 import {
   call,
   connectSocket,
@@ -486,8 +487,16 @@ describe('rule matching', () => {
     ] as FaultRule[]) {
       assert.throws(() => emu.faults.add(bad), RangeError, JSON.stringify(bad));
     }
-    assert.throws(() => emu.faults.add({ operation: 'nope', action: { type: 'fail' } } as never), RangeError);
-    assert.throws(() => emu.faults.add({ operation: '*', action: { type: 'explode' } } as never), RangeError);
+    // A name that is none says which names are.
+    assert.throws(() => emu.faults.add({ operation: 'fast', action: { type: 'fail' } } as never), {
+      name: 'RangeError',
+      message: `unknown operation "fast": use one of ${OPERATIONS.join(', ')}, or * for every operation`,
+    });
+    assert.throws(() => emu.faults.add({ operation: '*', action: { type: 'explode' } } as never), {
+      name: 'RangeError',
+      message:
+        'unknown fault action "explode": use one of status, delay, reset, endWithoutFinal, truncateTts, stall, slowBody, fail',
+    });
     // Valid edge values are accepted.
     emu.faults.add({ operation: '*', action: { type: 'reset', afterBytes: 0 } }).remove();
     emu.faults.add({ operation: '*', action: { type: 'status', status: 503, retryAfter: 0 } }).remove();

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import {
   cpSync,
   mkdirSync,
@@ -57,6 +58,9 @@ async function ok(file: string, args: string[], cwd: string): Promise<string> {
   return r.stdout;
 }
 
+/** The example files `speechpipe emulator --help` points to, shipped with the package. */
+const EXAMPLES = ['emulator-accounts.json', 'emulator-faults.json'];
+
 let work: string;
 let tarball: string;
 let packed: string[];
@@ -77,6 +81,7 @@ before(async () => {
     'tsconfig.build.json',
     'README.md',
     'LICENSE',
+    'examples',
   ])
     cpSync(join(root, name), join(clone, name), { recursive: true });
   symlinkSync(realpathSync(join(root, 'node_modules')), join(clone, 'node_modules'), 'dir');
@@ -119,7 +124,11 @@ test('the tarball holds dist/ (built by prepack), the LICENSE, and no sources or
   ])
     assert.ok(packed.includes(file), `${file} is packed`);
   assert.deepEqual(
-    packed.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(f)),
+    packed.filter(
+      (f) =>
+        !f.startsWith('dist/') &&
+        !['LICENSE', 'README.md', 'package.json', ...EXAMPLES.map((e) => `examples/${e}`)].includes(f),
+    ),
     [],
   );
   const license = readFileSync(join(full, 'node_modules/speechpipe/LICENSE'), 'utf8');
@@ -189,6 +198,55 @@ for (const [name, dir] of [
     assert.match(await ok(bin, ['tts', '--help'], dir()), /usage: speechpipe tts/);
   });
 }
+
+test('emulator --help names example files the installed package holds, and the emulator starts with them', async () => {
+  const bin = join(full, 'node_modules', '.bin', 'speechpipe');
+  const help = await ok(bin, ['emulator', '--help'], full);
+  const installed = realpathSync(join(full, 'node_modules', 'speechpipe'));
+  const named = EXAMPLES.map((name) => {
+    const path = join(installed, 'examples', name);
+    assert.ok(help.includes(path), `--help names ${path}:\n${help}`);
+    return path;
+  });
+  // Started as the help says, with both files; it stops at the end of its standard input.
+  const child = execFile(
+    bin,
+    ['emulator', '--accounts', named[0]!, '--faults', named[1]!, '--stop-on-stdin-end'],
+    {
+      cwd: full,
+      env: cleanEnv(),
+      timeout: 60_000,
+    },
+  );
+  let stdout = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk;
+    if (stdout.includes('\n')) child.stdin!.end();
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  assert.equal(code, 0, stdout);
+  const accounts = JSON.parse(readFileSync(named[0]!, 'utf8')) as { keys: Array<{ key: string }> };
+  assert.equal((JSON.parse(stdout.split('\n')[0]!) as { apiKey: string }).apiKey, accounts.keys[0]!.key);
+});
+
+test('the docs say how to install the package today: the tarball npm pack writes, by the name it writes', () => {
+  const pages = [
+    join(root, 'README.md'),
+    ...readdirSync(join(root, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => join(root, 'docs', f)),
+  ];
+  const lines = pages.flatMap((page) =>
+    readFileSync(page, 'utf8')
+      .split('\n')
+      .filter((line) => /\bnpm install\b.*\.tgz\b/.test(line))
+      .map((line) => ({ page, line })),
+  );
+  assert.ok(lines.length > 0, 'a page of the docs installs the packed tarball');
+  const name = tarball.slice(tarball.lastIndexOf('/') + 1);
+  for (const { page, line } of lines)
+    assert.ok(line.includes(`/${name}`), `${page}: ${line} (npm pack writes ${name})`);
+});
 
 test('installed with --omit=optional: no @discordjs/opus, and Ogg Opus decodes through ffmpeg with a warning', async () => {
   assert.throws(() => readdirSync(join(lean, 'node_modules/@discordjs/opus')), { code: 'ENOENT' });

@@ -28,13 +28,13 @@ test('resolveConfig reads options first, then API_KEY, API_URL, API_PATH', () =>
   const fromOptions = resolveConfig({
     env,
     apiUrl: 'http://127.0.0.1:8080/base/',
-    apiKey: 'other',
+    apiKey: 'other-key',
     apiPath: '/io/',
   });
   assert.equal(fromOptions.apiUrl, 'http://127.0.0.1:8080/base');
   assert.equal(fromOptions.origin, 'http://127.0.0.1:8080', 'Origin is scheme and host only');
   assert.equal(fromOptions.socketPath, '/io');
-  assert.equal(fromOptions.apiKey.reveal(), 'other');
+  assert.equal(fromOptions.apiKey.reveal(), 'other-key');
   assert.equal(resolveConfig({ env: { API_KEY: KEY, API_URL: 'http://h' } }).socketPath, '/socket.io');
   assert.equal(
     resolveConfig({ env: { API_KEY: KEY, API_URL: 'http://h', API_PATH: '' } }).socketPath,
@@ -44,6 +44,27 @@ test('resolveConfig reads options first, then API_KEY, API_URL, API_PATH', () =>
   assert.equal(resolveConfig({ env, apiPath: '' }).socketPath, '/custom/socket', 'an empty option is unset');
   assert.equal(resolveConfig({ env, legacySocketPath: true }).socketPath, '/realtime/socket.io');
   assert.equal(resolveConfig({ env, realtimeHttpPrefix: '/' }).realtimeHttpPrefix, '');
+});
+
+test('a key too short to be a key is refused, saying why and not what it is', () => {
+  for (const key of ['k', 'secret', 'sk-1234', '\u{1F511}'.repeat(7)]) {
+    assert.throws(
+      () => resolveConfig({ env: { API_URL: 'http://h', API_KEY: key } }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.message ===
+          `the API key must have at least 8 characters, not ${[...key].length}: a shorter one could not be kept out of the words of error messages` &&
+        (key.length < 2 || !err.message.includes(key)),
+      key,
+    );
+    assert.throws(() => new ApiKey(key), ConfigError);
+  }
+  assert.equal(new ApiKey('abcd1234').reveal(), 'abcd1234');
+  assert.equal(
+    new ApiKey('\u{1F511}'.repeat(8)).reveal(),
+    '\u{1F511}'.repeat(8),
+    'characters, not UTF-16 units',
+  );
 });
 
 test('resolveConfig errors are typed and never contain the key', () => {

@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+import fc from 'fast-check';
+import { ERROR_CODES, errorFromResponse, SpeechpipeError, SpeechServiceError } from '../src/index.ts';
+import { unitOfBound } from '../src/protocol/error-codes.ts';
 import {
-  ERROR_CODES,
-  errorFromResponse,
+  localServiceError,
   MAX_RETRY_AFTER_MS,
   parseRetryAfter,
-  SpeechpipeError,
-  SpeechServiceError,
-} from '../src/index.ts';
-import { unitOfBound } from '../src/protocol/error-codes.ts';
-import { localServiceError } from '../src/protocol/errors.ts';
+  REDACTED,
+  redactSecrets,
+} from '../src/protocol/errors.ts';
 
 const NOW = Date.parse('2026-11-22T10:00:00.000Z');
 
@@ -281,7 +281,8 @@ test('secrets are redacted from every field: jobId, requestId, timestamp and dat
   assert.equal(err.requestId, 'req-[redacted]');
   assert.equal(err.timestamp, '2026-11-22T10:00:00.000Z [redacted]');
   assert.deepEqual(err.data, {
-    echoed: [{ value: 'x[redacted]x' }, '[redacted]'],
+    // Glued to letters, the key takes the word it is in: nothing of it is left.
+    echoed: [{ value: '[redacted]' }, '[redacted]'],
     '[redacted]': 1,
     limit: 1,
   });
@@ -297,4 +298,78 @@ test('secrets are redacted from every field: jobId, requestId, timestamp and dat
   });
   assert.ok(!inspect(direct, { depth: Number.POSITIVE_INFINITY }).includes(key));
   assert.ok(!JSON.stringify(direct).includes(key));
+});
+
+/** A key as deployments issue them, and any other of 8 characters or more (never a line break). */
+const apiKey = fc.oneof(
+  fc.stringMatching(/^(sk|key|test)[-_][A-Za-z0-9]{8,32}$/),
+  fc
+    .string({ unit: 'grapheme', minLength: 8, maxLength: 24 })
+    .filter((k) => [...k].length >= 8 && !/[\r\n]/.test(k) && k.trim() !== ''),
+);
+/** The forms an echo of the key can take in a message: as sent, URL-encoded, escaped in JSON. */
+const forms = (key: string) => [key, encodeURIComponent(key), JSON.stringify(key).slice(1, -1)];
+
+test('redaction: no form of the key is left, however it is echoed and whatever is glued to it', () => {
+  fc.assert(
+    fc.property(
+      apiKey,
+      fc.array(fc.tuple(fc.string({ unit: 'grapheme', maxLength: 12 }), fc.nat(2)), {
+        minLength: 1,
+        maxLength: 4,
+      }),
+      fc.string({ unit: 'grapheme', maxLength: 12 }),
+      (key, echoes, tail) => {
+        const text = echoes.map(([before, form]) => before + forms(key)[form]).join('') + tail;
+        const out = redactSecrets(text, [key]);
+        // The marker itself may spell a key ("redacted", "d]-x..."): it is not the key's text.
+        const shown = out.split(REDACTED).join('\u0000');
+        for (const form of forms(key))
+          assert.ok(!shown.includes(form), `${JSON.stringify(form)} in ${JSON.stringify(out)}`);
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+test('redaction: the key goes as a token, and no other word is touched or cut', () => {
+  const word = fc.stringMatching(/^[\p{L}\p{N}_]{1,10}$/u);
+  const gap = fc.stringMatching(/^[ .,:;=()"'/-]{1,3}$/);
+  fc.assert(
+    fc.property(
+      fc.stringMatching(/^[A-Za-z0-9][-_A-Za-z0-9]{6,30}[A-Za-z0-9]$/),
+      fc.array(fc.tuple(gap, fc.oneof(word, fc.constant(null))), { maxLength: 12 }),
+      (key, parts) => {
+        // Words and gaps, the key standing alone where a part is null.
+        const pieces = parts.flatMap(([g, w]) => [g, w ?? key]);
+        fc.pre(!pieces.some((p) => p !== key && forms(key).some((f) => p.includes(f))));
+        const expected = pieces.map((p) => (p === key ? REDACTED : p)).join('');
+        assert.equal(redactSecrets(pieces.join(''), [key]), expected);
+      },
+    ),
+    { numRuns: 500 },
+  );
+  // Glued to letters on either side, the key takes its whole word, never part of it.
+  fc.assert(
+    fc.property(
+      fc.stringMatching(/^[A-Za-z0-9][-_A-Za-z0-9]{6,30}[A-Za-z0-9]$/),
+      fc.stringMatching(/^[\p{L}\p{N}_]{0,6}$/u),
+      fc.stringMatching(/^[\p{L}\p{N}_]{0,6}$/u),
+      (key, before, after) => {
+        assert.equal(redactSecrets(`(${before}${key}${after}) ok`, [key]), '([redacted]) ok');
+      },
+    ),
+  );
+  // Messages the client builds around Socket.IO's and undici's texts keep every word.
+  const key = 'sk_live_4f1e9a2b';
+  assert.equal(
+    redactSecrets('Socket.IO connection failed (websocket error)', [key]),
+    'Socket.IO connection failed (websocket error)',
+  );
+  assert.equal(
+    redactSecrets(`key "${key}" rejected; key=${key}&x`, [key]),
+    'key "[redacted]" rejected; key=[redacted]&x',
+  );
+  // Glued by an encoding (%3D is "=", \n a line break in JSON text): the glue goes with it.
+  assert.equal(redactSecrets(`q=key%3D${key} "a\\n${key}"`, [key]), 'q=key%[redacted] "a\\[redacted]"');
 });

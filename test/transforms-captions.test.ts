@@ -12,7 +12,12 @@ import fc from 'fast-check';
 import type { JobV2Done } from '../src/protocol/jobs.ts';
 import type { WordSegment } from '../src/protocol/records.ts';
 import type { SpeakerWord } from '../src/transforms/align-speakers.ts';
-import { type CaptionOptions, renderCaptions, toCaptions } from '../src/transforms/to-captions.ts';
+import {
+  type CaptionOptions,
+  type CaptionWord,
+  renderCaptions,
+  toCaptions,
+} from '../src/transforms/to-captions.ts';
 import { collectBytes } from './helpers/collect.ts';
 
 interface ParsedCue {
@@ -97,6 +102,31 @@ function speech(text = TEXT, speakerEvery = 0): SpeakerWord[] {
   });
 }
 
+/**
+ * Any words in time order: each `word` text, after a gap of 0..3 s, lasting up to 0.9 s (at
+ * least `minMs`), said by one of `speakers`.
+ */
+function timedWords(
+  word: fc.Arbitrary<string>,
+  speakers: readonly (string | null)[],
+  { minLength = 0, maxLength = 80, minMs = 0 } = {},
+): fc.Arbitrary<CaptionWord[]> {
+  const one = fc.tuple(
+    word,
+    fc.integer({ min: 0, max: 3000 }),
+    fc.integer({ min: minMs, max: 900 }),
+    fc.constantFrom(...speakers),
+  );
+  return fc.array(one, { minLength, maxLength }).map((spec) => {
+    let t = 0;
+    return spec.map(([text, gap, len, speaker]) => {
+      const start = (t + gap) / 1000;
+      t += gap + len;
+      return { word: text, start_time: start, end_time: t / 1000, speaker };
+    });
+  });
+}
+
 async function stream(inputs: unknown[], options: CaptionOptions): Promise<string> {
   return (await collectBytes(inputs, toCaptions(options))).toString();
 }
@@ -152,29 +182,12 @@ test('reading speed, minimum and maximum duration hold where the next cue leaves
 });
 
 test('property: any words give valid SRT and VTT within the limits', () => {
-  const word = fc.stringMatching(/^[a-zA-Z<>&'.,!?-]{1,14}$/);
   fc.assert(
     fc.property(
-      fc.array(
-        fc.tuple(
-          word,
-          fc.integer({ min: 0, max: 3000 }),
-          fc.integer({ min: 0, max: 900 }),
-          fc.constantFrom('A', 'B', null),
-        ),
-        {
-          maxLength: 80,
-        },
-      ),
+      timedWords(fc.stringMatching(/^[a-zA-Z<>&'.,!?-]{1,14}$/), ['A', 'B', null]),
       fc.integer({ min: 10, max: 50 }),
       fc.integer({ min: 1, max: 3 }),
-      (spec, maxCharsPerLine, maxLines) => {
-        let t = 0;
-        const words = spec.map(([text, gap, len, speaker]) => {
-          const start = (t + gap) / 1000;
-          t += gap + len;
-          return { word: text, start_time: start, end_time: t / 1000, speaker };
-        });
+      (words, maxCharsPerLine, maxLines) => {
         const options = { maxCharsPerLine, maxLines };
         checkTiming(
           parseSrt(renderCaptions(words, { format: 'srt', ...options, speakerLabels: false })),
@@ -194,6 +207,63 @@ test('property: any words give valid SRT and VTT within the limits', () => {
     ),
     { numRuns: 200 },
   );
+});
+
+test('SRT and VTT time and break the same words alike: the SRT speaker prefix takes no room from them', () => {
+  fc.assert(
+    fc.property(
+      timedWords(fc.stringMatching(/^[a-zA-Z.,!?]{1,12}$/), ['SPEAKER_00', 'SPEAKER_01', null], {
+        maxLength: 60,
+        minMs: 50,
+      }),
+      fc.integer({ min: 12, max: 50 }),
+      (words, maxCharsPerLine) => {
+        const srt = parseSrt(renderCaptions(words, { format: 'srt', maxCharsPerLine }));
+        const vtt = parseVtt(renderCaptions(words, { format: 'vtt', maxCharsPerLine }));
+        assert.equal(srt.length, vtt.length);
+        for (const [i, v] of vtt.entries()) {
+          const s = srt[i]!;
+          const label = v.voice === undefined ? '' : `${v.voice}: `;
+          assert.ok(s.lines[0]!.startsWith(label), s.lines[0]);
+          assert.deepEqual(
+            { start: s.start, end: s.end, lines: [s.lines[0]!.slice(label.length), ...s.lines.slice(1)] },
+            { start: v.start, end: v.end, lines: v.lines },
+          );
+        }
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
+
+test('no cue ends after the audio does: a 0.3 s recording, and any words within the audio', () => {
+  const short = [{ word: 'Hi.', start_time: 0.03, end_time: 0.25 }];
+  assert.equal(
+    renderCaptions(short, { format: 'vtt', audioDurationMs: 300 }),
+    'WEBVTT\n\n00:00:00.030 --> 00:00:00.300\nHi.\n\n',
+  );
+  assert.equal(
+    renderCaptions(short, { format: 'srt', audioDurationMs: 300 }),
+    '1\n00:00:00,030 --> 00:00:00,300\nHi.\n\n',
+  );
+  fc.assert(
+    fc.property(
+      timedWords(fc.constantFrom('word', 'word', 'end.'), [null], { minLength: 1, maxLength: 40, minMs: 1 }),
+      fc.integer({ min: 0, max: 5000 }),
+      (words, tail) => {
+        const audioDurationMs = Math.round(words.at(-1)!.end_time * 1000) + tail;
+        for (const format of ['srt', 'vtt'] as const) {
+          const text = renderCaptions(words, { format, audioDurationMs });
+          const cues = format === 'srt' ? parseSrt(text) : parseVtt(text);
+          checkTiming(cues);
+          for (const c of cues)
+            assert.ok(c.end <= audioDurationMs, `${c.end} ms after the audio's ${audioDurationMs} ms`);
+        }
+      },
+    ),
+    { numRuns: 200 },
+  );
+  assert.throws(() => renderCaptions(short, { format: 'vtt', audioDurationMs: -1 }), /audioDurationMs/);
 });
 
 test('a V2 done job: final words, speakers from its diarization segments', () => {

@@ -55,3 +55,21 @@ test('no words: an empty timeline, still a picture', () => {
   assert.match(svg, /0 speakers/);
   assert.ok(svg.trimEnd().endsWith('</svg>'));
 });
+
+test('the time axis runs to the end of the recording, not of its last word', () => {
+  const words = [word('hello', 0.5, 1, 'S1'), word('there', 16.2, 16.9, 'S1')];
+  const ticks = (svg: string) =>
+    [...svg.matchAll(/text-anchor="middle" fill="#555">([\d:]+)</g)].map((m) => m[1]);
+  const svg = renderSpeakerSvg(words, { audioDurationSec: 19.18 });
+  assert.match(svg, /1 speaker · 0:19/);
+  assert.equal(ticks(svg).at(-1), '0:18', 'ticks every 2 s up to the end');
+  // The last word's bar ends short of the axis' end, where the recording goes on.
+  const axis = /<line x1="(\d+)" y1="(\d+)" x2="([\d.]+)"/.exec(svg)!;
+  const bar = /<rect x="([\d.]+)" y="\d+" width="([\d.]+)"[^>]*><title>0:16/.exec(svg)!;
+  assert.ok(
+    Number(bar[1]) + Number(bar[2]) < Number(axis[3]) - 50,
+    `bar ends ${Number(bar[1]) + Number(bar[2])}, axis ${axis[3]}`,
+  );
+  // Without the recording's length, the last word's end is all there is.
+  assert.match(renderSpeakerSvg(words), /1 speaker · 0:17/);
+});

@@ -53,7 +53,9 @@ if (mode === 'emulator') {
       others.push(w);
       await once(w, 'message');
     }
-    process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${port}`, apiKey: 'none' })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ url: `http://127.0.0.1:${port}`, apiKey: 'no-key-checked' })}\n`,
+    );
     process.on('SIGTERM', () => {
       server.closeAllConnections();
       server.close();

@@ -197,9 +197,22 @@ export function renderResult(
   result: FileResult,
   settings: ArchiveSettings,
 ): string {
-  if (format === 'vtt' || format === 'srt') return renderCaptions(result.words, { format });
+  // The recording's length bounds the cues and the timeline's axis (a service's nonsense: unknown).
+  const seconds =
+    result.audioSeconds !== undefined && Number.isFinite(result.audioSeconds) && result.audioSeconds > 0
+      ? result.audioSeconds
+      : undefined;
+  if (format === 'vtt' || format === 'srt')
+    return renderCaptions(result.words, {
+      format,
+      ...(seconds === undefined ? {} : { audioDurationMs: seconds * 1000 }),
+    });
   if (format === 'txt') return `${result.transcript}\n`;
-  if (format === 'svg') return renderSpeakerSvg(result.words, { title: file.relative });
+  if (format === 'svg')
+    return renderSpeakerSvg(result.words, {
+      title: file.relative,
+      ...(seconds === undefined ? {} : { audioDurationSec: seconds }),
+    });
   return `${JSON.stringify(
     {
       input: file.path,

@@ -6,7 +6,9 @@ import type { BenchReport } from './run.ts';
 
 const PERCENTILES = ['p50', 'p90', 'p99', 'p999', 'max'] as const;
 
-const ms = (x: number) => (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`);
+/** A latency as read: ms, or s from 10 s; `-` where nothing was measured. */
+const ms = (x: number | null) =>
+  x === null ? '-' : x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`;
 
 function loadText(r: BenchReport): string {
   return r.load.model === 'concurrency'
@@ -24,7 +26,7 @@ export function formatReport(r: BenchReport): string {
     `operations: ${r.operations.completed} completed, ${r.operations.failed} failed, ${r.operations.cut} cut at the end`,
   );
   lines.push(
-    `throughput: ${r.throughput.audio_seconds_per_second} audio s/s, ${r.throughput.requests_per_second} operations/s; real-time factor p50 ${r.real_time_factor.p50.toFixed(3)}`,
+    `throughput: ${r.throughput.audio_seconds_per_second} audio s/s, ${r.throughput.requests_per_second} operations/s; real-time factor p50 ${r.real_time_factor.p50?.toFixed(3) ?? '-'}`,
   );
   lines.push('');
   const header = ['latency'.padEnd(24), ...PERCENTILES.map((p) => p.padStart(9)), 'count'.padStart(8)];
@@ -198,18 +200,27 @@ ${rows}
 `;
 }
 
-const pct = (a: number, b: number) =>
-  a === 0 ? (b === 0 ? '0%' : 'new') : `${b >= a ? '+' : ''}${(((b - a) / a) * 100).toFixed(1)}%`;
+/**
+ * B's change against A in percent, to one decimal; `-` when either was not measured. Rounded
+ * before its sign is chosen: a change that rounds to nothing is 0.0%, never -0.0% or +0.0%.
+ */
+export function percentChange(a: number | null, b: number | null): string {
+  if (a === null || b === null) return '-';
+  if (a === 0) return b === 0 ? '0.0%' : 'new';
+  const tenths = Math.round(((b - a) / a) * 1000);
+  if (tenths === 0) return '0.0%';
+  return `${tenths > 0 ? '+' : '-'}${(Math.abs(tenths) / 10).toFixed(1)}%`;
+}
 
 /** Two reports side by side: each figure of A, of B, and B's change against A. */
 export function compareReports(a: BenchReport, b: BenchReport): string {
-  const rows: Array<[string, number, number, string]> = [];
-  const add = (name: string, x: number, y: number, unit = '') => rows.push([name, x, y, unit]);
+  const rows: Array<[string, number | null, number | null, string]> = [];
+  const add = (name: string, x: number | null, y: number | null, unit = '') => rows.push([name, x, y, unit]);
   add('throughput audio s/s', a.throughput.audio_seconds_per_second, b.throughput.audio_seconds_per_second);
   add('throughput operations/s', a.throughput.requests_per_second, b.throughput.requests_per_second);
   for (const metric of new Set([...Object.keys(a.latency_ms), ...Object.keys(b.latency_ms)]))
     for (const p of PERCENTILES)
-      add(`${metric} ${p}`, a.latency_ms[metric]?.[p] ?? 0, b.latency_ms[metric]?.[p] ?? 0, 'ms');
+      add(`${metric} ${p}`, a.latency_ms[metric]?.[p] ?? null, b.latency_ms[metric]?.[p] ?? null, 'ms');
   add('failed operations', a.operations.failed, b.operations.failed);
   add('429s', a.rate_limited.responses_429, b.rate_limited.responses_429);
   add(
@@ -225,8 +236,10 @@ export function compareReports(a: BenchReport, b: BenchReport): string {
     `${''.padEnd(width)}${'A'.padStart(12)}${'B'.padStart(12)}${'B vs A'.padStart(10)}`,
   ];
   for (const [name, x, y, unit] of rows) {
-    const f = (v: number) => (unit === 'ms' ? ms(v) : String(v));
-    lines.push(`${name.padEnd(width)}${f(x).padStart(12)}${f(y).padStart(12)}${pct(x, y).padStart(10)}`);
+    const f = (v: number | null) => (unit === 'ms' ? ms(v) : String(v ?? '-'));
+    lines.push(
+      `${name.padEnd(width)}${f(x).padStart(12)}${f(y).padStart(12)}${percentChange(x, y).padStart(10)}`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }

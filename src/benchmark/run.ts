@@ -85,8 +85,8 @@ export interface BenchReport {
   throughput: { audio_seconds_per_second: number; requests_per_second: number };
   /** Milliseconds. */
   latency_ms: Record<string, LatencySummary>;
-  /** Processing time / audio time per completed operation (below 1: faster than real time). */
-  real_time_factor: { p50: number; p90: number; max: number };
+  /** Processing time / audio time per completed operation (below 1: faster than real time); null with none. */
+  real_time_factor: { p50: number | null; p90: number | null; max: number | null };
   errors: Record<string, number>;
   rate_limited: { responses_429: number; retry_after_wait_ms: number };
   client_cpu_seconds_per_audio_second: number;
@@ -384,7 +384,11 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       requests_per_second: round(counts.completed / (measuredMs / 1000), 3),
     },
     latency_ms: latency,
-    real_time_factor: { p50: rtfSummary.p50 / 1000, p90: rtfSummary.p90 / 1000, max: rtfSummary.max / 1000 },
+    real_time_factor: {
+      p50: perMille(rtfSummary.p50),
+      p90: perMille(rtfSummary.p90),
+      max: perMille(rtfSummary.max),
+    },
     errors,
     rate_limited: {
       responses_429: admissionEnd.rejections - from.rejections + byteRate.responses,
@@ -526,3 +530,6 @@ async function operation(
     }
   }
 }
+
+/** A real-time factor recorded in thousandths (the recorder's whole units), or null. */
+const perMille = (x: number | null) => (x === null ? null : x / 1000);

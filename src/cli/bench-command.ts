@@ -7,7 +7,6 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { addAbortSignal } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { type BenchClip, builtinMedia, loadMedia } from '../benchmark/media.ts';
 import { compareReports, formatReport, renderHtml, renderSvg } from '../benchmark/report.ts';
 import {
@@ -21,6 +20,7 @@ import { createClient, type SpeechClient } from '../client/index.ts';
 import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts --transport http|socketio
                        (--concurrency N | --rate R) --duration SEC [options]
@@ -49,8 +49,6 @@ API_URL is not set; never to any other address. Ctrl-C stops the run with a part
 Exit code: 0 when the run ended (errors are in the report), 1 when no operation completed,
 2 on bad usage or environment (a key the service refuses stops the run at the first refusal),
 130 when interrupted (after the partial report).`;
-
-class UsageError extends Error {}
 
 interface Parsed {
   workload: BenchWorkload;
@@ -160,8 +158,7 @@ async function startEmulatorProcess(
 
 async function compare(paths: string[]): Promise<number> {
   if (paths.length !== 2) {
-    process.stderr.write(`speechpipe bench: --compare takes two JSON reports\n\n${USAGE}\n`);
-    return 2;
+    return badUsage('bench', '--compare takes two JSON reports');
   }
   const reports: BenchReport[] = [];
   for (const path of paths) {
@@ -183,7 +180,7 @@ export async function run(args: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({
+    ({ values, positionals } = parseCommandArgs({
       args,
       allowPositionals: true,
       options: {
@@ -202,8 +199,8 @@ export async function run(args: string[]): Promise<number> {
       },
     }));
   } catch (err) {
-    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('bench', err);
   }
   if (values.compare) return compare(positionals);
   let options: Parsed;
@@ -211,8 +208,8 @@ export async function run(args: string[]): Promise<number> {
     if (positionals.length > 0) throw new UsageError(`unexpected ${positionals[0]}`);
     options = parse(values);
   } catch (err) {
-    process.stderr.write(`speechpipe bench: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('bench', err);
   }
   if (options.report !== undefined) {
     // Checked before the run, so that a run is not made for a report with nowhere to go.

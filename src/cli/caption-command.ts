@@ -7,7 +7,6 @@
 import { createWriteStream } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { parseArgs } from 'node:util';
 import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
@@ -31,6 +30,7 @@ import { tee } from '../transforms/tee.ts';
 import { toCaptions } from '../transforms/to-captions.ts';
 import { toFrames } from '../transforms/to-frames.ts';
 import { openService, type Service } from './service.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 /** A relay runs for days: sessions may keep failing this long (an outage) before it gives up. */
 const RELAY_RESTART_WITHIN_MS = 10 * 60_000;
@@ -78,8 +78,6 @@ Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not s
 Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment (a key the
 service refuses), 130 when interrupted (SIGINT, SIGTERM).`;
 
-class UsageError extends Error {}
-
 const RAW_ENCODINGS: readonly RawEncoding[] = ['s16le', 'f32le', 'alaw', 'mulaw'];
 
 interface Options {
@@ -100,7 +98,7 @@ interface Options {
 }
 
 function parse(args: string[]): Options {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: {
@@ -217,10 +215,8 @@ export async function run(args: string[]): Promise<number> {
   try {
     options = parse(args);
   } catch (err) {
-    if (!(err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')))
-      throw err;
-    process.stderr.write(`speechpipe caption: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('caption', err);
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
   /** The first signal: close the input, let the captions of what was read come out. */

@@ -3,7 +3,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
 import {
   type Emulator,
@@ -19,8 +19,13 @@ import {
   parseKeyedJson,
 } from '../emulator/options-json.ts';
 import { CAPABILITIES, GENERATED_WORDS } from '../emulator/types.ts';
+import { MIN_API_KEY_LENGTH } from '../protocol/config.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
+
+/** An example file shipped with the package (examples/ beside src/ and dist/), as a path. */
+const example = (name: string) => fileURLToPath(new URL(`../../examples/${name}`, import.meta.url));
 
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
                           [--stop-on-stdin-end]
@@ -30,9 +35,10 @@ export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K 
   --key K              the API key to accept (default: a random key, printed)
   --accounts FILE.json keys with account, tier and capabilities, and limit overrides
                        (per-workload concurrency...): {"keys": [...], "limits": {...}};
-                       the first key is printed as apiKey (example: examples/emulator-accounts.json)
+                       the first key is printed as apiKey (example:
+                       ${example('emulator-accounts.json')})
   --faults FILE.json   fault rules as the library takes them: [{"operation", "action", ...}]
-                       (example: examples/emulator-faults.json)
+                       (example: ${example('emulator-faults.json')})
   --workers N          serve the port from N threads (default 1; "auto": one per core).
                        Account limits, request rates, fault rules and statistics stay the
                        emulator's, across all threads; jobs and live streams reach the thread
@@ -99,7 +105,7 @@ export async function run(args: string[]): Promise<number> {
     help?: boolean;
   };
   try {
-    ({ values } = parseArgs({
+    ({ values } = parseCommandArgs({
       args,
       options: {
         port: { type: 'string' },
@@ -111,11 +117,10 @@ export async function run(args: string[]): Promise<number> {
         'stop-on-stdin-end': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
-      strict: true,
     }));
   } catch (err) {
-    process.stderr.write(`speechpipe emulator: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('emulator', err);
   }
   if (values.help) {
     process.stdout.write(USAGE);
@@ -123,24 +128,23 @@ export async function run(args: string[]): Promise<number> {
   }
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    process.stderr.write(`speechpipe emulator: --port must be an integer from 0 to 65535\n`);
-    return 2;
+    return badUsage('emulator', '--port must be an integer from 0 to 65535');
   }
   const workers = values.workers === 'auto' ? availableParallelism() : Number(values.workers ?? 1);
   if (!(Number.isInteger(workers) && workers >= 1 && workers <= 256)) {
-    process.stderr.write('speechpipe emulator: --workers must be an integer from 1 to 256, or auto\n');
-    return 2;
+    return badUsage('emulator', '--workers must be an integer from 1 to 256, or auto');
   }
   if (values.key !== undefined && values.key.trim() === '') {
-    process.stderr.write('speechpipe emulator: --key must not be empty\n');
-    return 2;
+    return badUsage('emulator', '--key must not be empty');
   }
   if (values.key !== undefined && values.accounts !== undefined) {
-    process.stderr.write(
-      'speechpipe emulator: give --key or --accounts, not both (the file lists the keys)\n',
-    );
-    return 2;
+    return badUsage('emulator', 'give --key or --accounts, not both (the file lists the keys)');
   }
+  if (values.key !== undefined && [...values.key].length < MIN_API_KEY_LENGTH)
+    return badUsage(
+      'emulator',
+      `--key must have at least ${MIN_API_KEY_LENGTH} characters (clients refuse a shorter key)`,
+    );
   const options: EmulatorOptions = {
     port,
     host: values.host ?? '127.0.0.1',

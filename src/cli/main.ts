@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // The `speechpipe` command: a small dispatcher to one module per subcommand.
 //
-// This file must parse and run on any Node.js a user may have (18, 20): it has no static
-// import, checks the Node version first, and loads everything else only after that check.
+// This file must parse and run on any Node.js a user may have (18, 20): its one static import
+// (the version check, which imports nothing) runs there too; it checks the Node version first
+// and loads everything else only after that check.
 
-/** The oldest Node.js the library runs on (undici 8 needs it); package.json `engines` says so too. */
-const REQUIRED_NODE = '22.19.0';
+import { nodeVersionProblem } from '../protocol/node-version.ts';
 
 /** Exit codes, the same for every command (README, docs/DECISIONS.md). */
 const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 130 } as const;
@@ -35,7 +35,7 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./caption-command.ts'),
   },
   tts: {
-    summary: 'speak text into a WAV file: speechpipe tts <text>... --out FILE.wav',
+    summary: 'speak text into an audio file (WAV, Ogg Opus, MP3, FLAC): speechpipe tts <text>... --out FILE',
     load: () => import('./tts-command.ts'),
   },
   bench: {
@@ -50,18 +50,6 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-/** Whether Node `found` (x.y.z) is older than `needed`. */
-function isOlderNode(found: string, needed: string = REQUIRED_NODE): boolean {
-  const a = found.split('.').map(Number);
-  const b = needed.split('.').map(Number);
-  for (let i = 0; i < 3; i++) {
-    const x = a[i] ?? 0;
-    const y = b[i] ?? 0;
-    if (x !== y) return x < y;
-  }
-  return false;
-}
-
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
   return [
@@ -75,6 +63,15 @@ function usage(): string {
     `Exit code: ${EXIT.ok} ok, ${EXIT.failed} some inputs or the operation failed, ${EXIT.usage} bad usage or environment, ${EXIT.interrupted} interrupted.`,
     '',
   ].join('\n');
+}
+
+/** A name that is no command: said on one line with the commands, then where the help is. */
+async function unknownCommand(name: string): Promise<number> {
+  const { badUsage } = await import('./usage.ts');
+  return badUsage(
+    undefined,
+    `unknown command ${JSON.stringify(name)} (commands: ${Object.keys(COMMANDS).join(', ')})`,
+  );
 }
 
 /** `--help` or `-h` among a command's options (not after `--`, where it would be an operand). */
@@ -110,18 +107,12 @@ async function main(argv: string[]): Promise<number> {
   if (name === 'help') {
     // `speechpipe help <command>`, as `speechpipe <command> --help`.
     const topic = rest[0] === undefined ? undefined : COMMANDS[rest[0]];
-    if (rest[0] !== undefined && !topic) {
-      process.stderr.write(`speechpipe: unknown command ${JSON.stringify(rest[0])}\n\n${usage()}`);
-      return EXIT.usage;
-    }
+    if (rest[0] !== undefined && !topic) return unknownCommand(rest[0]);
     process.stdout.write(topic ? `${(await topic.load()).USAGE.trimEnd()}\n` : usage());
     return EXIT.ok;
   }
   const command = COMMANDS[name];
-  if (!command) {
-    process.stderr.write(`speechpipe: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
-    return EXIT.usage;
-  }
+  if (!command) return unknownCommand(name);
   const loaded = await command.load();
   if (asksForHelp(rest)) {
     process.stdout.write(`${loaded.USAGE.trimEnd()}\n`);
@@ -143,10 +134,9 @@ function dropWritesToClosedReader(stream: NodeJS.WriteStream): void {
   });
 }
 
-if (isOlderNode(process.versions.node)) {
-  process.stderr.write(
-    `speechpipe: needs Node.js ${REQUIRED_NODE} or later; this is Node.js ${process.versions.node} (${process.execPath})\n`,
-  );
+const tooOld = nodeVersionProblem();
+if (tooOld !== undefined) {
+  process.stderr.write(`speechpipe: ${tooOld}\n`);
   process.exitCode = EXIT.usage;
 } else {
   dropWritesToClosedReader(process.stdout);

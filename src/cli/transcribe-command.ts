@@ -2,7 +2,6 @@
 // resumable manifest: every input ends with its results written or a recorded reason.
 
 import { stat } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import {
   ARCHIVE_FORMATS,
   type ArchiveEvent,
@@ -16,6 +15,7 @@ import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { ArchiveProgress, countsText, type ProgressMode } from './archive-progress.ts';
 import { openService } from './service.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 const FORMATS = ARCHIVE_FORMATS;
 type Format = ArchiveFormat;
@@ -101,7 +101,7 @@ interface Options {
 }
 
 function parse(args: string[]): { inputs: string[]; options: Options } {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: {
@@ -177,15 +177,13 @@ function parse(args: string[]): { inputs: string[]; options: Options } {
   };
 }
 
-class UsageError extends Error {}
-
 export async function run(args: string[]): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(args);
   } catch (err) {
-    process.stderr.write(`speechpipe transcribe: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('transcribe', err);
   }
   const { inputs, options } = parsed;
   // A path given that cannot be read is a mistake in the command line: nothing runs.
@@ -195,8 +193,7 @@ export async function run(args: string[]): Promise<number> {
       (err: NodeJS.ErrnoException) => err.code ?? err.message,
     );
     if (problem !== undefined) {
-      process.stderr.write(`speechpipe transcribe: cannot read ${input}: ${problem}\n\n${USAGE}\n`);
-      return 2;
+      return badUsage('transcribe', `cannot read ${input}: ${problem}`);
     }
   }
   const progress = new ArchiveProgress(

@@ -7,7 +7,6 @@ import { once } from 'node:events';
 import { lstat, readFile, rename, rm } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { parseArgs } from 'node:util';
 import { runFfmpeg } from '../audio/ffmpeg.ts';
 import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
@@ -15,6 +14,7 @@ import { DEFAULT_LIMITS } from '../protocol/limits.ts';
 import { countCodePoints, hasSpeakableText } from '../protocol/tts-request.ts';
 import { wavFile } from '../sinks/wav-file.ts';
 import { openService } from './service.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav|.ogg|.opus|.mp3|.flac [options]
        speechpipe tts --text-file FILE --out FILE [options]
@@ -33,8 +33,6 @@ export const USAGE = `usage: speechpipe tts <text>... --out FILE.wav|.ogg|.opus|
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
 Exit code: 0 when the file is written, 1 when synthesis failed, 2 on bad usage or environment
 (a --text-file that cannot be read, a key the service refuses), 130 when interrupted (SIGINT, SIGTERM).`;
-
-class UsageError extends Error {}
 
 /**
  * `text` in pieces of at most `maxChars` code points, each with something speakable: cut after
@@ -94,7 +92,7 @@ async function readText(path: string): Promise<string> {
 }
 
 async function parse(args: string[]): Promise<Options> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: {
@@ -183,10 +181,8 @@ export async function run(args: string[]): Promise<number> {
   try {
     options = await parse(args);
   } catch (err) {
-    if (!(err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')))
-      throw err;
-    process.stderr.write(`speechpipe tts: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('tts', err);
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const controller = new AbortController();

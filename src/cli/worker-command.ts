@@ -2,11 +2,11 @@
 // by `speechpipe transcribe --queue`), transcribes them, writes their results; stops cleanly on
 // SIGTERM or SIGINT.
 
-import { parseArgs } from 'node:util';
 import { type ArchiveWorker, startArchiveWorker, type WorkerEvent } from '../archive/cluster/index.ts';
 import { printable } from './archive-progress.ts';
 import { openService, type Service } from './service.ts';
 import { nextStopSignal } from './signals.ts';
+import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
 export const USAGE = `usage: speechpipe worker --queue redis://HOST:PORT [options]
 
@@ -55,7 +55,7 @@ function logLine(event: WorkerEvent): string {
 export async function run(args: string[]): Promise<number> {
   let values: Record<string, string | undefined>;
   try {
-    ({ values } = parseArgs({
+    ({ values } = parseCommandArgs({
       args,
       options: {
         queue: { type: 'string' },
@@ -66,16 +66,12 @@ export async function run(args: string[]): Promise<number> {
         'stall-timeout': { type: 'string', default: '30' },
         'drain-timeout': { type: 'string', default: '60' },
       },
-      strict: true,
     }));
   } catch (err) {
-    process.stderr.write(`speechpipe worker: ${(err as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return badUsage('worker', err);
   }
-  const bad = (message: string) => {
-    process.stderr.write(`speechpipe worker: ${message}\n\n${USAGE}\n`);
-    return 2;
-  };
+  const bad = (message: string) => badUsage('worker', message);
   if (!values.queue) return bad('--queue is required');
   const concurrency = Number(values.concurrency);
   if (!Number.isSafeInteger(concurrency) || concurrency < 1)

@@ -343,6 +343,20 @@ export class OutputMeter {
   }
 }
 
+/** Every fault action's `type`, for the message that refuses another. */
+const ACTION_TYPES = [
+  'status',
+  'delay',
+  'reset',
+  'endWithoutFinal',
+  'truncateTts',
+  'stall',
+  'slowBody',
+  'fail',
+] as const satisfies readonly FaultAction['type'][];
+// Each action type is listed: a new one left out fails the type check here.
+const _allActionTypes: readonly (typeof ACTION_TYPES)[number][] = [] as FaultAction['type'][];
+
 const isCount = (n: unknown, min: number): n is number => Number.isSafeInteger(n) && (n as number) >= min;
 const isStage = (stage: unknown) => stage === undefined || stage === 'before' || stage === 'afterEffect';
 
@@ -351,7 +365,9 @@ export function validateRule(rule: FaultRule): void {
   const a = rule?.action as FaultAction | undefined;
   if (!a || typeof a !== 'object') throw new TypeError('a fault rule needs an action');
   if (rule.operation !== '*' && !(OPERATIONS as readonly string[]).includes(rule.operation))
-    throw new RangeError(`unknown operation ${JSON.stringify(rule.operation)}`);
+    throw new RangeError(
+      `unknown operation ${JSON.stringify(rule.operation)}: use one of ${OPERATIONS.join(', ')}, or * for every operation`,
+    );
   if (rule.nth !== undefined && !isCount(rule.nth, 1))
     throw new RangeError('fault rule nth must be an integer >= 1');
   if (rule.times !== undefined && !(isCount(rule.times, 1) || rule.times === Number.POSITIVE_INFINITY))
@@ -396,7 +412,9 @@ export function validateRule(rule: FaultRule): void {
     case 'fail':
       return;
     default:
-      throw new RangeError(`unknown fault action ${JSON.stringify((a as { type?: unknown }).type)}`);
+      throw new RangeError(
+        `unknown fault action ${JSON.stringify((a as { type?: unknown }).type)}: use one of ${ACTION_TYPES.join(', ')}`,
+      );
   }
 }
 

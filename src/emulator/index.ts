@@ -7,6 +7,9 @@
  * @module speechpipe/emulator
  */
 
+// First: on a Node.js too old for the library, the import fails here with an error that says so.
+import '../protocol/require-node.ts';
+
 export {
   DEFAULT_ASR_MODELS,
   DEFAULT_BLOCKLIST,

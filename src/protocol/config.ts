@@ -6,6 +6,13 @@ import { SOCKET_PATHS } from './socket-events.ts';
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');
 
+/**
+ * Fewest characters an API key has. Errors carry text from the service and the network, and the
+ * key is taken out of it as a token (`redactSecrets`): a key this long is no part of an ordinary
+ * word, where a key such as `k` would take every word with a k in it out of every message.
+ */
+export const MIN_API_KEY_LENGTH = 8;
+
 /** An API key that prints as `[redacted]`; `reveal()` is the only way to read it. */
 export class ApiKey {
   readonly #value: string;
@@ -14,6 +21,11 @@ export class ApiKey {
     if (typeof value !== 'string' || value.trim() === '')
       throw new ConfigError('the API key must be a nonempty string');
     if (/[\r\n]/.test(value)) throw new ConfigError('the API key must not contain line breaks');
+    const length = [...value].length;
+    if (length < MIN_API_KEY_LENGTH)
+      throw new ConfigError(
+        `the API key must have at least ${MIN_API_KEY_LENGTH} characters, not ${length}: a shorter one could not be kept out of the words of error messages`,
+      );
     this.#value = value;
   }
 

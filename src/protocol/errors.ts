@@ -311,16 +311,63 @@ export function localServiceError(
   });
 }
 
-/** Replace every occurrence of each secret with `[redacted]` (also URL-encoded forms). */
+/** What stands in a text for a secret taken out of it. */
+export const REDACTED = '[redacted]';
+
+/** A character of a word (letter, digit, mark, `_`): a redaction never stops inside a word. */
+const WORD_CHAR = /^[\p{L}\p{N}\p{M}_]$/u;
+
+/** The code point of `text` that starts at UTF-16 index `at`: whether it is a word character, and its length. */
+function pointAt(text: string, at: number): { word: boolean; length: number } {
+  const point = text.codePointAt(at);
+  if (point === undefined) return { word: false, length: 0 };
+  return { word: WORD_CHAR.test(String.fromCodePoint(point)), length: point > 0xffff ? 2 : 1 };
+}
+
+/** The code point of `text` that ends just before UTF-16 index `at`. */
+function pointBefore(text: string, at: number): { word: boolean; length: number } {
+  if (at <= 0) return { word: false, length: 0 };
+  const low = text.charCodeAt(at - 1);
+  const pair = at >= 2 && low >= 0xdc00 && low <= 0xdfff && (text.charCodeAt(at - 2) & 0xfc00) === 0xd800;
+  return pointAt(text, pair ? at - 2 : at - 1);
+}
+
+/**
+ * `text` with every secret taken out, as a token: each occurrence of a secret (as it is, or
+ * URL-encoded, or escaped in a JSON string) becomes `[redacted]` together with the rest of any
+ * word it runs into, so a redaction never cuts a word in two (no `websoc[redacted]et`), and a
+ * secret glued to other letters (`key%3D<secret>`, `\n<secret>`) goes with them. Nothing of a
+ * secret is left: every occurrence lies inside what is replaced. A secret that is part of an
+ * ordinary word takes that word, which is why `ApiKey` refuses keys too short to be keys.
+ */
 export function redactSecrets(text: string, secrets: readonly string[]): string {
-  let out = text;
+  const spans: Array<[number, number]> = [];
   for (const secret of secrets) {
     if (!secret) continue;
-    out = out.split(secret).join('[redacted]');
-    const encoded = encodeURIComponent(secret);
-    if (encoded !== secret) out = out.split(encoded).join('[redacted]');
+    for (const form of new Set([secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)]))
+      for (let at = text.indexOf(form); at !== -1; at = text.indexOf(form, at + 1))
+        spans.push([at, at + form.length]);
   }
-  return out;
+  if (spans.length === 0) return text;
+  spans.sort((a, b) => a[0] - b[0]);
+  let out = '';
+  let kept = 0;
+  let i = 0;
+  while (i < spans.length) {
+    let [start, end] = spans[i]!;
+    // Together with what overlaps or touches it, then out to the ends of the words it cuts.
+    for (;;) {
+      while (pointAt(text, start).word && pointBefore(text, start).word)
+        start -= pointBefore(text, start).length;
+      while (pointBefore(text, end).word && pointAt(text, end).word) end += pointAt(text, end).length;
+      if (i + 1 < spans.length && spans[i + 1]![0] <= end) end = Math.max(end, spans[++i]![1]);
+      else break;
+    }
+    out += text.slice(kept, start) + REDACTED;
+    kept = end;
+    i++;
+  }
+  return out + text.slice(kept);
 }
 
 /** A copy of `value` with every string in it (object keys too) redacted. */

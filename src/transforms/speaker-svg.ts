@@ -12,6 +12,8 @@ export interface SpeakerSvgOptions {
   width?: number;
   /** Words further apart than this start a new bar, even for one speaker. Default 1.5 s. */
   gapSec?: number;
+  /** The recording's length in seconds, when known: the time axis runs to it (else to the last word). */
+  audioDurationSec?: number;
 }
 
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
@@ -53,6 +55,8 @@ export function renderSpeakerSvg(words: readonly SpeakerWord[], options: Speaker
   }
   let end = 0;
   for (const w of words) if (w.end_time > end) end = w.end_time;
+  const duration = options.audioDurationSec;
+  if (duration !== undefined && Number.isFinite(duration) && duration > end) end = duration;
   const total = Math.max(end, 1);
   const plot = width - LABEL - 20;
   const x = (t: number) => LABEL + (t / total) * plot;

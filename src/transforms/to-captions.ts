@@ -24,8 +24,13 @@ export interface CaptionOptions {
   maxDurationMs?: number;
   /** A pause longer than this between words starts a new cue. Default 1500. */
   maxPauseMs?: number;
-  /** Show speakers (VTT `<v Speaker>`, SRT `Speaker: ` prefix) when words carry them. Default true. */
+  /**
+   * Show speakers (VTT `<v Speaker>`, SRT `Speaker: ` prefix) when words carry them. Default true.
+   * The label takes no room from the words: both formats lay out and time the same words alike.
+   */
   speakerLabels?: boolean;
+  /** The audio's length in milliseconds, when known: no cue ends after it. */
+  audioDurationMs?: number;
   /**
    * Live (utterance events): the longest a cue stays up after its last word is spoken, the next
    * cue not being known yet. A later cue never overlaps it, so this bounds how late a cue can
@@ -58,8 +63,10 @@ interface Layout {
   maxPauseMs: number;
   liveHoldMs: number;
   labels: boolean;
-  /** A speaker label takes room on the first line (`Speaker: ` in SRT, and on an overlay). */
+  /** A speaker label takes room on the first line (on an overlay, which writes it there). */
   labelsInText: boolean;
+  /** No cue ends after this (the audio's end), when known. */
+  audioEndMs: number | undefined;
 }
 
 const SENTENCE_END = /[.!?…。؟]["'”’»)\]]*$/u;
@@ -67,6 +74,12 @@ const SENTENCE_END = /[.!?…。؟]["'”’»)\]]*$/u;
 function positive(name: string, value: number): number {
   if (!(value > 0) || !Number.isFinite(value))
     throw new InvalidArgumentError(`toCaptions: ${name} must be positive`);
+  return value;
+}
+
+function nonNegative(name: string, value: number): number {
+  if (!(value >= 0) || !Number.isFinite(value))
+    throw new InvalidArgumentError(`toCaptions: ${name} must be a number of milliseconds >= 0`);
   return value;
 }
 
@@ -85,7 +98,11 @@ function resolveLayout(options: CaptionOptions): Layout {
     maxPauseMs: positive('maxPauseMs', options.maxPauseMs ?? 1500),
     liveHoldMs: positive('liveHoldMs', options.liveHoldMs ?? 1000),
     labels: options.speakerLabels ?? true,
-    labelsInText: options.format === 'srt',
+    labelsInText: false,
+    audioEndMs:
+      options.audioDurationMs === undefined
+        ? undefined
+        : nonNegative('audioDurationMs', options.audioDurationMs),
   };
   if (layout.minMs > layout.maxMs)
     throw new InvalidArgumentError('toCaptions: minDurationMs exceeds maxDurationMs');
@@ -191,6 +208,8 @@ export class CaptionBuilder {
       endMs = Math.min(endMs, startMs + Math.max(L.maxMs, spokenEnd - startMs));
       if (next) endMs = Math.min(endMs, Math.max(spokenEnd, Math.round(next.words[0]!.start_time * 1000)));
       else if (options.live) endMs = Math.min(endMs, spokenEnd + L.liveHoldMs);
+      // Not past the audio's end, not even to be read.
+      if (L.audioEndMs !== undefined) endMs = Math.min(endMs, Math.round(L.audioEndMs));
       endMs = Math.max(endMs, startMs + 1);
       this.#prevEndMs = endMs;
       cues.push({ startMs, endMs, lines, speaker: g.speaker });

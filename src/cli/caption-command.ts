@@ -1,8 +1,9 @@
 // `speechpipe caption`: a live captioning relay. Audio from a stream URL, a capture device, a
 // file (played at its own pace with --realtime) or standard input goes through realtime ASR
 // (and diarization with --speakers); captions go to an overlay page for a broadcast, as
-// Server-Sent Events, optionally to a WebVTT or SRT file as they are made, and to a live HLS
-// presentation (the programme's media held back by a delay line, with a subtitle rendition).
+// Server-Sent Events, optionally to a WebVTT or SRT file as they are made, to a live HLS
+// presentation (the programme's media held back by a delay line, with a subtitle rendition),
+// and to a YouTube Live stream (--youtube).
 
 import { createWriteStream } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
@@ -10,8 +11,10 @@ import { pipeline } from 'node:stream/promises';
 import { isAuthFailure } from '../client/retry.ts';
 import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
+import type { CaptionDeliveryStats } from '../sinks/caption-delivery.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { type HlsOutput, hlsOutput } from '../sinks/hls-output.ts';
+import { type YoutubeCaptions, youtubeCaptions } from '../sinks/youtube-captions.ts';
 import { liveInput, NETWORK_URL } from '../sources/live-input.ts';
 import { hlsAudioFor, type MediaInput, mediaInput } from '../sources/media-input.ts';
 import { alignSpeakersStream, SpeakerTimeline } from '../transforms/align-speakers.ts';
@@ -65,6 +68,9 @@ export const USAGE = `usage: speechpipe caption <input> [options]
                         ends with the input
   --delay SEC           with --hls: hold the media back SEC seconds so that each caption is on
                         screen with its speech (default 4; more than the captions' latency)
+  --youtube URL         also post the captions to a YouTube Live stream's caption ingestion URL
+                        (YouTube Studio, stream settings: closed captions, POST captions to URL);
+                        the URL holds the stream's key: it is never printed
 
 Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
 page. /events is the Server-Sent Events stream, /captions.vtt and /cues.json the recent cues. Prints
@@ -74,6 +80,9 @@ until then still come out (to --out and --hls too) for up to ${DRAIN_MS / 1000} 
 stops at once. With --hls the presentation then ends (#EXT-X-ENDLIST) and is served a window
 longer (12 s) for players still playing it, or until a signal. Session failures and restarts are
 warnings on stderr.
+YouTube never holds the other outputs back: its captions wait in a bounded queue, and a post
+that fails is sent again unchanged (same seq). Captions that could not be delivered are counted
+by reason, said once as they happen, and in the summary at the end.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
 Exit code: 0 at the end of the input, 1 on a failure, 2 on bad usage or environment (a key the
 service refuses), 130 when interrupted (SIGINT, SIGTERM).`;
@@ -95,6 +104,7 @@ interface Options {
   cors: string | undefined;
   hls: string | undefined;
   delaySec: number;
+  youtube: string | undefined;
 }
 
 function parse(args: string[]): Options {
@@ -115,6 +125,7 @@ function parse(args: string[]): Options {
       cors: { type: 'string' },
       hls: { type: 'string' },
       delay: { type: 'string' },
+      youtube: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError('give exactly one input');
@@ -138,6 +149,9 @@ function parse(args: string[]): Options {
   const delaySec = Number(values.delay ?? 4);
   if (values.delay?.trim() === '' || !Number.isFinite(delaySec) || delaySec < 0 || delaySec > 600)
     throw new UsageError('--delay must be a number of seconds from 0 to 600');
+  // Never echoed: the URL carries the stream's key.
+  if (values.youtube !== undefined && !/^https?:\/\/[^/?#]+/i.test(values.youtube))
+    throw new UsageError("--youtube must be the stream's caption ingestion URL (http:// or https://)");
   let stdinFormat: RawInputFormat | undefined;
   if (positionals[0] === '-') {
     if (values.realtime) throw new UsageError('--realtime is for what ffmpeg opens, not standard input');
@@ -171,7 +185,20 @@ function parse(args: string[]): Options {
     cors: values.cors,
     hls: values.hls,
     delaySec,
+    youtube: values.youtube,
   };
+}
+
+/** One output's delivery, as the summary says it. */
+function delivery(label: string, unit: string, stats: CaptionDeliveryStats): string {
+  const missing = [
+    ...Object.entries(stats.undelivered)
+      .filter(([, n]) => n > 0)
+      .map(([reason, n]) => `${n} ${reason}`),
+    ...(stats.pending > 0 ? [`${stats.pending} pending`] : []),
+  ];
+  const why = missing.length > 0 ? ` (not delivered: ${missing.join(', ')})` : '';
+  return `${label}: ${stats.delivered} of ${stats.made} ${unit} delivered${why}`;
 }
 
 /**
@@ -266,6 +293,7 @@ export async function run(args: string[]): Promise<number> {
   let hls: HlsOutput | undefined;
   /** With --hls: the programme read once, as MPEG-TS, for the presentation and the captions. */
   let media: MediaInput | undefined;
+  let youtube: YoutubeCaptions | undefined;
   /** The --out file, once it is being written. */
   let writing: string | undefined;
   try {
@@ -291,6 +319,13 @@ export async function run(args: string[]): Promise<number> {
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)${hlsUrl ? `; HLS at ${hlsUrl}` : ''}`);
     if (drain.signal.aborted) throw drain.signal.reason;
 
+    // A live input's audio starts now: YouTube gets each caption stamped with when it was said.
+    const spokenNow =
+      options.realtime || options.input === '-' || options.inputFormat !== undefined || hls !== undefined;
+    if (options.youtube !== undefined) {
+      youtube = youtubeCaptions({ url: options.youtube, ...(spokenNow ? { timeOrigin: Date.now() } : {}) });
+      youtube.on('warning', (w: Error) => log(`warning: ${w.message}`));
+    }
     const inputArgs = options.stdinFormat
       ? [
           '-f',
@@ -363,10 +398,11 @@ export async function run(args: string[]): Promise<number> {
     const split = tee(options.speakers ? 2 : 1);
     const [forAsr, forSpeakers] = split.branches;
     const timeline = new SpeakerTimeline();
-    const outputs = tee(1 + (options.out ? 1 : 0) + (hls ? 1 : 0), { objectMode: true });
+    const outputs = tee(1 + [options.out, hls, youtube].filter(Boolean).length, { objectMode: true });
     const [toRelay, ...others] = outputs.branches;
     const toFile = options.out ? others.shift() : undefined;
-    const toHls = others.shift();
+    const toHls = hls ? others.shift() : undefined;
+    const toYoutube = youtube ? others.shift() : undefined;
     const theRelay = relay;
     const programme = media;
     const done = [
@@ -431,6 +467,7 @@ export async function run(args: string[]): Promise<number> {
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
       writing = options.out;
     }
+    if (toYoutube && youtube) done.push(pipeline(toYoutube, youtube, { signal }));
     const failures: unknown[] = [];
     await Promise.all(
       done.map((p) =>
@@ -488,6 +525,11 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGTERM', onSignal);
     media?.destroy();
     hls?.destroy();
+    await youtube?.close();
+    if (youtube) {
+      const stats = youtube.stats();
+      log(`${delivery('YouTube', 'cues', stats)}, in ${stats.posts} posts (${stats.retries} sent again)`);
+    }
     await relay?.close();
     await service?.close();
   }

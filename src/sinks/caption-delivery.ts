@@ -1,0 +1,167 @@
+// What the broadcast caption outputs (OBS, YouTube) share: the transcript events they take,
+// the speaker-change mark, a bounded queue, and the ledger of captions made, delivered and
+// not delivered (with why), so that no caption is lost without being counted and said.
+
+import { InvalidArgumentError, SpeechpipeError } from '../protocol/errors.ts';
+import type { CaptionWord } from '../transforms/to-captions.ts';
+
+/** Why a caption was not delivered. */
+export type UndeliveredReason =
+  /** OBS was not streaming (it answers 501 then): a live caption has nowhere to go. */
+  | 'not-streaming'
+  /** The receiver refused it (OBS: an error status; YouTube: a 4xx other than 408 and 429). */
+  | 'refused'
+  /** The queue was full (the receiver was unreachable or slower than the captions): the oldest went. */
+  | 'overflow'
+  /** Still waiting when the output closed (interrupted, or the receiver unreachable at the end). */
+  | 'unsent';
+
+/** Counts of an output's captions: every one made is delivered, undelivered (by reason) or pending. */
+export interface CaptionDeliveryStats {
+  /** Captions made from the transcript (OBS: lines; YouTube: cues). */
+  made: number;
+  /** Captions the receiver accepted. */
+  delivered: number;
+  /** Words in the captions made, and in those delivered. */
+  words: { made: number; delivered: number };
+  /** Captions not delivered, by reason (zero counts included). */
+  undelivered: Record<UndeliveredReason, number>;
+  /** Captions queued or in flight now. */
+  pending: number;
+}
+
+/** One caption an output delivers: its text, its word count, and when its last word was spoken. */
+export interface DeliveryItem {
+  text: string;
+  words: number;
+  /** Seconds from the start of the audio to the end of its last word. */
+  end: number;
+}
+
+/**
+ * A broadcast caption output's warning or failure, with a stable code: `ERR_OBS_AUTH`,
+ * `ERR_OBS_PROTOCOL`, `ERR_OBS_UNREACHABLE`, `ERR_OBS_NOT_STREAMING`, `ERR_OBS_REFUSED`,
+ * `ERR_YOUTUBE_REFUSED`, `ERR_YOUTUBE_RETRYING`, `ERR_CAPTIONS_UNDELIVERED`. Never carries a
+ * password or a caption URL's secret.
+ */
+export class CaptionOutputError extends SpeechpipeError {
+  override name = 'CaptionOutputError';
+  /** Which output: `obs` or `youtube`. */
+  readonly output: 'obs' | 'youtube';
+
+  constructor(output: 'obs' | 'youtube', code: string, message: string) {
+    super(code, message);
+    this.output = output;
+  }
+}
+
+/** The counts an output keeps; `pending` is asked of the output when stats are read. */
+export class DeliveryLedger {
+  made = 0;
+  delivered = 0;
+  wordsMade = 0;
+  wordsDelivered = 0;
+  readonly undelivered: Record<UndeliveredReason, number> = {
+    'not-streaming': 0,
+    refused: 0,
+    overflow: 0,
+    unsent: 0,
+  };
+
+  add(item: DeliveryItem): void {
+    this.made++;
+    this.wordsMade += item.words;
+  }
+
+  deliver(items: readonly DeliveryItem[]): void {
+    this.delivered += items.length;
+    for (const item of items) this.wordsDelivered += item.words;
+  }
+
+  lose(items: readonly DeliveryItem[], reason: UndeliveredReason): void {
+    this.undelivered[reason] += items.length;
+  }
+
+  stats(pending: number): CaptionDeliveryStats {
+    return {
+      made: this.made,
+      delivered: this.delivered,
+      words: { made: this.wordsMade, delivered: this.wordsDelivered },
+      undelivered: { ...this.undelivered },
+      pending,
+    };
+  }
+}
+
+/** A queue of at most `max` items: past it, the oldest are pushed out and returned. */
+export class BoundedQueue<T> {
+  readonly #items: T[] = [];
+  readonly max: number;
+
+  constructor(max: number) {
+    this.max = max;
+  }
+
+  get length(): number {
+    return this.#items.length;
+  }
+
+  /** Add at the back; returns what no longer fits (the oldest), to be counted. */
+  push(item: T): T[] {
+    this.#items.push(item);
+    return this.#items.length > this.max ? this.#items.splice(0, this.#items.length - this.max) : [];
+  }
+
+  /** Put back at the front (a send that did not happen); may push the newest past the bound out. */
+  unshift(items: readonly T[]): T[] {
+    this.#items.unshift(...items);
+    return this.#items.length > this.max ? this.#items.splice(this.max) : [];
+  }
+
+  peek(n: number): T[] {
+    return this.#items.slice(0, n);
+  }
+
+  take(n: number): T[] {
+    return this.#items.splice(0, n);
+  }
+}
+
+/**
+ * The words of a transcript event that carries committed words (`utterance`), or `undefined`
+ * for one that does not (`partial`, `final`). Anything that is not a transcript event is an
+ * `InvalidArgumentError`.
+ */
+export function committedWords(event: unknown, output: string): readonly CaptionWord[] | undefined {
+  const e = event as { type?: unknown; words?: unknown } | null;
+  if (typeof e !== 'object' || e === null || typeof e.type !== 'string')
+    throw new InvalidArgumentError(`${output}: expected transcript events (partial, utterance, final)`);
+  if (e.type !== 'utterance') return undefined;
+  if (!Array.isArray(e.words)) throw new InvalidArgumentError(`${output}: an utterance without words`);
+  return e.words as CaptionWord[];
+}
+
+/** The broadcast mark of a new speaker, as captioners write it. */
+export const SPEAKER_CHANGE = '>>';
+
+/** Words of a caption text, the speaker-change mark not counted. */
+export function wordCount(text: string): number {
+  return text.split(/\s+/).filter((w) => w !== '' && w !== SPEAKER_CHANGE).length;
+}
+
+/** An integer option in [min, max], or its default. */
+export function integerOption(
+  output: string,
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < min || v > max)
+    throw new InvalidArgumentError(
+      `${output}: ${name} must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? '' : ` to ${max}`}, got ${v}`,
+    );
+  return v;
+}

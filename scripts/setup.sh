@@ -26,6 +26,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
+# The OBS caption tests: OBS Studio (29 ships obs-websocket 5) headless under xvfb-run, streaming
+# to nginx with the RTMP module. Optional: without them only those tests skip, saying why.
+obs_missing=()
+command -v obs >/dev/null 2>&1 || obs_missing+=(obs-studio)
+command -v xvfb-run >/dev/null 2>&1 || obs_missing+=(xvfb xauth)
+command -v nginx >/dev/null 2>&1 || obs_missing+=(nginx)
+[ -e /usr/lib/nginx/modules/ngx_rtmp_module.so ] || obs_missing+=(libnginx-mod-rtmp)
+if ((${#obs_missing[@]} > 0)); then
+  echo "setup: installing ${obs_missing[*]} with apt-get (for the OBS caption tests)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  { $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${obs_missing[@]}" >/dev/null; } ||
+    echo "setup: could not install ${obs_missing[*]}: the OBS caption tests will skip"
+fi
+
 npm ci --no-audit --no-fund
 # TypeDoc (npm run docs) needs TypeScript 6; speechpipe builds with 7: its own folder.
 npm ci --prefix tools/docs --no-audit --no-fund

@@ -3,9 +3,11 @@
 // (and diarization with --speakers); captions go to an overlay page for a broadcast, as
 // Server-Sent Events, optionally to a WebVTT or SRT file as they are made, to a live HLS
 // presentation (the programme's media held back by a delay line, with a subtitle rendition),
-// and to a YouTube Live stream (--youtube).
+// into OBS Studio's stream as CEA-608 closed captions (--obs), and to a YouTube Live stream
+// (--youtube).
 
 import { createWriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { isAuthFailure } from '../client/retry.ts';
@@ -14,6 +16,7 @@ import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { CaptionDeliveryStats } from '../sinks/caption-delivery.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
 import { type HlsOutput, hlsOutput } from '../sinks/hls-output.ts';
+import { type ObsCaptions, obsCaptions } from '../sinks/obs-captions.ts';
 import { type YoutubeCaptions, youtubeCaptions } from '../sinks/youtube-captions.ts';
 import { liveInput, NETWORK_URL } from '../sources/live-input.ts';
 import { hlsAudioFor, type MediaInput, mediaInput } from '../sources/media-input.ts';
@@ -68,6 +71,10 @@ export const USAGE = `usage: speechpipe caption <input> [options]
                         ends with the input
   --delay SEC           with --hls: hold the media back SEC seconds so that each caption is on
                         screen with its speech (default 4; more than the captions' latency)
+  --obs ws://HOST:PORT  also send the captions to OBS Studio (obs-websocket 5: OBS 28 or later),
+                        which puts them into the stream it broadcasts as CEA-608 closed captions
+                        (32-character lines, rolling up; Latin script only)
+  --obs-password-file F the obs-websocket server password, read from the file F
   --youtube URL         also post the captions to a YouTube Live stream's caption ingestion URL
                         (YouTube Studio, stream settings: closed captions, POST captions to URL);
                         the URL holds the stream's key: it is never printed
@@ -80,7 +87,8 @@ until then still come out (to --out and --hls too) for up to ${DRAIN_MS / 1000} 
 stops at once. With --hls the presentation then ends (#EXT-X-ENDLIST) and is served a window
 longer (12 s) for players still playing it, or until a signal. Session failures and restarts are
 warnings on stderr.
-YouTube never holds the other outputs back: its captions wait in a bounded queue, and a post
+OBS and YouTube never hold the other outputs back: their captions wait in a bounded queue. OBS
+gets no captions while it is not streaming, and a restarted OBS is reconnected to; a YouTube post
 that fails is sent again unchanged (same seq). Captions that could not be delivered are counted
 by reason, said once as they happen, and in the summary at the end.
 Talks to API_URL with API_KEY, or to the built-in emulator when API_URL is not set.
@@ -104,6 +112,8 @@ interface Options {
   cors: string | undefined;
   hls: string | undefined;
   delaySec: number;
+  obs: string | undefined;
+  obsPasswordFile: string | undefined;
   youtube: string | undefined;
 }
 
@@ -125,6 +135,8 @@ function parse(args: string[]): Options {
       cors: { type: 'string' },
       hls: { type: 'string' },
       delay: { type: 'string' },
+      obs: { type: 'string' },
+      'obs-password-file': { type: 'string' },
       youtube: { type: 'string' },
     },
   });
@@ -149,6 +161,12 @@ function parse(args: string[]): Options {
   const delaySec = Number(values.delay ?? 4);
   if (values.delay?.trim() === '' || !Number.isFinite(delaySec) || delaySec < 0 || delaySec > 600)
     throw new UsageError('--delay must be a number of seconds from 0 to 600');
+  if (values.obs !== undefined && !/^wss?:\/\/[^/?#@]+\/?$/i.test(values.obs))
+    throw new UsageError("--obs must be obs-websocket's address, ws://HOST:PORT");
+  if (values['obs-password-file'] !== undefined && values.obs === undefined)
+    throw new UsageError('--obs-password-file goes with --obs');
+  if (values.obs !== undefined && values.language === 'ar')
+    throw new UsageError('--obs: CEA-608 closed captions have no Arabic characters');
   // Never echoed: the URL carries the stream's key.
   if (values.youtube !== undefined && !/^https?:\/\/[^/?#]+/i.test(values.youtube))
     throw new UsageError("--youtube must be the stream's caption ingestion URL (http:// or https://)");
@@ -185,6 +203,8 @@ function parse(args: string[]): Options {
     cors: values.cors,
     hls: values.hls,
     delaySec,
+    obs: values.obs,
+    obsPasswordFile: values['obs-password-file'],
     youtube: values.youtube,
   };
 }
@@ -293,10 +313,22 @@ export async function run(args: string[]): Promise<number> {
   let hls: HlsOutput | undefined;
   /** With --hls: the programme read once, as MPEG-TS, for the presentation and the captions. */
   let media: MediaInput | undefined;
+  let obs: ObsCaptions | undefined;
   let youtube: YoutubeCaptions | undefined;
   /** The --out file, once it is being written. */
   let writing: string | undefined;
   try {
+    let obsPassword: string | undefined;
+    if (options.obsPasswordFile !== undefined) {
+      try {
+        obsPassword = (await readFile(options.obsPasswordFile, 'utf8')).replace(/\r?\n$/, '');
+      } catch (err) {
+        return badUsage(
+          'caption',
+          `cannot read --obs-password-file: ${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}`,
+        );
+      }
+    }
     service = await openService(process.env, log);
     const client = service.client;
     if (options.hls !== undefined) {
@@ -317,6 +349,14 @@ export async function run(args: string[]): Promise<number> {
     const hlsUrl = hls ? `${relay.url}${hls.mount.prefix}master.m3u8` : undefined;
     process.stdout.write(`${JSON.stringify({ url: relay.url, ...(hlsUrl ? { hls: hlsUrl } : {}) })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)${hlsUrl ? `; HLS at ${hlsUrl}` : ''}`);
+    if (options.obs !== undefined) {
+      obs = await obsCaptions({
+        url: options.obs,
+        ...(obsPassword === undefined ? {} : { password: obsPassword }),
+      });
+      obs.on('warning', (w: Error) => log(`warning: ${w.message}`));
+      log(`captions to OBS at ${options.obs}`);
+    }
     if (drain.signal.aborted) throw drain.signal.reason;
 
     // A live input's audio starts now: YouTube gets each caption stamped with when it was said.
@@ -398,10 +438,11 @@ export async function run(args: string[]): Promise<number> {
     const split = tee(options.speakers ? 2 : 1);
     const [forAsr, forSpeakers] = split.branches;
     const timeline = new SpeakerTimeline();
-    const outputs = tee(1 + [options.out, hls, youtube].filter(Boolean).length, { objectMode: true });
+    const outputs = tee(1 + [options.out, hls, obs, youtube].filter(Boolean).length, { objectMode: true });
     const [toRelay, ...others] = outputs.branches;
     const toFile = options.out ? others.shift() : undefined;
     const toHls = hls ? others.shift() : undefined;
+    const toObs = obs ? others.shift() : undefined;
     const toYoutube = youtube ? others.shift() : undefined;
     const theRelay = relay;
     const programme = media;
@@ -467,6 +508,7 @@ export async function run(args: string[]): Promise<number> {
       done.push(pipeline(toFile, toCaptions({ format }), createWriteStream(options.out!), { signal }));
       writing = options.out;
     }
+    if (toObs && obs) done.push(pipeline(toObs, obs, { signal }));
     if (toYoutube && youtube) done.push(pipeline(toYoutube, youtube, { signal }));
     const failures: unknown[] = [];
     await Promise.all(
@@ -517,7 +559,13 @@ export async function run(args: string[]): Promise<number> {
     if (writing) log(`${writing} has the captions made until then`);
     // A bad setting in the environment (API_URL without API_KEY, a refused key) is bad usage,
     // as for every command.
-    return (err as { code?: unknown }).code === 'ERR_CONFIG' || isAuthFailure(err) ? 2 : 1;
+    const code = (err as { code?: unknown }).code;
+    return code === 'ERR_CONFIG' ||
+      code === 'ERR_OBS_AUTH' ||
+      code === 'ERR_OBS_PROTOCOL' ||
+      isAuthFailure(err)
+      ? 2
+      : 1;
   } finally {
     clearTimeout(drainTimer);
     clearTimeout(failTimer);
@@ -525,7 +573,9 @@ export async function run(args: string[]): Promise<number> {
     process.off('SIGTERM', onSignal);
     media?.destroy();
     hls?.destroy();
+    await obs?.close();
     await youtube?.close();
+    if (obs) log(delivery('OBS', 'lines', obs.stats()));
     if (youtube) {
       const stats = youtube.stats();
       log(`${delivery('YouTube', 'cues', stats)}, in ${stats.posts} posts (${stats.retries} sent again)`);

@@ -7,7 +7,7 @@
 //
 //   node bench/caption-latency.ts [--seconds 30]
 
-import { Readable, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { createClient } from '../src/client/index.ts';
@@ -16,6 +16,7 @@ import { assembleTranscript, type TranscriptEvent } from '../src/transforms/asse
 import { sttStream } from '../src/transforms/live-stream.ts';
 import { toFrames } from '../src/transforms/to-frames.ts';
 import { NEWS_SENTENCES, speechWithPauses } from '../test/helpers/speech.ts';
+import { percentile, realtime } from './helpers/realtime-audio.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '30' } } });
 const seconds = Number(values.seconds);
@@ -23,29 +24,6 @@ const sentences = NEWS_SENTENCES;
 let pcm = Buffer.alloc(0);
 while (pcm.length < seconds * 32000) pcm = Buffer.concat([pcm, await speechWithPauses(sentences, 700)]);
 pcm = pcm.subarray(0, seconds * 32000);
-
-/** 100 ms of PCM every 100 ms of wall time, from `t0`. */
-function realtime(audio: Buffer, t0: number): Readable {
-  let offset = 0;
-  return new Readable({
-    read() {
-      if (offset >= audio.length) return void this.push(null);
-      const due = t0 + (offset / 32000) * 1000;
-      setTimeout(
-        () => {
-          this.push(audio.subarray(offset, offset + 3200));
-          offset += 3200;
-        },
-        Math.max(0, due - performance.now()),
-      );
-    },
-  });
-}
-
-const percentile = (sorted: number[], p: number) =>
-  sorted.length === 0
-    ? Number.NaN
-    : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 const emulator = await startEmulator();
 const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });

@@ -13,7 +13,7 @@ import type { CaptionOutputError, DeliveryItem } from '../src/sinks/caption-deli
 import { type ObsCaptions, obsCaptions } from '../src/sinks/obs-captions.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import { runCli } from './helpers/cli.ts';
-import { captionsOfFlv, type StreamCaption } from './helpers/flv.ts';
+import { captionsOfFlv, newLines, type StreamCaption } from './helpers/flv.ts';
 import {
   hangingLink,
   type ObsStudio,
@@ -75,24 +75,6 @@ async function endAndWait(sink: ObsCaptions, events: UtteranceEvent[]): Promise<
   for (const e of events) sink.write(e);
   sink.end();
   await once(sink, 'finish');
-}
-
-/** The lines each caption added, the lines rolled up from the caption before it left out. */
-function newLines(captions: StreamCaption[]): string[] {
-  const out: string[] = [];
-  let previous: string[] = [];
-  for (const { lines } of captions) {
-    let kept = 0;
-    for (let k = Math.min(lines.length - 1, previous.length); k > 0; k--) {
-      if (lines.slice(0, k).join('\n') === previous.slice(-k).join('\n')) {
-        kept = k;
-        break;
-      }
-    }
-    out.push(...lines.slice(kept));
-    previous = lines;
-  }
-  return out;
 }
 
 /** The captions of the newest recording once `done` holds for them (OBS sends the last one a frame later). */

@@ -112,3 +112,19 @@ export async function captionsOfFlv(
     await file.close();
   }
 }
+
+/**
+ * The lines a caption added to the one before it: those it rolled up from the caption before
+ * (its last lines, now on top) left out.
+ */
+export function addedLines(previous: readonly string[], lines: readonly string[]): string[] {
+  for (let k = Math.min(lines.length - 1, previous.length); k > 0; k--) {
+    if (lines.slice(0, k).join('\n') === previous.slice(-k).join('\n')) return lines.slice(k);
+  }
+  return [...lines];
+}
+
+/** The lines the captions added, in order, each once. */
+export function newLines(captions: readonly { lines: string[] }[]): string[] {
+  return captions.flatMap((c, k) => addedLines(k === 0 ? [] : captions[k - 1]!.lines, c.lines));
+}

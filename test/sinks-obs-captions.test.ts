@@ -15,6 +15,7 @@ import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import { runCli } from './helpers/cli.ts';
 import { captionsOfFlv, newLines, type StreamCaption } from './helpers/flv.ts';
 import {
+  freePort,
   hangingLink,
   type ObsStudio,
   obsMissing,
@@ -87,6 +88,45 @@ async function broadcastCaptions(done: (captions: StreamCaption[]) => boolean): 
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+test('OBS not there: said once, lines wait; at the end they are counted unsent (no OBS needed)', async () => {
+  const port = await freePort();
+  const sink = await obsCaptions({
+    url: `ws://127.0.0.1:${port}`,
+    endTimeoutMs: 200,
+    reconnect: { baseMs: 50, maxMs: 100 },
+  });
+  const { warnings, delivered } = collect(sink);
+  sink.write(utterance('Nobody listens on this port.', 0));
+  while (warnings.length === 0) await once(sink, 'warning');
+  assert.equal(warnings[0]!.code, 'ERR_OBS_UNREACHABLE');
+  assert.match(
+    warnings[0]!.message,
+    /cannot reach OBS at ws:\/\/127\.0\.0\.1:\d+\/: .*ECONNREFUSED.*; retrying/,
+  );
+  assert.equal(sink.stats().pending, 1);
+  await endAndWait(sink, []);
+  assert.equal(delivered.length, 0);
+  assert.equal(sink.stats().undelivered.unsent, 1);
+  assert.equal(sink.stats().pending, 0);
+  assert.equal(warnings.length, 1, 'said once, however many attempts');
+});
+
+test('caption --obs: bad usage is exit 2 before anything starts (no OBS needed)', async () => {
+  for (const [args, message] of [
+    [['--obs', 'http://127.0.0.1:4455'], /--obs must be obs-websocket's address/],
+    [['--obs-password-file', join(root, 'pw')], /--obs-password-file goes with --obs/],
+    [['--obs', 'ws://127.0.0.1:4455', '--language', 'ar'], /no Arabic characters/],
+    [
+      ['--obs', 'ws://127.0.0.1:4455', '--obs-password-file', join(root, 'no-such-file')],
+      /cannot read --obs-password-file: ENOENT/,
+    ],
+  ] as const) {
+    const run = await runCli(['caption', 'sine=frequency=300', '--input-format', 'lavfi', ...args]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, message);
+  }
+});
 
 test('a wrong or missing password: ERR_OBS_AUTH, and the password is in no message', async (t) => {
   if (missing) return t.skip(missing);

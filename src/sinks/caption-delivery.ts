@@ -41,9 +41,8 @@ export interface DeliveryItem {
 /**
  * A broadcast caption output's warning or failure, with a stable code: `ERR_OBS_AUTH`,
  * `ERR_OBS_PROTOCOL`, `ERR_OBS_UNREACHABLE`, `ERR_OBS_NOT_STREAMING`, `ERR_OBS_REFUSED`,
- * `ERR_OBS_UNSHOWN_CHARACTERS`,
- * `ERR_YOUTUBE_REFUSED`, `ERR_YOUTUBE_RETRYING`, `ERR_CAPTIONS_UNDELIVERED`. Never carries a
- * password or a caption URL's secret.
+ * `ERR_OBS_UNSHOWN_CHARACTERS`, `ERR_YOUTUBE_REFUSED`, `ERR_YOUTUBE_RETRYING`,
+ * `ERR_CAPTIONS_UNDELIVERED`. Never carries a password or a caption URL's secret.
  */
 export class CaptionOutputError extends SpeechpipeError {
   override name = 'CaptionOutputError';

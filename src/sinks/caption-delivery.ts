@@ -2,6 +2,7 @@
 // the speaker-change mark, a bounded queue, and the ledger of captions made, delivered and
 // not delivered (with why), so that no caption is lost without being counted and said.
 
+import { Writable } from 'node:stream';
 import { InvalidArgumentError, SpeechpipeError } from '../protocol/errors.ts';
 import type { CaptionWord } from '../transforms/to-captions.ts';
 
@@ -164,4 +165,175 @@ export function integerOption(
       `${output}: ${name} must be an integer from ${min}${max === Number.MAX_SAFE_INTEGER ? '' : ` to ${max}`}, got ${v}`,
     );
   return v;
+}
+
+/** What a broadcast caption output does for its receiver (OBS, YouTube); the rest is {@link CaptionDelivery}'s. */
+export interface CaptionReceiver<I extends DeliveryItem> {
+  /** The captions an utterance's words make (an `InvalidArgumentError` for words that are not). */
+  itemsOf(words: readonly CaptionWord[]): I[];
+  /** Send what can go now; with nothing to send, call `idle()`. Called when captions were queued. */
+  move(): void;
+  /** Captions sent and not answered yet. */
+  inFlight(): number;
+  /** Let the receiver go (connections, timers), counting what is in flight `unsent`. */
+  release(): Promise<void>;
+}
+
+/** A Writable of transcript events that delivers to a receiver: its counts, and how to stop it. */
+export interface DeliverySink<S extends CaptionDeliveryStats> extends Writable {
+  /** Counts so far. */
+  stats(): S;
+  /** Stop at once: what waits or is in flight is counted `unsent`. Same as `destroy()`, awaited. */
+  close(): Promise<void>;
+}
+
+/**
+ * The part of a broadcast caption output that does not depend on its receiver: the bounded
+ * queue and the counts, warnings said once, writes that never wait, and the end: once the
+ * writes end, the queue drains, and what could not go in `endTimeoutMs` without a caption
+ * delivered is counted `unsent`.
+ */
+export class CaptionDelivery<I extends DeliveryItem> {
+  readonly queue: BoundedQueue<I>;
+  readonly ledger = new DeliveryLedger();
+  /** The output stopped (ended, destroyed or closed): nothing more is sent. */
+  closed = false;
+  readonly #output: 'obs' | 'youtube';
+  readonly #endTimeoutMs: number;
+  /** The warning each reason of loss says (once). */
+  readonly #saying: Partial<Record<UndeliveredReason, [code: string, message: string]>>;
+  readonly #said = new Set<string>();
+  #receiver: CaptionReceiver<I> | undefined;
+  #sink: Writable | undefined;
+  #ending: { callback: (err?: Error | null) => void; timer: NodeJS.Timeout | undefined } | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(
+    output: 'obs' | 'youtube',
+    options: {
+      maxQueued: number;
+      endTimeoutMs: number;
+      saying: Partial<Record<UndeliveredReason, [code: string, message: string]>>;
+    },
+  ) {
+    this.#output = output;
+    this.queue = new BoundedQueue<I>(options.maxQueued);
+    this.#endTimeoutMs = options.endTimeoutMs;
+    this.#saying = options.saying;
+  }
+
+  /** Emit a `warning` with `code`, unless one was said since the last `forgive(code)`. */
+  warn(code: string, message: string): void {
+    if (this.#said.has(code)) return;
+    this.#said.add(code);
+    this.#sink?.emit('warning', new CaptionOutputError(this.#output, code, message));
+  }
+
+  /** The state `codes` reported is over: they may be said again. */
+  forgive(...codes: string[]): void {
+    for (const code of codes) this.#said.delete(code);
+  }
+
+  lose(items: readonly I[], reason: UndeliveredReason): void {
+    if (items.length === 0) return;
+    this.ledger.lose(items, reason);
+    const saying = this.#saying[reason];
+    if (saying) this.warn(...saying);
+  }
+
+  /** The receiver took these: counted, emitted (`delivered`), and the end waits anew. */
+  deliver(items: readonly I[]): void {
+    this.ledger.deliver(items);
+    for (const item of items) this.#sink?.emit('delivered', item);
+    this.progress();
+  }
+
+  /** Something was settled (delivered, or refused for good): the end waits anew. */
+  progress(): void {
+    const ending = this.#ending;
+    if (!ending) return;
+    clearTimeout(ending.timer);
+    ending.timer = setTimeout(() => this.#finish(), this.#endTimeoutMs);
+  }
+
+  /** The receiver has nothing to send now: the end, if the writes ended and nothing is left. */
+  idle(): void {
+    if (this.#ending && this.queue.length === 0 && (this.#receiver?.inFlight() ?? 0) === 0) this.#finish();
+  }
+
+  stats(): CaptionDeliveryStats {
+    return this.ledger.stats(this.queue.length + (this.#receiver?.inFlight() ?? 0));
+  }
+
+  /** Stop: what waits is counted `unsent`, then the receiver is let go. */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      this.closed = true;
+      clearTimeout(this.#ending?.timer);
+      this.lose(this.queue.take(this.queue.length), 'unsent');
+      await this.#receiver?.release();
+    })();
+    return this.#stopping;
+  }
+
+  #finish(): void {
+    const ending = this.#ending;
+    if (!ending) return;
+    clearTimeout(ending.timer);
+    this.#ending = undefined;
+    this.stop().then(() => ending.callback(), ending.callback);
+  }
+
+  /** The output's Writable (named `name` in its errors), delivering through `receiver`. */
+  writable<S extends CaptionDeliveryStats>(
+    name: string,
+    receiver: CaptionReceiver<I>,
+    stats: () => S,
+  ): DeliverySink<S> {
+    this.#receiver = receiver;
+    const sink = new Writable({
+      objectMode: true,
+      write: (event: unknown, _encoding, callback) => {
+        let items: I[];
+        try {
+          const words = committedWords(event, name);
+          items = words && words.length > 0 ? receiver.itemsOf(words) : [];
+        } catch (err) {
+          callback(err as Error);
+          return;
+        }
+        for (const item of items) {
+          this.ledger.add(item);
+          this.lose(this.queue.push(item), 'overflow');
+        }
+        if (items.length > 0) receiver.move();
+        // Never waits for the receiver: the other outputs go on at their own pace.
+        callback();
+      },
+      final: (callback) => {
+        this.#ending = { callback, timer: undefined };
+        this.progress();
+        receiver.move();
+        this.idle();
+      },
+      destroy: (err, callback) => {
+        this.#ending = undefined;
+        this.stop().then(
+          () => callback(err),
+          () => callback(err),
+        );
+      },
+    }) as DeliverySink<S>;
+    Object.defineProperties(sink, {
+      stats: { value: stats },
+      close: {
+        value: (): Promise<void> => {
+          if (!sink.destroyed) sink.destroy();
+          return this.stop();
+        },
+      },
+    });
+    this.#sink = sink;
+    return sink;
+  }
 }

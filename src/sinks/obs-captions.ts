@@ -4,19 +4,17 @@
 // most 32 characters (a 608 row), shown roll-up style: each caption is the new line under the
 // one before. OBS restarts are reconnected to; captions OBS cannot broadcast are counted.
 
-import { Writable } from 'node:stream';
 import { EventSubscription, OBSWebSocket, type OBSWebSocketError } from 'obs-websocket-js/json';
 import { backoffDelay } from '../client/retry.ts';
 import { CEA608_COLUMNS, isCea608Character } from '../protocol/cea608.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { CaptionWord } from '../transforms/to-captions.ts';
 import {
-  BoundedQueue,
+  CaptionDelivery,
   type CaptionDeliveryStats,
   CaptionOutputError,
-  committedWords,
   type DeliveryItem,
-  DeliveryLedger,
+  type DeliverySink,
   integerOption,
   SPEAKER_CHANGE,
   wordCount,
@@ -69,12 +67,7 @@ export interface ObsCaptionStats extends CaptionDeliveryStats {
  * refuses a caption (each said once until things change), and `delivered` (a
  * {@link DeliveryItem}) for each line OBS accepted.
  */
-export interface ObsCaptions extends Writable {
-  /** Counts so far. */
-  stats(): ObsCaptionStats;
-  /** Stop: disconnect, count what waits as `unsent`. Same as `destroy()`, awaited. */
-  close(): Promise<void>;
-}
+export type ObsCaptions = DeliverySink<ObsCaptionStats>;
 
 /** obs-websocket's close code for a refused password, and for an RPC version it does not speak. */
 const AUTHENTICATION_FAILED = 4009;
@@ -162,9 +155,22 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   const reconnectBase = integerOption(name, 'reconnect.baseMs', options.reconnect?.baseMs, 500, 1);
   const reconnectMax = integerOption(name, 'reconnect.maxMs', options.reconnect?.maxMs, 10_000, 1);
 
+  const delivery = new CaptionDelivery<DeliveryItem>('obs', {
+    maxQueued,
+    endTimeoutMs,
+    saying: {
+      overflow: [
+        'ERR_CAPTIONS_UNDELIVERED',
+        `OBS: more than ${maxQueued} lines waiting; the oldest are dropped (and counted)`,
+      ],
+      'not-streaming': [
+        'ERR_OBS_NOT_STREAMING',
+        'OBS is not streaming: captions are not sent, and are counted, until it streams',
+      ],
+    },
+  });
+  const { queue } = delivery;
   const obs = new OBSWebSocket();
-  const ledger = new DeliveryLedger();
-  const queue = new BoundedQueue<DeliveryItem>(maxQueued);
   let connected = false;
   let streaming: boolean | undefined;
   let captions = 0;
@@ -173,11 +179,10 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   let everConnected = false;
   /** The first connection attempt is over: later failures are the output's to report. */
   let started = false;
-  let closed = false;
   /** Lines of the caption on screen, for the next one to roll up under. */
   let shown: string[] = [];
-  let inFlight = false;
-  let inFlightLines = 0;
+  /** Lines of the caption sent and not answered yet. */
+  let inFlight = 0;
   let nextSendAt = 0;
   let sendTimer: NodeJS.Timeout | undefined;
   let reconnectTimer: NodeJS.Timeout | undefined;
@@ -185,34 +190,10 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   let connecting: Promise<CaptionOutputError | undefined> | undefined;
   /** The speaker of the last word laid out, to mark a change. */
   let lastSpeaker: string | undefined;
-  /** Warnings said, each once until the state it reports changes. */
-  const said = new Set<string>();
-  /** The end of the writes, waiting for the queue to drain. */
-  let ending: { callback: (err?: Error | null) => void; timer: NodeJS.Timeout | undefined } | undefined;
-
   let sink: ObsCaptions;
-  const warn = (code: string, message: string) => {
-    if (said.has(code)) return;
-    said.add(code);
-    sink.emit('warning', new CaptionOutputError('obs', code, message));
-  };
-  const unreachable = (message: string) =>
-    warn('ERR_OBS_UNREACHABLE', `${message}; retrying (captions wait, up to ${maxQueued} lines)`);
 
-  const lose = (items: DeliveryItem[], reason: 'not-streaming' | 'refused' | 'overflow' | 'unsent') => {
-    if (items.length === 0) return;
-    ledger.lose(items, reason);
-    if (reason === 'overflow')
-      warn(
-        'ERR_CAPTIONS_UNDELIVERED',
-        `OBS: more than ${maxQueued} lines waiting; the oldest are dropped (and counted)`,
-      );
-    if (reason === 'not-streaming')
-      warn(
-        'ERR_OBS_NOT_STREAMING',
-        'OBS is not streaming: captions are not sent, and are counted, until it streams',
-      );
-  };
+  const unreachable = (message: string) =>
+    delivery.warn('ERR_OBS_UNREACHABLE', `${message}; retrying (captions wait, up to ${maxQueued} lines)`);
 
   /**
    * Close the socket at once. obs-websocket-js only closes cleanly, and a hung OBS never answers
@@ -309,7 +290,7 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   };
 
   const scheduleReconnect = () => {
-    if (closed || reconnectTimer || connecting) return;
+    if (delivery.closed || reconnectTimer || connecting) return;
     const delay = Math.max(
       100,
       backoffDelay(reconnectAttempt++, { baseMs: reconnectBase, maxMs: reconnectMax }),
@@ -328,7 +309,7 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
     connecting ??= connectOnce().then(
       () => {
         connecting = undefined;
-        if (closed) {
+        if (delivery.closed) {
           drop();
           return undefined;
         }
@@ -336,14 +317,14 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
         if (everConnected) reconnections++;
         everConnected = true;
         reconnectAttempt = 0;
-        said.delete('ERR_OBS_UNREACHABLE');
+        delivery.forgive('ERR_OBS_UNREACHABLE');
         shown = [];
-        kick();
+        move();
         return undefined;
       },
       (err: CaptionOutputError) => {
         connecting = undefined;
-        if (closed) return err;
+        if (delivery.closed) return err;
         if (err.code === 'ERR_OBS_AUTH' || err.code === 'ERR_OBS_PROTOCOL') {
           if (started) sink.destroy(err);
           return err;
@@ -352,7 +333,7 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
         if (started) unreachable(err.message);
         else setImmediate(() => unreachable(err.message));
         scheduleReconnect();
-        kick();
+        move();
         return err;
       },
     );
@@ -363,11 +344,11 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   const lost = (why: string) => {
     if (!connected) return;
     connected = false;
-    if (closed) return;
+    if (delivery.closed) return;
     unreachable(`lost the connection to OBS at ${address} (${why})`);
     drop();
     scheduleReconnect();
-    kick();
+    move();
   };
   // A failed attempt is its own handler's: `connected` is set only once one succeeded.
   obs.on('ConnectionClosed', (err) => lost(describe(err)));
@@ -377,12 +358,12 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
     const state = event.outputState;
     if (state === 'OBS_WEBSOCKET_OUTPUT_STARTED' || state === 'OBS_WEBSOCKET_OUTPUT_RECONNECTED') {
       streaming = true;
-      said.delete('ERR_OBS_NOT_STREAMING');
+      delivery.forgive('ERR_OBS_NOT_STREAMING');
     } else if (state === 'OBS_WEBSOCKET_OUTPUT_STOPPING' || state === 'OBS_WEBSOCKET_OUTPUT_STOPPED') {
       streaming = false;
     } else return;
     shown = [];
-    kick();
+    move();
   });
 
   /** The next caption: new lines (at most `rows`) under the lines still on screen, within OBS's bytes. */
@@ -401,50 +382,46 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
   const send = () => {
     const { lines, fresh } = nextCaption();
     queue.take(fresh.length);
-    inFlight = true;
-    inFlightLines = fresh.length;
+    inFlight = fresh.length;
     callWithin(() => obs.call('SendStreamCaption', { captionText: lines.join('\n') })).then(
       () => {
-        inFlight = false;
-        inFlightLines = 0;
+        inFlight = 0;
         captions++;
         shown = lines;
         nextSendAt = Date.now() + intervalMs;
-        ledger.deliver(fresh);
-        for (const item of fresh) sink.emit('delivered', item);
-        said.delete('ERR_OBS_REFUSED');
-        if (ending) armEndTimer();
-        kick();
+        delivery.forgive('ERR_OBS_REFUSED');
+        delivery.deliver(fresh);
+        move();
       },
       (err: unknown) => {
-        inFlight = false;
-        inFlightLines = 0;
+        inFlight = 0;
         const code = (err as { code?: unknown }).code;
-        if (closed) {
-          lose(fresh, 'unsent');
+        if (delivery.closed) {
+          delivery.lose(fresh, 'unsent');
         } else if (code === OUTPUT_NOT_RUNNING) {
           streaming = false;
-          lose(fresh, 'not-streaming');
+          delivery.lose(fresh, 'not-streaming');
         } else if (typeof code === 'number' && code >= 100) {
           // OBS answered, and refused this caption: sending it again would be refused again.
-          lose(fresh, 'refused');
-          warn('ERR_OBS_REFUSED', `OBS refused a caption: ${describe(err)}`);
+          delivery.lose(fresh, 'refused');
+          delivery.warn('ERR_OBS_REFUSED', `OBS refused a caption: ${describe(err)}`);
+          delivery.progress();
         } else {
           // The connection went, or OBS hung: the lines go again once OBS is back.
-          lose(queue.unshift(fresh), 'overflow');
+          delivery.lose(queue.unshift(fresh), 'overflow');
           lost(describe(err));
         }
-        kick();
+        move();
       },
     );
   };
 
-  /** Move the queue: send when connected, streaming and due; drop what cannot go; end when drained. */
-  function kick(): void {
-    if (closed || inFlight) return;
-    if (connected && streaming === false) lose(queue.take(queue.length), 'not-streaming');
+  /** Send when connected, streaming and due; what cannot go (OBS not streaming) is counted. */
+  function move(): void {
+    if (delivery.closed || inFlight > 0) return;
+    if (connected && streaming === false) delivery.lose(queue.take(queue.length), 'not-streaming');
     if (queue.length === 0) {
-      if (ending) finishEnd();
+      delivery.idle();
       return;
     }
     if (!connected || streaming !== true || sendTimer) return;
@@ -452,56 +429,11 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
     if (wait > 0) {
       sendTimer = setTimeout(() => {
         sendTimer = undefined;
-        kick();
+        move();
       }, wait);
       return;
     }
     send();
-  }
-
-  /** At the end: the lines left go `unsent` once none was delivered for endTimeoutMs. */
-  function armEndTimer(): void {
-    if (!ending) return;
-    clearTimeout(ending.timer);
-    ending.timer = setTimeout(() => {
-      lose(queue.take(queue.length), 'unsent');
-      finishEnd();
-    }, endTimeoutMs);
-  }
-
-  function finishEnd(): void {
-    if (!ending || inFlight) return;
-    const { callback, timer } = ending;
-    clearTimeout(timer);
-    ending = undefined;
-    shutdown().then(() => callback(), callback);
-  }
-
-  let shuttingDown: Promise<void> | undefined;
-  function shutdown(): Promise<void> {
-    shuttingDown ??= (async () => {
-      closed = true;
-      clearTimeout(sendTimer);
-      clearTimeout(reconnectTimer);
-      if (ending) clearTimeout(ending.timer);
-      sendTimer = undefined;
-      reconnectTimer = undefined;
-      lose(queue.take(queue.length), 'unsent');
-      connected = false;
-      // A clean close if OBS answers it soon; cut otherwise (and a connection on its way with it).
-      let closeTimer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        obs.disconnect().catch(() => {}),
-        new Promise((resolve) => {
-          closeTimer = setTimeout(resolve, 1000);
-        }),
-      ]);
-      clearTimeout(closeTimer);
-      drop();
-      await connecting;
-      drop();
-    })();
-    return shuttingDown;
   }
 
   /** A committed utterance as 608 lines: Latin text only, speaker changes marked, 32 columns. */
@@ -519,69 +451,53 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
       for (const text of shownText.text.split(' ')) if (text !== '') tokens.push({ text, end: w.end_time });
     }
     if (unshown > 0)
-      warn(
+      delivery.warn(
         'ERR_OBS_UNSHOWN_CHARACTERS',
         'OBS: CEA-608 shows Latin script only; characters outside it are left out of the captions (counted)',
       );
     return layoutLines(tokens, CEA608_COLUMNS);
   };
 
-  sink = new Writable({
-    objectMode: true,
-    write(event: unknown, _encoding, callback) {
-      let words: readonly CaptionWord[] | undefined;
-      try {
-        words = committedWords(event, name);
-      } catch (err) {
-        callback(err as Error);
-        return;
-      }
-      if (words && words.length > 0) {
-        for (const item of linesOf(words)) {
-          ledger.add(item);
-          lose(queue.push(item), 'overflow');
-        }
-        kick();
-      }
-      // Never waits for OBS: the other outputs go on at their own pace.
-      callback();
-    },
-    final(callback) {
-      ending = { callback, timer: undefined };
-      armEndTimer();
-      kick();
-    },
-    destroy(err, callback) {
-      ending = undefined;
-      shutdown().then(
-        () => callback(err),
-        () => callback(err),
-      );
-    },
-  }) as ObsCaptions;
-  Object.defineProperties(sink, {
-    stats: {
-      value: (): ObsCaptionStats => ({
-        ...ledger.stats(queue.length + inFlightLines),
-        captions,
-        connected,
-        streaming,
-        reconnections,
-        unshownCharacters: unshown,
-      }),
-    },
-    close: {
-      value: (): Promise<void> => {
-        if (!sink.destroyed) sink.destroy();
-        return shutdown();
+  sink = delivery.writable(
+    name,
+    {
+      itemsOf: linesOf,
+      move,
+      inFlight: () => inFlight,
+      release: async () => {
+        clearTimeout(sendTimer);
+        clearTimeout(reconnectTimer);
+        sendTimer = undefined;
+        reconnectTimer = undefined;
+        connected = false;
+        // A clean close if OBS answers it soon; cut otherwise (and a connection on its way with it).
+        let closeTimer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          obs.disconnect().catch(() => {}),
+          new Promise((resolve) => {
+            closeTimer = setTimeout(resolve, 1000);
+          }),
+        ]);
+        clearTimeout(closeTimer);
+        drop();
+        await connecting;
+        drop();
       },
     },
-  });
+    () => ({
+      ...delivery.stats(),
+      captions,
+      connected,
+      streaming,
+      reconnections,
+      unshownCharacters: unshown,
+    }),
+  );
 
   const failure = await connect();
   started = true;
   if (failure?.code === 'ERR_OBS_AUTH' || failure?.code === 'ERR_OBS_PROTOCOL') {
-    await shutdown();
+    await delivery.stop();
     throw failure;
   }
   return sink;

@@ -4,7 +4,6 @@
 // posts of new captions and unchanged on a retry. One post in flight at a time, so nothing is
 // reordered; a failed one is sent again as it was, so nothing is repeated under another seq.
 
-import { Writable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { backoffDelay } from '../client/retry.ts';
 import { InvalidArgumentError, parseRetryAfter } from '../protocol/errors.ts';
@@ -15,12 +14,11 @@ import {
   type Cue,
 } from '../transforms/to-captions.ts';
 import {
-  BoundedQueue,
+  CaptionDelivery,
   type CaptionDeliveryStats,
   CaptionOutputError,
-  committedWords,
   type DeliveryItem,
-  DeliveryLedger,
+  type DeliverySink,
   integerOption,
   SPEAKER_CHANGE,
   wordCount,
@@ -71,14 +69,9 @@ export interface YoutubeCaptionStats extends CaptionDeliveryStats {
  * A running YouTube caption output: write transcript events into it. Emits `warning`
  * ({@link CaptionOutputError}: `ERR_YOUTUBE_REFUSED`, `ERR_YOUTUBE_RETRYING`,
  * `ERR_CAPTIONS_UNDELIVERED`, each once until a post goes through) and `delivered` (a
- * {@link DeliveryItem}) for each cue YouTube accepted.
+ * {@link DeliveryItem}) for each cue YouTube accepted. `close()` cuts the post in flight.
  */
-export interface YoutubeCaptions extends Writable {
-  /** Counts so far. */
-  stats(): YoutubeCaptionStats;
-  /** Stop at once: the post in flight is cut, what waits is counted `unsent`. Same as `destroy()`, awaited. */
-  close(): Promise<void>;
-}
+export type YoutubeCaptions = DeliverySink<YoutubeCaptionStats>;
 
 /** The caption URL as it may be shown: its query (the stream's secret key) left out. */
 export function redactCaptionUrl(url: string): string {
@@ -161,35 +154,25 @@ export function youtubeCaptions(options: YoutubeCaptionsOptions): YoutubeCaption
   const retryMax = integerOption(name, 'retry.maxMs', options.retry?.maxMs, 10_000, 1);
   const builder = new CaptionBuilder({ ...options, format: 'vtt' });
 
+  const delivery = new CaptionDelivery<QueuedCue>('youtube', {
+    maxQueued,
+    endTimeoutMs,
+    saying: {
+      overflow: [
+        'ERR_CAPTIONS_UNDELIVERED',
+        `YouTube: more than ${maxQueued} cues waiting; the oldest are dropped (and counted) until posts go through`,
+      ],
+    },
+  });
+  const { queue } = delivery;
   const agent = new Agent({ connect: { timeout: timeoutMs }, keepAliveTimeout: 4_000 });
   const abort = new AbortController();
-  const ledger = new DeliveryLedger();
-  const queue = new BoundedQueue<QueuedCue>(maxQueued);
   let inFlight: Post | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let posts = 0;
   let retries = 0;
   let lastStamp = Number.NEGATIVE_INFINITY;
   let lastSpeaker: string | null = null;
-  let closed = false;
-  const said = new Set<string>();
-  let ending: { callback: (err?: Error | null) => void; timer: NodeJS.Timeout | undefined } | undefined;
-
-  let sink: YoutubeCaptions;
-  const warn = (code: string, message: string) => {
-    if (said.has(code)) return;
-    said.add(code);
-    sink.emit('warning', new CaptionOutputError('youtube', code, message));
-  };
-  const lose = (cues: QueuedCue[], reason: 'refused' | 'overflow' | 'unsent') => {
-    if (cues.length === 0) return;
-    ledger.lose(cues, reason);
-    if (reason === 'overflow')
-      warn(
-        'ERR_CAPTIONS_UNDELIVERED',
-        `YouTube: more than ${maxQueued} cues waiting; the oldest are dropped (and counted) until posts go through`,
-      );
-  };
 
   /** When a cue is stamped: its first word's time when the origin is known, never ahead of now, never before the last. */
   const stamp = (cue: Cue): number => {
@@ -229,37 +212,35 @@ export function youtubeCaptions(options: YoutubeCaptionsOptions): YoutubeCaption
       // The answer is the server's time (or an error page): read and let go.
       await res.body.dump();
     } catch (err) {
-      if (closed) return;
+      if (delivery.closed) return;
       // Only the error's code: undici's messages and causes may carry the address.
       const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code;
       retryLater(post, `${code ?? 'network error'}`);
       return;
     }
-    if (closed) return;
+    if (delivery.closed) return;
     if (status >= 200 && status < 300) {
       inFlight = undefined;
       posts++;
-      ledger.deliver(post.cues);
-      for (const cue of post.cues) sink.emit('delivered', cue);
-      said.delete('ERR_YOUTUBE_RETRYING');
-      said.delete('ERR_YOUTUBE_REFUSED');
-      said.delete('ERR_CAPTIONS_UNDELIVERED');
-      progressed();
+      delivery.forgive('ERR_YOUTUBE_RETRYING', 'ERR_YOUTUBE_REFUSED', 'ERR_CAPTIONS_UNDELIVERED');
+      delivery.deliver(post.cues);
     } else if (RETRY_STATUS(status)) {
       retryLater(post, `HTTP ${status}`, retryAfterMs);
+      return;
     } else {
       inFlight = undefined;
-      lose(post.cues, 'refused');
-      warn(
+      delivery.lose(post.cues, 'refused');
+      delivery.warn(
         'ERR_YOUTUBE_REFUSED',
         `YouTube refused the captions posted to ${shown} (HTTP ${status}); check the caption ingestion URL and that the stream is live. Refused captions are counted; the next ones are tried`,
       );
-      progressed();
+      delivery.progress();
     }
+    move();
   };
 
   const retryLater = (post: Post, why: string, retryAfterMs?: number) => {
-    warn(
+    delivery.warn(
       'ERR_YOUTUBE_RETRYING',
       `YouTube caption post failed (${why}); retrying with backoff (captions wait, up to ${maxQueued} cues)`,
     );
@@ -272,118 +253,45 @@ export function youtubeCaptions(options: YoutubeCaptionsOptions): YoutubeCaption
     }, delay);
   };
 
-  /** A post went through or was refused: the next may go, and the end waits anew. */
-  const progressed = () => {
-    if (ending) armEndTimer();
-    pump();
-  };
-
-  /** Post the waiting cues (one post at a time), or finish the end when none wait. */
-  function pump(): void {
-    if (closed || inFlight) return;
+  /** Post the waiting cues, one post at a time. */
+  const move = (): void => {
+    if (delivery.closed || inFlight) return;
     if (queue.length === 0) {
-      if (ending) finishEnd();
+      delivery.idle();
       return;
     }
     const cues = queue.take(perPost);
     const body = cues.map((c) => `${youtubeTime(c.at)}\n${c.text}\n`).join('');
     inFlight = { seq: ++seq, body, cues, attempts: 1 };
     void attempt(inFlight);
-  }
+  };
 
-  function armEndTimer(): void {
-    if (!ending) return;
-    clearTimeout(ending.timer);
-    ending.timer = setTimeout(() => {
-      if (!ending) return;
-      const { callback } = ending;
-      ending = undefined;
-      shutdown().then(() => callback(), callback);
-    }, endTimeoutMs);
-  }
-
-  function finishEnd(): void {
-    if (!ending) return;
-    const { callback, timer } = ending;
-    clearTimeout(timer);
-    ending = undefined;
-    shutdown().then(() => callback(), callback);
-  }
-
-  let shuttingDown: Promise<void> | undefined;
-  function shutdown(): Promise<void> {
-    shuttingDown ??= (async () => {
-      closed = true;
-      clearTimeout(retryTimer);
-      if (ending) clearTimeout(ending.timer);
-      if (inFlight) lose(inFlight.cues, 'unsent');
-      inFlight = undefined;
-      lose(queue.take(queue.length), 'unsent');
-      abort.abort(
-        new CaptionOutputError('youtube', 'ERR_CAPTIONS_UNDELIVERED', 'the YouTube caption output closed'),
-      );
-      await agent.destroy().catch(() => {});
-    })();
-    return shuttingDown;
-  }
-
-  sink = new Writable({
-    objectMode: true,
-    write(event: unknown, _encoding, callback) {
-      let words: readonly CaptionWord[] | undefined;
-      let cues: Cue[];
-      try {
-        words = committedWords(event, name);
-        cues = words ? builder.add(words, { live: true }) : [];
-      } catch (err) {
-        callback(err as Error);
-        return;
-      }
-      const ends = spokenEnds(words ?? [], cues);
-      cues.forEach((cue, k) => {
-        const text = textOf(cue);
-        if (text === '') return;
-        const item: QueuedCue = {
-          text,
-          words: wordCount(text.replace(/<br>/g, ' ')),
-          end: ends[k]!,
-          at: stamp(cue),
-        };
-        ledger.add(item);
-        lose(queue.push(item), 'overflow');
-      });
-      pump();
-      // Never waits for YouTube: the other outputs go on at their own pace.
-      callback();
-    },
-    final(callback) {
-      ending = { callback, timer: undefined };
-      armEndTimer();
-      pump();
-    },
-    destroy(err, callback) {
-      ending = undefined;
-      shutdown().then(
-        () => callback(err),
-        () => callback(err),
-      );
-    },
-  }) as YoutubeCaptions;
-  Object.defineProperties(sink, {
-    stats: {
-      value: (): YoutubeCaptionStats => ({
-        ...ledger.stats(queue.length + (inFlight?.cues.length ?? 0)),
-        posts,
-        retries,
-        seq: Math.max(0, seq),
-      }),
-    },
-    close: {
-      value: (): Promise<void> => {
-        if (!sink.destroyed) sink.destroy();
-        return shutdown();
+  return delivery.writable(
+    name,
+    {
+      itemsOf: (words) => {
+        const cues = builder.add(words, { live: true });
+        const ends = spokenEnds(words, cues);
+        const items: QueuedCue[] = [];
+        cues.forEach((cue, k) => {
+          const text = textOf(cue);
+          if (text !== '')
+            items.push({ text, words: wordCount(text.replace(/<br>/g, ' ')), end: ends[k]!, at: stamp(cue) });
+        });
+        return items;
+      },
+      move,
+      inFlight: () => inFlight?.cues.length ?? 0,
+      release: async () => {
+        clearTimeout(retryTimer);
+        if (inFlight) delivery.lose(inFlight.cues, 'unsent');
+        inFlight = undefined;
+        abort.abort(
+          new CaptionOutputError('youtube', 'ERR_CAPTIONS_UNDELIVERED', 'the YouTube caption output closed'),
+        );
+        await agent.destroy().catch(() => {});
       },
     },
-  });
-  return sink;
+    () => ({ ...delivery.stats(), posts, retries, seq: Math.max(0, seq) }),
+  );
 }

@@ -15,15 +15,11 @@ import { startEmulator } from '../src/emulator/index.ts';
 import { assembleTranscript, type TranscriptEvent } from '../src/transforms/assemble-transcript.ts';
 import { sttStream } from '../src/transforms/live-stream.ts';
 import { toFrames } from '../src/transforms/to-frames.ts';
-import { NEWS_SENTENCES, speechWithPauses } from '../test/helpers/speech.ts';
-import { percentile, realtime } from './helpers/realtime-audio.ts';
+import { newsSpeech, percentile, realtime } from './helpers/realtime-audio.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '30' } } });
 const seconds = Number(values.seconds);
-const sentences = NEWS_SENTENCES;
-let pcm = Buffer.alloc(0);
-while (pcm.length < seconds * 32000) pcm = Buffer.concat([pcm, await speechWithPauses(sentences, 700)]);
-pcm = pcm.subarray(0, seconds * 32000);
+const pcm = await newsSpeech(seconds);
 
 const emulator = await startEmulator();
 const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });

@@ -36,21 +36,11 @@ import {
   startStreaming,
   stopStreaming,
 } from '../test/helpers/obs.ts';
-import { speechWithPauses } from '../test/helpers/speech.ts';
-import { percentile, realtime } from './helpers/realtime-audio.ts';
+import { newsSpeech, percentile, realtime } from './helpers/realtime-audio.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' } } });
 const seconds = Number(values.seconds);
-const sentences = [
-  'The council met this morning to discuss the budget.',
-  'Several members asked for more time.',
-  'The vote was moved to next week.',
-  'Traffic on the bridge will be closed on Sunday.',
-  'Rain is expected in the afternoon.',
-];
-let pcm = Buffer.alloc(0);
-while (pcm.length < seconds * 32000) pcm = Buffer.concat([pcm, await speechWithPauses(sentences, 700)]);
-pcm = pcm.subarray(0, seconds * 32000);
+const pcm = await newsSpeech(seconds);
 
 const dir = await mkdtemp(join(tmpdir(), 'speechpipe-outputs-latency-'));
 const missing = obsMissing();

@@ -4,18 +4,17 @@
 
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { inspect } from 'node:util';
-import type { CaptionOutputError, DeliveryItem } from '../src/sinks/caption-delivery.ts';
+import type { CaptionOutputError } from '../src/sinks/caption-delivery.ts';
 import { type ObsCaptions, obsCaptions } from '../src/sinks/obs-captions.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import { runCli } from './helpers/cli.ts';
 import { captionsOfFlv, newLines, type StreamCaption } from './helpers/flv.ts';
 import {
-  freePort,
   hangingLink,
   type ObsStudio,
   obsMissing,
@@ -25,7 +24,9 @@ import {
   startStreaming,
   stopStreaming,
 } from './helpers/obs.ts';
+import { freePort } from './helpers/ports.ts';
 import { speechWav } from './helpers/speech.ts';
+import { collectDeliveries, utterance, vttWords } from './helpers/utterances.ts';
 
 const missing = obsMissing();
 if (missing) process.stderr.write(`sinks-obs-captions: OBS TESTS SKIPPED: ${missing}\n`);
@@ -43,34 +44,6 @@ after(async () => {
   await rtmp?.stop();
   if (!process.env.KEEP_OBS) await rm(root, { recursive: true, force: true });
 });
-
-let index = 0;
-/** An utterance event of `text`, its words 0.3 s apart from `start`, all said by `speaker`. */
-function utterance(text: string, start: number, speaker?: string): UtteranceEvent {
-  const words = text.split(' ').map((word, k) => ({
-    word,
-    start_time: start + k * 0.3,
-    end_time: start + k * 0.3 + 0.25,
-    ...(speaker ? { speaker } : {}),
-  }));
-  return {
-    type: 'utterance',
-    id: 'obs-test',
-    index: index++,
-    text,
-    words,
-    start,
-    end: words.at(-1)!.end_time,
-  };
-}
-
-function collect(sink: ObsCaptions) {
-  const warnings: CaptionOutputError[] = [];
-  const delivered: DeliveryItem[] = [];
-  sink.on('warning', (w: CaptionOutputError) => warnings.push(w));
-  sink.on('delivered', (d: DeliveryItem) => delivered.push(d));
-  return { warnings, delivered };
-}
 
 async function endAndWait(sink: ObsCaptions, events: UtteranceEvent[]): Promise<void> {
   for (const e of events) sink.write(e);
@@ -96,7 +69,7 @@ test('OBS not there: said once, lines wait; at the end they are counted unsent (
     endTimeoutMs: 200,
     reconnect: { baseMs: 50, maxMs: 100 },
   });
-  const { warnings, delivered } = collect(sink);
+  const { warnings, delivered } = collectDeliveries(sink);
   sink.write(utterance('Nobody listens on this port.', 0));
   while (warnings.length === 0) await once(sink, 'warning');
   assert.equal(warnings[0]!.code, 'ERR_OBS_UNREACHABLE');
@@ -154,7 +127,7 @@ test('OBS not streaming: nothing is sent, it is said once, and every line is cou
   const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
   const timersBefore = timers();
   const sink = await obsCaptions({ url: studio!.url, password: studio!.password });
-  const { warnings, delivered } = collect(sink);
+  const { warnings, delivered } = collectDeliveries(sink);
   await endAndWait(sink, [
     utterance('Nobody is watching this yet.', 0),
     utterance('Nor this second one, which runs long enough for two lines.', 3),
@@ -178,7 +151,7 @@ test('streaming: every word arrives in the broadcast as CEA-608, in rolling line
   const operator = await studio!.operator();
   await startStreaming(operator);
   const sink = await obsCaptions({ url: studio!.url, password: studio!.password });
-  const { warnings, delivered } = collect(sink);
+  const { warnings, delivered } = collectDeliveries(sink);
   // A burst (several lines at once: each caption carries two new ones), then one line alone,
   // which rolls up under the line before it.
   const burst = [
@@ -232,7 +205,7 @@ test('OBS restarts: the output says it lost OBS, reconnects by itself, and capti
     password: studio!.password,
     reconnect: { baseMs: 200, maxMs: 1000 },
   });
-  const { warnings, delivered } = collect(sink);
+  const { warnings, delivered } = collectDeliveries(sink);
   sink.write(utterance('Before the restart.', 0));
   while (delivered.length < 1) await once(sink, 'delivered');
 
@@ -280,7 +253,7 @@ test('OBS stops answering: the output says so, waits on nothing, and goes on onc
     timeoutMs: 1000,
     reconnect: { baseMs: 200, maxMs: 500 },
   });
-  const { warnings, delivered } = collect(sink);
+  const { warnings, delivered } = collectDeliveries(sink);
   sink.write(utterance('Before OBS went quiet.', 0));
   while (delivered.length < 1) await once(sink, 'delivered');
   link.hang();
@@ -332,13 +305,7 @@ test('caption --obs: the words of the captions file are the words in the broadca
   assert.ok(!run.stderr.includes(studio!.password) && !run.stdout.includes(studio!.password));
   const summary = /OBS: (\d+) of (\d+) lines delivered/.exec(run.stderr);
   assert.ok(summary && summary[1] === summary[2] && Number(summary[1]) > 0, run.stderr);
-  const words = (await readFile(out, 'utf8'))
-    .split('\n\n')
-    .slice(1)
-    .flatMap((cue) => cue.split('\n').slice(1))
-    .join(' ')
-    .split(/\s+/)
-    .filter(Boolean);
+  const words = await vttWords(out);
   const captions = await broadcastCaptions((c) => {
     const seen = newLines(c).join(' ').split(/\s+/);
     return seen.length >= words.length && seen.at(-1) === words.at(-1);

@@ -5,12 +5,11 @@
 
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
-import type { CaptionOutputError, DeliveryItem } from '../src/sinks/caption-delivery.ts';
 import {
   redactCaptionUrl,
   type YoutubeCaptions,
@@ -21,41 +20,14 @@ import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import { type CaptionReceiver, type Fault, startCaptionReceiver } from './helpers/caption-receiver.ts';
 import { runCli } from './helpers/cli.ts';
 import { speechWav } from './helpers/speech.ts';
+import { collectDeliveries, utterance, vttWords } from './helpers/utterances.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-youtube-'));
 after(() => rm(root, { recursive: true, force: true }));
 
-let index = 0;
-/** A one-sentence utterance: its words 0.3 s apart from `start`. */
-function utterance(text: string, start: number, speaker?: string): UtteranceEvent {
-  const words = text.split(' ').map((word, k) => ({
-    word,
-    start_time: start + k * 0.3,
-    end_time: start + k * 0.3 + 0.25,
-    ...(speaker ? { speaker } : {}),
-  }));
-  return {
-    type: 'utterance',
-    id: 'yt-test',
-    index: index++,
-    text,
-    words,
-    start,
-    end: words.at(-1)!.end_time,
-  };
-}
-
 /** `n` sentences, 4 s apart: one cue each. */
 const sentences = (n: number, from = 0) =>
   Array.from({ length: n }, (_, k) => utterance(`Caption number ${from + k} is here.`, (from + k) * 4));
-
-function collect(sink: YoutubeCaptions) {
-  const warnings: CaptionOutputError[] = [];
-  const delivered: DeliveryItem[] = [];
-  sink.on('warning', (w: CaptionOutputError) => warnings.push(w));
-  sink.on('delivered', (d: DeliveryItem) => delivered.push(d));
-  return { warnings, delivered };
-}
 
 async function run(sink: YoutubeCaptions, events: UtteranceEvent[]): Promise<void> {
   for (const e of events) assert.ok(sink.write(e) || sink.writableLength > 0);
@@ -81,7 +53,7 @@ test('the documented format: time and text lines, <br> between lines, seq counti
     const timersBefore = timers();
     const origin = Date.now() - 60_000;
     const sink = youtubeCaptions({ url: receiver.url, timeOrigin: origin });
-    const { delivered } = collect(sink);
+    const { delivered } = collectDeliveries(sink);
     const events = [
       utterance('Good evening and welcome to the late news from the river city tonight.', 0, 'SPEAKER_00'),
       utterance('Thank you.', 5, 'SPEAKER_01'),
@@ -132,7 +104,7 @@ test('failures of every kind: each post retried unchanged, nothing repeated, reo
         retry: { baseMs: 20, maxMs: 100 },
         maxCuesPerPost: 5,
       });
-      const { warnings } = collect(sink);
+      const { warnings } = collectDeliveries(sink);
       const events = sentences(30);
       // Writes never wait for YouTube: every one is taken at once, posts still failing.
       for (const e of events) sink.write(e);
@@ -171,7 +143,7 @@ test('a refused URL (4xx): said once, the refused captions counted, the next one
     () => (refusing ? { status: 403 } : undefined),
     async (receiver) => {
       const sink = youtubeCaptions({ url: receiver.url });
-      const { warnings } = collect(sink);
+      const { warnings } = collectDeliveries(sink);
       for (const e of sentences(3)) sink.write(e);
       while (sink.stats().undelivered.refused < 3) await new Promise((r) => setTimeout(r, 10));
       refusing = false;
@@ -202,7 +174,7 @@ test('a queue past its bound drops the oldest, counted and said; the rest go in 
     () => (down ? { status: 503 } : undefined),
     async (receiver) => {
       const sink = youtubeCaptions({ url: receiver.url, maxQueuedCues: 4, retry: { baseMs: 20, maxMs: 50 } });
-      const { warnings } = collect(sink);
+      const { warnings } = collectDeliveries(sink);
       for (const e of sentences(10)) sink.write(e);
       // One post in flight (caption 0), 4 waiting (6 to 9): 1 to 5 went over the bound.
       assert.equal(sink.stats().undelivered.overflow, 5);
@@ -266,13 +238,7 @@ test('caption --youtube: the receiver gets the words of the captions file; a ref
     assert.equal(run.code, 0, run.stderr);
     assert.ok(!run.stderr.includes(receiver.cid) && !run.stdout.includes(receiver.cid));
     assert.deepEqual(receiver.violations, []);
-    const words = (await readFile(out, 'utf8'))
-      .split('\n\n')
-      .slice(1)
-      .flatMap((cue) => cue.split('\n').slice(1))
-      .join(' ')
-      .split(/\s+/)
-      .filter(Boolean);
+    const words = await vttWords(out);
     assert.ok(words.length > 0);
     assert.deepEqual(
       receiver.captions

@@ -6,9 +6,10 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
-import { createConnection, createServer, type Server, Socket } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { OBSWebSocket } from 'obs-websocket-js/json';
+import { answers, freePort } from './ports.ts';
 
 const RTMP_MODULE = '/usr/lib/nginx/modules/ngx_rtmp_module.so';
 
@@ -31,30 +32,6 @@ export function obsMissing(): string | undefined {
   return missing.length === 0
     ? undefined
     : `${missing.join(', ')} not installed (scripts/setup.sh installs obs-studio, xvfb, nginx and libnginx-mod-rtmp)`;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.connect(port, '127.0.0.1');
-  });
 }
 
 /** A process group we started: its output kept (bounded) for a failure's message. */

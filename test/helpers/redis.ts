@@ -3,9 +3,9 @@
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { answers, freePort } from './ports.ts';
 
 export interface RedisServer {
   url: string;
@@ -21,30 +21,6 @@ export function redisMissing(): string | undefined {
   } catch {
     return 'redis-server is not installed (scripts/setup.sh installs it)';
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.connect(port, '127.0.0.1');
-  });
 }
 
 export async function startRedis(): Promise<RedisServer> {

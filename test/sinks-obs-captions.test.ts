@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { inspect } from 'node:util';
 import type { CaptionOutputError } from '../src/sinks/caption-delivery.ts';
-import { type ObsCaptions, obsCaptions } from '../src/sinks/obs-captions.ts';
+import { type ObsCaptions, obsCaptionEncoding, obsCaptions } from '../src/sinks/obs-captions.ts';
 import type { UtteranceEvent } from '../src/transforms/assemble-transcript.ts';
 import { runCli } from './helpers/cli.ts';
 import { captionsOfFlv, newLines, type StreamCaption } from './helpers/flv.ts';
@@ -165,7 +165,13 @@ test('streaming: every word arrives in the broadcast as CEA-608, in rolling line
   ];
   for (const e of burst) sink.write(e);
   while (sink.stats().pending > 0) await once(sink, 'delivered');
-  await endAndWait(sink, [utterance('Straße über Ålesund مرحبا ends.', 12, 'SPEAKER_00')]);
+  // Two lines OBS's encoder would write with its doubled End Of Caption split across two
+  // messages (a decoder then flips back to the caption before): the second goes alone.
+  for (const text of ['great seven good ten', 'report two old before first new']) {
+    sink.write(utterance(text, 11, 'SPEAKER_01'));
+    while (sink.stats().pending > 0) await once(sink, 'delivered');
+  }
+  await endAndWait(sink, [utterance('Straße über Ålesund مرحبا ends.', 14, 'SPEAKER_00')]);
   const stats = sink.stats();
   assert.equal(stats.delivered, stats.made, JSON.stringify(stats));
   assert.equal(stats.pending, 0);
@@ -187,12 +193,17 @@ test('streaming: every word arrives in the broadcast as CEA-608, in rolling line
   for (const c of captions) {
     assert.ok(c.lines.length <= 2, `at most 2 rows: ${JSON.stringify(c.lines)}`);
     for (const line of c.lines) assert.ok(line.length <= 32, `a row of at most 32 columns: ${line}`);
+    // OBS's encoding is the one the output reckons with, and never ends split.
+    assert.equal(c.entries, obsCaptionEncoding(c.lines).entries, JSON.stringify(c.lines));
+    assert.equal(obsCaptionEncoding(c.lines).splitEnd, false);
   }
+  assert.ok(captions.some((c) => c.lines.join('|') === 'report two old before first new'));
+  assert.ok(obsCaptionEncoding(['great seven good ten', 'report two old before first new']).splitEnd);
   // Roll-up: the last caption, one new line, keeps the line before it on top.
   assert.deepEqual(captions.at(-1)!.lines, [captions.at(-2)!.lines.at(-1), '>> Straße über Ålesund ends.']);
   // Every word, in order, a new speaker marked >> (608 convention); the long word cut, not lost.
   const expected =
-    'Good evening and welcome to the late news from the river city. >> Storms crossed the valley this afternoon, closing one café. Officials called it Supercalifragilisticexpialidociously-unprecedented weather. >> Straße über Ålesund ends.';
+    'Good evening and welcome to the late news from the river city. >> Storms crossed the valley this afternoon, closing one café. Officials called it Supercalifragilisticexpialidociously-unprecedented weather. great seven good ten report two old before first new >> Straße über Ålesund ends.';
   assert.equal(broadcast.join(' ').replace(/\s+/g, ''), expected.replace(/\s+/g, ''));
 });
 

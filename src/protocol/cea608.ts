@@ -139,17 +139,26 @@ const EXTENDED_1 = 'ÁÉÓÚÜü‘¡*’—©℠•“”ÀÂÇÈÊËëÎÏïÔ
 /** Extended Portuguese, German and Danish: 0x13 (0x1B), then 0x20-0x3F. */
 const EXTENDED_2 = 'ÃãÍÌìÒòÕõ{}\\^_|~ÄäÖöß¥¤¦ÅåØø┌┐└┘';
 
-/** Every character a 608 caption can show (basic, special and extended sets). */
-const SHOWABLE: ReadonlySet<string> = new Set([
-  ...Array.from({ length: 0x60 }, (_, k) => BASIC[0x20 + k] ?? String.fromCharCode(0x20 + k)),
-  ...SPECIAL,
-  ...EXTENDED_1,
-  ...EXTENDED_2,
-]);
+/** Which of 608's character sets a character is sent in. */
+export type Cea608CharacterSet = 'basic' | 'special' | 'extended';
+
+/** Every character a 608 caption can show, and its set (basic first: one byte, two a pair). */
+const CHARACTER_SETS: ReadonlyMap<string, Cea608CharacterSet> = (() => {
+  const sets = new Map<string, Cea608CharacterSet>();
+  for (let b = 0x20; b <= 0x7f; b++) sets.set(BASIC[b] ?? String.fromCharCode(b), 'basic');
+  for (const c of SPECIAL) if (!sets.has(c)) sets.set(c, 'special');
+  for (const c of EXTENDED_1 + EXTENDED_2) if (!sets.has(c)) sets.set(c, 'extended');
+  return sets;
+})();
+
+/** The 608 character set `char` (one character) is sent in, or undefined when 608 cannot show it. */
+export function cea608CharacterSet(char: string): Cea608CharacterSet | undefined {
+  return CHARACTER_SETS.get(char);
+}
 
 /** Whether a 608 caption can show `char` (one character, as a string). */
 export function isCea608Character(char: string): boolean {
-  return SHOWABLE.has(char);
+  return CHARACTER_SETS.has(char);
 }
 
 // PAC rows by first byte (channel bit cleared) and the second byte's 0x20 bit.

@@ -6,7 +6,7 @@
 
 import { EventSubscription, OBSWebSocket, type OBSWebSocketError } from 'obs-websocket-js/json';
 import { backoffDelay } from '../client/retry.ts';
-import { CEA608_COLUMNS, isCea608Character } from '../protocol/cea608.ts';
+import { CEA608_COLUMNS, cea608CharacterSet, isCea608Character } from '../protocol/cea608.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import type { CaptionWord } from '../transforms/to-captions.ts';
 import {
@@ -99,6 +99,58 @@ function cea608Text(text: string): { text: string; unshown: number } {
     }
   }
   return { text: out, unshown };
+}
+
+/**
+ * How OBS's caption encoder (libcaption's sei_from_caption_frame) writes a caption of these
+ * lines as cc_data: 31 entries a message, each message after the first starting with two Resume
+ * Caption Loading; each line a preamble then its characters (basic ones two to an entry, a
+ * special one alone and followed by a Resume Caption Loading, an extended one after a space);
+ * then End Of Caption, twice. `entries`: how many in all. `splitEnd`: the first End Of Caption
+ * is a message's last entry, so the second starts the next message after two Resume Caption
+ * Loading: no longer a repetition, it swaps the caption memories again, and viewers see the
+ * previous caption for the next 2 s. {@link obsCaptions} never sends such a caption.
+ */
+export function obsCaptionEncoding(lines: readonly string[]): { entries: number; splitEnd: boolean } {
+  let inMessage = 2; // erase non-displayed memory, resume caption loading
+  let entries = 2;
+  const entry = () => {
+    if (inMessage === 31) inMessage = 0;
+    if (inMessage === 0) {
+      inMessage = 2;
+      entries += 2;
+    }
+    inMessage++;
+    entries++;
+  };
+  for (const line of lines) {
+    entry(); // preamble address code
+    let pending = false;
+    for (const char of line) {
+      const set = cea608CharacterSet(char);
+      if (set === undefined) continue;
+      if (set === 'basic') {
+        if (pending) entry();
+        pending = !pending;
+        continue;
+      }
+      // The pending basic character (or a space) goes first, then the character itself.
+      if (pending || set === 'extended') entry();
+      entry();
+      if (set === 'special') entry();
+      pending = false;
+    }
+    if (pending) entry();
+  }
+  // The flush before End Of Caption: a full message is sent, and the next begins.
+  if (inMessage === 31) {
+    inMessage = 2;
+    entries += 2;
+  }
+  const splitEnd = inMessage === 30;
+  entry();
+  entry();
+  return { entries, splitEnd };
 }
 
 /**
@@ -376,7 +428,14 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
     let context = room > 0 ? shown.slice(-room) : [];
     while (context.length > 0 && bytes([...context, ...fresh.map((i) => i.text)]) > OBS_CAPTION_BYTES)
       context = context.slice(1);
-    return { lines: [...context, ...fresh.map((i) => i.text)], fresh };
+    // A caption OBS would encode with its second End Of Caption in a message of its own would
+    // flip back to the previous caption on viewers' screens: fewer lines (one never does).
+    const lines = () => [...context, ...fresh.map((i) => i.text)];
+    while (obsCaptionEncoding(lines()).splitEnd) {
+      if (context.length > 0) context = context.slice(1);
+      else fresh = fresh.slice(0, -1);
+    }
+    return { lines: lines(), fresh };
   };
 
   const send = () => {

@@ -63,9 +63,11 @@ export class FlvReader {
   }
 }
 
-/** A caption seen in the stream, with the stream time of the frame that completed it. */
+/** A caption seen in the stream, with the frame that completed it: its time and its CC1 entries. */
 export interface StreamCaption extends Cea608Caption {
   ms: number;
+  /** The field-1 cc_data entries of that frame. */
+  entries: number;
 }
 
 /** Decodes the CC1 captions of H.264 frames as they come. */
@@ -87,7 +89,8 @@ export class StreamCaptionReader {
       const cc = frame.nals.flatMap((nal) => ccDataFromNal(nal)).filter((c) => c.type === 0);
       if (cc.length > 0) this.captionFrames++;
       for (const c of cc)
-        for (const caption of this.#decoder.push(c.data1, c.data2)) out.push({ ...caption, ms: frame.ms });
+        for (const caption of this.#decoder.push(c.data1, c.data2))
+          out.push({ ...caption, ms: frame.ms, entries: cc.length });
     }
     return out;
   }

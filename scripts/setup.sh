@@ -30,7 +30,8 @@ fi
 # to nginx with the RTMP module. Optional: without them only those tests skip, saying why.
 obs_missing=()
 command -v obs >/dev/null 2>&1 || obs_missing+=(obs-studio)
-command -v xvfb-run >/dev/null 2>&1 || obs_missing+=(xvfb xauth)
+command -v xvfb-run >/dev/null 2>&1 || obs_missing+=(xvfb)
+command -v xauth >/dev/null 2>&1 || obs_missing+=(xauth)
 command -v nginx >/dev/null 2>&1 || obs_missing+=(nginx)
 [ -e /usr/lib/nginx/modules/ngx_rtmp_module.so ] || obs_missing+=(libnginx-mod-rtmp)
 if ((${#obs_missing[@]} > 0)); then

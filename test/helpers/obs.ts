@@ -19,6 +19,7 @@ export function obsMissing(): string | undefined {
   for (const [tool, args] of [
     ['obs', ['--version']],
     ['xvfb-run', ['--help']],
+    ['xauth', ['version']],
     ['nginx', ['-v']],
   ] as const) {
     try {
@@ -31,7 +32,7 @@ export function obsMissing(): string | undefined {
   if (!existsSync(RTMP_MODULE)) missing.push('libnginx-mod-rtmp');
   return missing.length === 0
     ? undefined
-    : `${missing.join(', ')} not installed (scripts/setup.sh installs obs-studio, xvfb, nginx and libnginx-mod-rtmp)`;
+    : `${missing.join(', ')} not installed (scripts/setup.sh installs obs-studio, xvfb, xauth, nginx and libnginx-mod-rtmp)`;
 }
 
 /** A process group we started: its output kept (bounded) for a failure's message. */

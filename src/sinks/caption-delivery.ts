@@ -2,9 +2,10 @@
 // the speaker-change mark, a bounded queue, and the ledger of captions made, delivered and
 // not delivered (with why), so that no caption is lost without being counted and said.
 
-import { Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import { InvalidArgumentError, SpeechpipeError } from '../protocol/errors.ts';
 import type { CaptionWord } from '../transforms/to-captions.ts';
+import { captionOutput } from './caption-output.ts';
 
 /** Why a caption was not delivered. */
 export type UndeliveredReason =
@@ -126,20 +127,6 @@ export class BoundedQueue<T> {
   take(n: number): T[] {
     return this.#items.splice(0, n);
   }
-}
-
-/**
- * The words of a transcript event that carries committed words (`utterance`), or `undefined`
- * for one that does not (`partial`, `final`). Anything that is not a transcript event is an
- * `InvalidArgumentError`.
- */
-export function committedWords(event: unknown, output: string): readonly CaptionWord[] | undefined {
-  const e = event as { type?: unknown; words?: unknown } | null;
-  if (typeof e !== 'object' || e === null || typeof e.type !== 'string')
-    throw new InvalidArgumentError(`${output}: expected transcript events (partial, utterance, final)`);
-  if (e.type !== 'utterance') return undefined;
-  if (!Array.isArray(e.words)) throw new InvalidArgumentError(`${output}: an utterance without words`);
-  return e.words as CaptionWord[];
 }
 
 /** The broadcast mark of a new speaker, as captioners write it. */
@@ -284,44 +271,34 @@ export class CaptionDelivery<I extends DeliveryItem> {
     this.stop().then(() => ending.callback(), ending.callback);
   }
 
-  /** The output's Writable (named `name` in its errors), delivering through `receiver`. */
+  /** The output (a {@link captionOutput}, named `name` in its errors), delivering through `receiver`. */
   writable<S extends CaptionDeliveryStats>(
     name: string,
     receiver: CaptionReceiver<I>,
     stats: () => S,
   ): DeliverySink<S> {
     this.#receiver = receiver;
-    const sink = new Writable({
-      objectMode: true,
-      write: (event: unknown, _encoding, callback) => {
-        let items: I[];
-        try {
-          const words = committedWords(event, name);
-          items = words && words.length > 0 ? receiver.itemsOf(words) : [];
-        } catch (err) {
-          callback(err as Error);
-          return;
-        }
+    const sink = captionOutput(name, {
+      utterance: (event) => {
+        if (event.words.length === 0) return;
+        const items = receiver.itemsOf(event.words);
         for (const item of items) {
           this.ledger.add(item);
           this.lose(this.queue.push(item), 'overflow');
         }
-        if (items.length > 0) receiver.move();
         // Never waits for the receiver: the other outputs go on at their own pace.
-        callback();
+        if (items.length > 0) receiver.move();
       },
-      final: (callback) => {
-        this.#ending = { callback, timer: undefined };
-        this.progress();
-        receiver.move();
-        this.idle();
-      },
-      destroy: (err, callback) => {
+      end: () =>
+        new Promise<void>((resolve, reject) => {
+          this.#ending = { callback: (err) => (err ? reject(err) : resolve()), timer: undefined };
+          this.progress();
+          receiver.move();
+          this.idle();
+        }),
+      destroy: () => {
         this.#ending = undefined;
-        this.stop().then(
-          () => callback(err),
-          () => callback(err),
-        );
+        return this.stop().catch(() => {});
       },
     }) as DeliverySink<S>;
     Object.defineProperties(sink, {

@@ -242,8 +242,15 @@ export type {
   WithStreamEvents,
   WritableStreamEvents,
 } from './protocol/typed-stream.ts';
-export { type CaptionOutput, type CaptionOutputHandlers, captionOutput } from './sinks/caption-output.ts';
 // Sinks.
+export {
+  type CaptionDeliveryStats,
+  CaptionOutputError,
+  type DeliveryItem,
+  type DeliverySink,
+  type UndeliveredReason,
+} from './sinks/caption-delivery.ts';
+export { type CaptionOutput, type CaptionOutputHandlers, captionOutput } from './sinks/caption-output.ts';
 export {
   type CaptionRelay,
   type CaptionRelayOptions,
@@ -259,8 +266,21 @@ export {
   hlsOutput,
 } from './sinks/hls-output.ts';
 export { Manifest, type ManifestEntry, type ManifestSettings } from './sinks/manifest.ts';
+export {
+  type ObsCaptionStats,
+  type ObsCaptions,
+  type ObsCaptionsOptions,
+  obsCaptions,
+} from './sinks/obs-captions.ts';
 export type { RelayMount } from './sinks/relay-router.ts';
 export { type WavFileOptions, wavFile } from './sinks/wav-file.ts';
+export {
+  redactCaptionUrl,
+  type YoutubeCaptionStats,
+  type YoutubeCaptions,
+  type YoutubeCaptionsOptions,
+  youtubeCaptions,
+} from './sinks/youtube-captions.ts';
 // Sources.
 export {
   AUDIO_EXTENSIONS,

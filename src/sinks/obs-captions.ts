@@ -4,7 +4,7 @@
 // most 32 characters (a 608 row), shown roll-up style: each caption is the new line under the
 // one before. OBS restarts are reconnected to; captions OBS cannot broadcast are counted.
 
-import { EventSubscription, OBSWebSocket, type OBSWebSocketError } from 'obs-websocket-js/json';
+import type { OBSWebSocketError } from 'obs-websocket-js/json';
 import { backoffDelay } from '../client/retry.ts';
 import { CEA608_COLUMNS, cea608CharacterSet, isCea608Character } from '../protocol/cea608.ts';
 import { InvalidArgumentError } from '../protocol/errors.ts';
@@ -222,6 +222,8 @@ export async function obsCaptions(options: ObsCaptionsOptions): Promise<ObsCapti
     },
   });
   const { queue } = delivery;
+  // Loaded here, not with the package: a program without OBS never loads it (nor ws).
+  const { EventSubscription, OBSWebSocket } = await import('obs-websocket-js/json');
   const obs = new OBSWebSocket();
   let connected = false;
   let streaming: boolean | undefined;

@@ -2,9 +2,10 @@
 // `speechpipe caption` command plays speech at real time (`--realtime`, a WAV of the news-like
 // sentences, 5 s of silence first so that the viewers are there before the first cue) to the
 // overlay page (open in headless Chromium, every change of its cue line recorded), Server-Sent
-// Events (a reader to the `end`), `--out` (WebVTT), OBS (a real OBS Studio under xvfb-run,
-// streaming to nginx-rtmp; the captions decoded from what nginx received) and a YouTube caption
-// receiver (which checks the format and seq rules). The transcript is the `--out` file's words;
+// Events (a reader to the `end`), `--out` (WebVTT), `--hls` (the subtitle playlist read as a
+// player does, every WebVTT segment fetched while it is listed), OBS (a real OBS Studio under
+// xvfb-run, streaming to nginx-rtmp; the captions decoded from what nginx received) and a
+// YouTube caption receiver (which checks the format and seq rules). The transcript is the `--out` file's words;
 // each output's words must be the same, in the same order. Without OBS installed, its row is
 // left out (said).
 //
@@ -63,6 +64,8 @@ const cli = spawn(
     '0',
     '--out',
     out,
+    '--hls',
+    join(dir, 'hls'),
     '--youtube',
     receiver.url,
     ...(studio ? ['--obs', studio.url, '--obs-password-file', passwordFile] : []),
@@ -93,9 +96,50 @@ await page?.evaluateOnNewDocument(`
 await page?.goto(`${url}/`, { waitUntil: 'load' });
 const sse = readEvents(`${url}/events`, (events) => events.some((e) => e.event === 'end'));
 
+/**
+ * The HLS subtitle rendition as a player reads it: the playlist every second, each WebVTT
+ * segment listed fetched once; a cue carried in two segments (it spans their border) counted
+ * once. Until the playlist ends.
+ */
+async function readHlsCues(base: string): Promise<{ segments: number; cues: string[] }> {
+  const fetched = new Set<string>();
+  const seen = new Set<string>();
+  const cues: string[] = [];
+  for (;;) {
+    const res = await fetch(`${base}/hls/subtitles.m3u8`).catch(() => undefined);
+    const playlist = res?.ok ? await res.text() : '';
+    for (const name of playlist.split('\n').filter((l) => l.endsWith('.vtt'))) {
+      if (fetched.has(name)) continue;
+      fetched.add(name);
+      const vtt = await (await fetch(`${base}/hls/${name}`)).text();
+      for (const block of vtt.split('\n\n')) {
+        const [timing, ...text] = block.split('\n');
+        if (!timing?.includes(' --> ')) continue;
+        const key = `${timing}\n${text.join('\n')}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        cues.push(
+          text
+            .join(' ')
+            .replace(/<[^>]*>/g, '')
+            .replace(/&lt;/g, '<')
+            .replace(/&gt;/g, '>')
+            .replace(/&amp;/g, '&'),
+        );
+      }
+    }
+    // The end, or the command gone (what was read is what a player got).
+    if (playlist.includes('#EXT-X-ENDLIST') || (!res?.ok && cli.exitCode !== null))
+      return { segments: fetched.size, cues };
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+const hls = readHlsCues(url);
+
 const [code] = await exited;
 const seconds = (Date.now() - began) / 1000;
 const sseEvents = await sse;
+const hlsRead = await hls;
 // The overlay holds its last cue a moment after the end.
 await new Promise((r) => setTimeout(r, 3000));
 const overlayCues = (await page?.evaluate('window.__cues')) as string[] | undefined;
@@ -127,6 +171,7 @@ const rows: [string, number, string[] | undefined, string][] = [
     'cue events',
   ],
   ['overlay page (Chromium)', overlayCues?.length ?? 0, overlayCues && words(overlayCues), 'cues shown'],
+  ['HLS subtitles (WebVTT)', hlsRead.cues.length, words(hlsRead.cues), `cues, ${hlsRead.segments} segs`],
   [
     'OBS (CEA-608 in the stream)',
     obsLines?.length ?? 0,

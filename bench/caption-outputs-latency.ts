@@ -29,13 +29,7 @@ import { tee } from '../src/transforms/tee.ts';
 import { toFrames } from '../src/transforms/to-frames.ts';
 import { startCaptionReceiver } from '../test/helpers/caption-receiver.ts';
 import { addedLines, StreamCaptionReader } from '../test/helpers/flv.ts';
-import {
-  obsMissing,
-  startObs,
-  startRtmpReceiver,
-  startStreaming,
-  stopStreaming,
-} from '../test/helpers/obs.ts';
+import { obsMissing, onAir } from '../test/helpers/obs.ts';
 import { newsSpeech, percentile, realtime } from './helpers/realtime-audio.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' } } });
@@ -44,10 +38,8 @@ const pcm = await newsSpeech(seconds);
 
 const dir = await mkdtemp(join(tmpdir(), 'speechpipe-outputs-latency-'));
 const missing = obsMissing();
-const rtmp = missing ? undefined : await startRtmpReceiver(join(dir, 'nginx'));
-const studio = rtmp ? await startObs(join(dir, 'home'), rtmp.url) : undefined;
-const operator = studio ? await studio.operator() : undefined;
-if (operator) await startStreaming(operator);
+const air = await onAir(dir);
+const studio = air?.studio;
 const receiver = await startCaptionReceiver();
 const emulator = await startEmulator();
 const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
@@ -79,7 +71,7 @@ if (studio) {
     if (reading) return;
     reading = true;
     try {
-      const file = (await rtmp!.recordings()).at(-1);
+      const file = (await air!.rtmp.recordings()).at(-1);
       if (!file) return;
       const handle = await open(file);
       try {
@@ -137,12 +129,10 @@ for (let waited = 0; obs && unseen.length > 0 && waited < 5000; waited += 100)
 clearInterval(tail);
 const obsStats = obs?.stats();
 const youtubeStats = youtube.stats();
-if (operator) await stopStreaming(operator);
 await client.close();
 await emulator.close();
 await receiver.close();
-await studio?.stop();
-await rtmp?.stop();
+await air?.close();
 await rm(dir, { recursive: true, force: true });
 
 const row = (name: string, values: number[]) => {

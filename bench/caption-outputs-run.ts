@@ -22,13 +22,7 @@ import { encodeWav } from '../src/index.ts';
 import { findChromium, launchBrowser } from '../test/helpers/browser.ts';
 import { startCaptionReceiver } from '../test/helpers/caption-receiver.ts';
 import { captionsOfFlv, newLines } from '../test/helpers/flv.ts';
-import {
-  obsMissing,
-  startObs,
-  startRtmpReceiver,
-  startStreaming,
-  stopStreaming,
-} from '../test/helpers/obs.ts';
+import { obsMissing, onAir } from '../test/helpers/obs.ts';
 import { readEvents } from '../test/helpers/sse.ts';
 import { vttWords } from '../test/helpers/utterances.ts';
 import { newsSpeech } from './helpers/realtime-audio.ts';
@@ -43,10 +37,8 @@ await writeFile(
 );
 
 const missing = obsMissing();
-const rtmp = missing ? undefined : await startRtmpReceiver(join(dir, 'nginx'));
-const studio = rtmp ? await startObs(join(dir, 'home'), rtmp.url) : undefined;
-const operator = studio ? await studio.operator() : undefined;
-if (operator) await startStreaming(operator);
+const air = await onAir(dir);
+const studio = air?.studio;
 const receiver = await startCaptionReceiver();
 const out = join(dir, 'run.vtt');
 const passwordFile = join(dir, 'obs-password');
@@ -145,17 +137,16 @@ await new Promise((r) => setTimeout(r, 3000));
 const overlayCues = (await page?.evaluate('window.__cues')) as string[] | undefined;
 await browser?.close();
 let obsLines: string[] | undefined;
-if (operator && rtmp) {
+if (air) {
   // OBS puts its last caption into the next frame: a moment before the stream stops.
   await new Promise((r) => setTimeout(r, 1000));
-  await stopStreaming(operator);
-  const recordings = await rtmp.recordings();
+  await air.stopStreaming();
+  const recordings = await air.rtmp.recordings();
   const all = await Promise.all(recordings.map((f) => captionsOfFlv(f)));
   obsLines = newLines(all.flatMap((r) => r.captions));
 }
 await receiver.close();
-await studio?.stop();
-await rtmp?.stop();
+await air?.close();
 
 const transcript = await vttWords(out);
 const fileCues = ((await readFile(out, 'utf8')).match(/ --> /g) ?? []).length;

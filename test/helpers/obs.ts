@@ -347,3 +347,38 @@ export async function hangingLink(targetPort: number): Promise<HangingLink> {
       }),
   };
 }
+
+/** A broadcast on air: nginx-rtmp recording what it receives, OBS streaming to it. */
+export interface OnAir {
+  rtmp: RtmpReceiver;
+  studio: ObsStudio;
+  /** Stop streaming: the recording is then complete. */
+  stopStreaming(): Promise<void>;
+  /** Stop streaming if it still does, then OBS and nginx. */
+  close(): Promise<void>;
+}
+
+/** Start nginx-rtmp and OBS under `dir`, and OBS streaming; undefined when `obsMissing()`. */
+export async function onAir(dir: string): Promise<OnAir | undefined> {
+  if (obsMissing()) return undefined;
+  const rtmp = await startRtmpReceiver(join(dir, 'nginx'));
+  const studio = await startObs(join(dir, 'home'), rtmp.url);
+  const operator = await studio.operator();
+  await startStreaming(operator);
+  let streaming = true;
+  const stop = async () => {
+    if (!streaming) return;
+    streaming = false;
+    await stopStreaming(operator);
+  };
+  return {
+    rtmp,
+    studio,
+    stopStreaming: stop,
+    async close() {
+      await stop();
+      await studio.stop();
+      await rtmp.stop();
+    },
+  };
+}

@@ -1,15 +1,17 @@
 // Validation and analysis of an uploaded recording while it streams in: WAV is read natively
 // (no copy kept), anything else goes to a temp file and is decoded by ffmpeg. What is kept is
-// the duration, the speech regions and, when asked, the SHA-256 of the bytes; never the audio.
+// the duration, the speech regions and, when asked, the SHA-256 of the bytes, and the audio
+// only when the recognizer is to decode it (as 16 kHz mono PCM in a temp file, not in memory).
 
 import { createHash, type Hash } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
 import { pcm16OutputArgs, runFfmpeg } from '../audio/ffmpeg.ts';
-import { bufferToInt16, downmixToMono } from '../audio/pcm.ts';
+import { bufferToInt16, downmixToMono, int16ToBuffer } from '../audio/pcm.ts';
+import { Resampler } from '../audio/resampler.ts';
 import { WavReader } from '../audio/wav.ts';
 import { looksLikeWav, MAX_WAV_HEADER_BYTES, parseWavHeader, type WavInfo } from '../protocol/riff.ts';
-import type { AnalyzedAudio } from './engine/recording.ts';
+import type { AnalyzedAudio, RecordingAudio } from './engine/recording.ts';
 import { SpeechRegionDetector } from './engine/regions.ts';
 import { roundToMs } from './engine/times.ts';
 import type { Lifecycle } from './lifecycle.ts';
@@ -25,6 +27,8 @@ export interface AnalyzerOptions {
   signal: AbortSignal;
   /** Compute the SHA-256 of the bytes (the key of registered transcripts). */
   hash: boolean;
+  /** Keep the audio as 16 kHz mono PCM in a temp file (`AnalyzedAudio.recording`), for the recognizer. */
+  keepAudio?: boolean;
 }
 
 /** The highest sample rate audio is recorded at (768 kHz, twice DXD's); a WAV claiming more is not audio. */
@@ -58,6 +62,8 @@ export class UploadAnalyzer {
   #file: WriteStream | undefined;
   #path: string | undefined;
   #removeCleanup: (() => void) | undefined;
+  /** The audio kept for the recognizer, until `finish` hands it over. */
+  #recording: RecordingFile | undefined;
 
   constructor(options: AnalyzerOptions) {
     this.#opts = options;
@@ -70,7 +76,7 @@ export class UploadAnalyzer {
    * samples are being read, every `write` is done with its bytes when it returns.
    */
   get holdsInput(): boolean {
-    return !(this.#mode === 'wav' && this.#info !== undefined);
+    return this.#opts.keepAudio === true || !(this.#mode === 'wav' && this.#info !== undefined);
   }
 
   write(chunk: Buffer): Promise<void> | undefined {
@@ -99,17 +105,29 @@ export class UploadAnalyzer {
     if (this.#mode === 'sniff') await this.#toFile();
     if (this.#mode === 'wav') {
       if (!this.#info) throw corrupt('the WAV file ends before its data chunk');
-      return this.#result(this.#info.sampleRate);
+      return this.#keptWith(this.#result(this.#info.sampleRate));
     }
     const file = this.#file!;
     file.end();
     await once(file, 'close');
-    return this.#decodeFile();
+    return this.#keptWith(await this.#decodeFile());
   }
 
   dispose(): void {
     this.#file?.destroy();
     this.#removeTemp();
+    this.#recording?.release();
+    this.#recording = undefined;
+  }
+
+  /** The result with the kept audio, complete on disk, handed over to it. */
+  async #keptWith(audio: AnalyzedAudio): Promise<AnalyzedAudio> {
+    const recording = this.#recording;
+    if (!recording) return audio;
+    await recording.finish();
+    this.#recording = undefined;
+    audio.recording = recording;
+    return audio;
   }
 
   #writeWav(chunk: Buffer): Promise<void> | undefined {
@@ -137,6 +155,7 @@ export class UploadAnalyzer {
       this.#head = [];
       this.#headBytes = 0;
       this.#detector = new SpeechRegionDetector(info.sampleRate);
+      if (this.#opts.keepAudio) this.#recording = new RecordingFile(this.#opts, info.sampleRate);
       // Mono PCM16 goes straight to the detector; other layouts through the WAV reader.
       if (!(info.format === 'pcm' && info.bitsPerSample === 16 && info.channels === 1)) {
         this.#wav = new WavReader();
@@ -144,6 +163,7 @@ export class UploadAnalyzer {
       } else data = head.subarray(info.dataOffset);
     }
     const info = this.#info;
+    let kept: Promise<void> | undefined;
     if (this.#wav) {
       let pcm: Buffer;
       try {
@@ -156,6 +176,7 @@ export class UploadAnalyzer {
         info.channels === 1 ? bufferToInt16(pcm) : downmixToMono(bufferToInt16(pcm), info.channels);
       this.#samples += mono.length;
       this.#detector!.pushSamples(mono);
+      kept = this.#recording?.write(mono);
     } else {
       // Bytes after the data chunk (LIST, id3 ...) are not samples.
       if (this.#remaining !== undefined) {
@@ -164,6 +185,7 @@ export class UploadAnalyzer {
       }
       this.#detector!.push(data);
       this.#samples = this.#detector!.samples;
+      kept = this.#recording?.writeBytes(data);
     }
     const seconds = this.#samples / info.sampleRate;
     if (seconds > this.#opts.maxDurationSec) {
@@ -175,11 +197,15 @@ export class UploadAnalyzer {
         'the audio',
       );
     }
+    return kept;
   }
 
   async #toFile(): Promise<void> {
     this.#mode = 'file';
     this.#wav = undefined;
+    // A WAV ffmpeg decodes after all: its audio is kept from ffmpeg's output.
+    this.#recording?.release();
+    this.#recording = undefined;
     this.#path = this.#opts.lifecycle.tempPath();
     const path = this.#path;
     this.#removeCleanup = this.#opts.lifecycle.onClose(() => rmSync(path, { force: true }));
@@ -199,6 +225,7 @@ export class UploadAnalyzer {
   async #decodeFile(): Promise<AnalyzedAudio> {
     const detector = new SpeechRegionDetector(DECODE_RATE);
     this.#detector = detector;
+    if (this.#opts.keepAudio) this.#recording = new RecordingFile(this.#opts, DECODE_RATE);
     const ceiling = Math.floor(this.#opts.maxDurationSec * DECODE_RATE);
     let run: ReturnType<typeof runFfmpeg>;
     try {
@@ -219,6 +246,7 @@ export class UploadAnalyzer {
           run.stop();
           break;
         }
+        await this.#recording?.writeBytes(chunk);
       }
       await run.done;
     } catch (err) {
@@ -257,5 +285,74 @@ export class UploadAnalyzer {
     this.#removeCleanup?.();
     this.#removeCleanup = undefined;
     this.#path = undefined;
+  }
+}
+
+/**
+ * An upload's audio as raw PCM16LE 16 kHz mono in a temp file (the recognizer reads it): written
+ * as it is analysed, resampled natively from another rate. Removed by `release()`, or when the
+ * emulator closes.
+ */
+class RecordingFile implements RecordingAudio {
+  readonly path: string;
+  readonly #file: WriteStream;
+  readonly #resampler: Resampler | undefined;
+  /** An odd byte of a sample split between writes (resampled audio only). */
+  #carry: number | undefined;
+  readonly #signal: AbortSignal;
+  #removeCleanup: () => void;
+  #released = false;
+
+  constructor({ lifecycle, signal }: AnalyzerOptions, sampleRate: number) {
+    this.#signal = signal;
+    this.path = lifecycle.tempPath('.raw');
+    const path = this.path;
+    this.#removeCleanup = lifecycle.onClose(() => rmSync(path, { force: true }));
+    this.#file = createWriteStream(path);
+    this.#file.on('error', () => {}); // surfaced by finish()
+    this.#resampler =
+      sampleRate === DECODE_RATE
+        ? undefined
+        : new Resampler({ sampleRate, channels: 1 }, { sampleRate: DECODE_RATE, channels: 1 });
+  }
+
+  /** Mono samples at the source rate. */
+  write(samples: Int16Array): Promise<void> | undefined {
+    const out = this.#resampler ? this.#resampler.push(samples) : samples;
+    return out.length > 0 ? this.#put(int16ToBuffer(out)) : undefined;
+  }
+
+  /** Mono PCM16LE bytes at the source rate, in any chunking. */
+  writeBytes(bytes: Uint8Array): Promise<void> | undefined {
+    if (!this.#resampler) return this.#put(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    let data = bytes;
+    if (this.#carry !== undefined && data.length > 0) {
+      data = Buffer.concat([Uint8Array.of(this.#carry), data]);
+      this.#carry = undefined;
+    }
+    const whole = data.length & ~1;
+    if (whole < data.length) this.#carry = data[whole];
+    return whole > 0 ? this.write(bufferToInt16(data.subarray(0, whole))) : undefined;
+  }
+
+  #put(buffer: Buffer): Promise<void> | undefined {
+    if (this.#file.write(buffer)) return undefined;
+    return once(this.#file, 'drain', { signal: this.#signal }).then(() => {});
+  }
+
+  async finish(): Promise<void> {
+    const tail = this.#resampler?.end();
+    if (tail && tail.length > 0) this.#file.write(int16ToBuffer(tail));
+    this.#file.end();
+    await once(this.#file, 'close');
+    if (this.#file.errored) throw corrupt('the audio could not be kept for the recognizer');
+  }
+
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#file.destroy();
+    rmSync(this.path, { force: true });
+    this.#removeCleanup();
   }
 }

@@ -1,11 +1,18 @@
 // The emulator's shared state: resolved options and limits, keys, admission, faults, stats,
 // registered transcripts and the lifecycle every operation draws its resources from.
 
+import { availableParallelism } from 'node:os';
+import { ConfigError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { type Limits, resolveLimits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
+import type { WordSegment } from '../protocol/records.ts';
 import { ConcurrencyGate, RateLimiter, RequestAdmission, SessionSlots } from './admission.ts';
 import { KeyRegistry } from './auth.ts';
+import { LiveAsrEngine } from './engine/live.ts';
+import { chosenEngine, findPocketSphinx, RecognizerError } from './engine/pocketsphinx.ts';
+import { RecognizedAsrEngine, recognizeRecording } from './engine/recognized.ts';
+import { generatedRecognizerStats, RecognizerPool, type RecognizerStats } from './engine/recognizer.ts';
 import type { AnalyzedAudio } from './engine/recording.ts';
 import { FaultInjector } from './faults.ts';
 import { Lifecycle } from './lifecycle.ts';
@@ -73,6 +80,9 @@ export class EmulatorContext {
   readonly ttsEngine: 'auto' | 'espeak' | 'synthetic';
   /** This thread's place among the threads of one emulator, when there are several. */
   readonly member: ThreadMember | undefined;
+  /** PocketSphinx, when it gives the words (`engine: 'pocketsphinx'`); else words are generated. */
+  readonly recognizer: RecognizerPool | undefined;
+  #toldNoModel = false;
 
   constructor(options: EmulatorOptions, member?: ThreadMember) {
     this.member = member;
@@ -105,6 +115,77 @@ export class EmulatorContext {
     this.ttsModels =
       options.ttsModels && options.ttsModels.length > 0 ? [...options.ttsModels] : DEFAULT_TTS_MODELS;
     this.ttsEngine = options.tts?.engine ?? 'auto';
+    this.recognizer = startRecognizer(options);
+    this.stats.recognizer = () => this.recognizerStats();
+  }
+
+  /** The engine that gives the words of English (and `auto`) audio. */
+  get engine(): RecognizerStats['engine'] {
+    return this.recognizer ? 'pocketsphinx' : 'generated';
+  }
+
+  recognizerStats(): RecognizerStats {
+    return this.recognizer?.stats() ?? generatedRecognizerStats();
+  }
+
+  /**
+   * Whether the recognizer gives the words of `language` (English, and `auto`, as PocketSphinx
+   * has an English model only). A language it has no model for keeps generated words, and the
+   * emulator says so once, on stderr.
+   */
+  recognizes(language: Language): boolean {
+    if (!this.recognizer) return false;
+    if (language === 'en' || language === 'auto') return true;
+    if (!this.#toldNoModel) {
+      this.#toldNoModel = true;
+      process.emitWarning(
+        `PocketSphinx has an English model only: ${language} (and any language but en and auto) gets generated words, not recognized ones`,
+        { type: 'SpeechpipeWarning', code: 'SPEECHPIPE_NO_RECOGNIZER_MODEL' },
+      );
+    }
+    return false;
+  }
+
+  /** The realtime ASR engine of a stream: its registered transcript, recognized or generated words. */
+  liveAsrEngine(id: string, language: Language): LiveAsrEngine | RecognizedAsrEngine {
+    const transcript = this.transcript(id);
+    if (transcript === undefined && this.recognizer && this.recognizes(language))
+      return new RecognizedAsrEngine(id, this.recognizer);
+    return new LiveAsrEngine(id, language, transcript);
+  }
+
+  /**
+   * The recognizer's words per speech region of an upload whose audio was kept for it; undefined
+   * when generated words answer (no recognizer, another language, a registered transcript).
+   * `signal` drops the work when the request goes away. Releases the kept audio either way.
+   */
+  async recordingWords(
+    audio: AnalyzedAudio,
+    workClass: 'fast' | 'batch',
+    signal?: AbortSignal,
+  ): Promise<WordSegment[][] | undefined> {
+    const recording = audio.recording;
+    if (!recording) return undefined;
+    const recognizer = this.recognizer;
+    const owner = {};
+    const cancel = () => recognizer?.cancel(owner);
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      if (!recognizer || this.fileTranscript(audio) !== undefined) return undefined;
+      return await recognizeRecording(recognizer, recording.path, audio.regions, workClass, owner);
+    } catch (err) {
+      // The recognizer's own failure (a process that died twice): the operation's failure.
+      if (err instanceof RecognizerError)
+        throw reject(
+          'ASR_TRANSCRIPTION_FAILED',
+          `transcription failed before a final record (${err.message})`,
+        );
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+      recording.release();
+      delete audio.recording;
+    }
   }
 
   /** A fresh batch job id; with several threads, one this thread owns (`ownerOf`). */
@@ -164,6 +245,24 @@ export class EmulatorContext {
   admission(key: EmulatorKey, op: OperationName): RequestAdmission {
     return new RequestAdmission(this.rate, key.key, op.startsWith('batch.'));
   }
+}
+
+/** The recognizer `options.engine` asks for (`auto`: PocketSphinx when it is installed). */
+function startRecognizer(options: EmulatorOptions): RecognizerPool | undefined {
+  const asked = options.engine ?? 'generated';
+  if (asked !== 'generated' && asked !== 'pocketsphinx' && asked !== 'auto')
+    throw new RangeError(`engine must be generated, pocketsphinx or auto, got ${JSON.stringify(asked)}`);
+  if (chosenEngine(asked) === 'generated') return undefined;
+  const install = findPocketSphinx();
+  if (!install) {
+    throw new ConfigError(
+      'engine pocketsphinx: PocketSphinx is not installed (pocketsphinx_batch, pocketsphinx_continuous and the en-us model; on Debian: apt-get install pocketsphinx pocketsphinx-en-us)',
+    );
+  }
+  const processes = options.recognizerProcesses ?? availableParallelism();
+  if (!(Number.isInteger(processes) && processes >= 1))
+    throw new RangeError('recognizerProcesses must be an integer >= 1');
+  return new RecognizerPool(install, processes);
 }
 
 function nonNegative(n: number, name: string): number {

@@ -262,6 +262,7 @@ export async function startEmulatorServer(
       uploads.close();
       sends.close();
       sessions.closeAll();
+      const recognizerClosed = ctx.recognizer?.close();
       // Socket.IO closes its sockets and stops the HTTP server from accepting connections.
       for (const io of ioServers) void io.close();
       server.closeAllConnections();
@@ -275,6 +276,7 @@ export async function startEmulatorServer(
       await allClosed(upgraded, WEBSOCKET_CLOSE_GRACE_MS);
       for (const socket of upgraded) socket.destroy();
       await closed;
+      await recognizerClosed;
     })();
     return closing;
   };
@@ -282,6 +284,7 @@ export async function startEmulatorServer(
   const emulator: Emulator = {
     url,
     apiKey: ctx.keys.first.key,
+    engine: ctx.engine,
     stats: () => ctx.stats.snapshot(),
     faults: { add: (rule) => ctx.faults.add(rule), clear: () => ctx.faults.clear() },
     registerTranscript: (key, text) => ctx.registerTranscript(key, text),

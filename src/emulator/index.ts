@@ -17,6 +17,7 @@ export {
   defaultContentPolicy,
 } from './context.ts';
 export { startEmulator } from './emulator.ts';
+export type { RecognizerStats } from './engine/recognizer.ts';
 export { DEFAULT_SERVER_LIMITS, type ServerLimits } from './server-limits.ts';
 export {
   type EmulatorWorkers,

@@ -99,13 +99,25 @@ export class JobStore {
     const { lifecycle } = this.#ctx;
     lifecycle.timeout(queuedMs, () => {
       this.#move(job, 'processing');
+      const input = job.input!;
+      // The recognizer decodes while the job is processing; it is done when both are.
+      const recognized = job.fails ? undefined : this.#ctx.recordingWords(input.audio, 'batch');
+      recognized?.catch(() => {});
+      if (job.fails) input.audio.recording?.release();
       const work = processingMs + this.#ctx.audioDelayMs(job.durationSec);
-      lifecycle.timeout(work, () => {
-        const input = job.input!;
+      lifecycle.timeout(work, async () => {
         job.input = undefined;
+        let words: WordSegment[][] | undefined;
+        try {
+          words = await recognized;
+        } catch {
+          if (lifecycle.closed) return;
+          this.#move(job, 'failed');
+          return;
+        }
         if (job.fails) this.#move(job, 'failed');
         else {
-          job.result = batchResult(input.audio, input.options);
+          job.result = batchResult(input.audio, input.options, words);
           this.#move(job, 'done');
         }
       });

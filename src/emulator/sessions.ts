@@ -10,7 +10,8 @@ import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { type Admit, CONCURRENCY_RETRY_AFTER_SEC, NOTHING, type Release } from './admission.ts';
 import type { EmulatorContext } from './context.ts';
-import { LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
+import { type LiveAsrEngine, LiveDiarizationEngine } from './engine/live.ts';
+import type { RecognizedAsrEngine } from './engine/recognized.ts';
 import { type FaultAnswer, type FaultPlan, failureRejection, faultAfterEffect } from './faults.ts';
 import { limitData, reject } from './rejection.ts';
 import type { SessionEnd } from './stats.ts';
@@ -61,7 +62,7 @@ export class ServerSession {
   inFlight = 0;
   /** Records released after their response window closed, sent with the next response. */
   readonly pending: SessionRecord[] = [];
-  readonly engine: LiveAsrEngine | LiveDiarizationEngine;
+  readonly engine: LiveAsrEngine | RecognizedAsrEngine | LiveDiarizationEngine;
   /** Gives back the stream's concurrency (and slot); idempotent. */
   readonly release: Release;
   /** A POST of this stream is being answered; the ones waiting for their turn, in order. */
@@ -79,7 +80,7 @@ export class ServerSession {
     where: SessionScope,
     burst: number,
     release: Release,
-    transcript: string | undefined,
+    engine: LiveAsrEngine | RecognizedAsrEngine | undefined,
   ) {
     this.id = frame.streamId;
     this.kind = kind;
@@ -87,14 +88,19 @@ export class ServerSession {
     this.where = where;
     this.tokens = burst;
     this.release = release;
-    this.engine =
-      kind === 'stt'
-        ? new LiveAsrEngine(frame.streamId, frame.language, transcript)
-        : new LiveDiarizationEngine(frame.streamId);
+    this.engine = engine ?? new LiveDiarizationEngine(frame.streamId);
   }
 
   get live(): boolean {
     return this.state === 'live';
+  }
+
+  /**
+   * While the recognizer is behind on this stream's audio, when its next frame may be taken:
+   * a stream sent faster than it is recognized is answered late, and queues a bounded amount.
+   */
+  backlogWait(): Promise<void> | undefined {
+    return 'backlogWait' in this.engine ? this.engine.backlogWait() : undefined;
   }
 
   /**
@@ -140,18 +146,20 @@ export class ServerSession {
    * records still held back: every live frame without a latency model), else their promise.
    */
   infer(pcm: Buffer, final: boolean, delayMs: number, sleep: (ms: number) => Promise<void>): Released {
-    const records: SessionRecord[] = this.engine.push(pcm);
-    if (final) records.push(...this.engine.finish());
-    if (delayMs <= 0 && this.#held === 0) {
+    // A recognizer's records come once it has decoded (later frames' wait behind them).
+    const pushed: Released = this.engine.push(pcm);
+    const records = final ? joinReleased(pushed, this.engine.finish()) : pushed;
+    if (Array.isArray(records) && delayMs <= 0 && this.#held === 0) {
       this.lastActivityAt = performance.now();
       return records;
     }
     this.#held++;
     const ready = this.#inference
       .then(() => sleep(delayMs))
-      .then(() => {
+      .then(() => records)
+      .then((out) => {
         this.lastActivityAt = performance.now();
-        return records;
+        return out;
       })
       .finally(() => {
         this.#held--;
@@ -166,6 +174,9 @@ export class ServerSession {
 
 /** A frame's records: at once, or once the latency model releases them. */
 export type Released = SessionRecord[] | Promise<SessionRecord[]>;
+
+const joinReleased = (a: Released, b: Released): Released =>
+  Array.isArray(a) && Array.isArray(b) ? [...a, ...b] : Promise.all([a, b]).then(([x, y]) => [...x, ...y]);
 
 /** A scope's live streams, per kind, by id. */
 interface LiveScope {
@@ -283,7 +294,8 @@ export class ServerSessions {
     after: FaultAnswer | undefined;
   } {
     const session = this.accept(frame, kind, where, key, admit);
-    if (plan.fail) {
+    // The recognizer failed on this stream's audio: it fails as the `fail` fault fails it.
+    if (plan.fail || ('failed' in session.engine && session.engine.failed)) {
       this.end(session, 'failed');
       throw failureRejection(op);
     }
@@ -363,14 +375,13 @@ export class ServerSessions {
         concurrency();
       };
     });
-    const transcript = kind === 'stt' ? this.#ctx.transcript(frame.streamId) : undefined;
     const session = new ServerSession(
       frame,
       kind,
       where,
       this.#ctx.limits.sessionAudioRateBurstBytes,
       release,
-      transcript,
+      kind === 'stt' ? this.#ctx.liveAsrEngine(frame.streamId, frame.language) : undefined,
     );
     this.#memoryOf(where, false)?.ended.delete(`${kind}:${frame.streamId}`);
     const scopeKey = where.key;
@@ -400,6 +411,7 @@ export class ServerSessions {
     this.#ctx.lifecycle.clear(session.timer);
     session.timer = undefined;
     session.release();
+    if ('close' in session.engine) session.engine.close();
     const scopeKey = session.where.key;
     const live = this.#live.get(scopeKey);
     if (live?.[session.kind].get(session.id) === session) {

@@ -290,6 +290,8 @@ class SocketOps {
           );
         }
         const frame = decodeFrame(bytes);
+        // A stream the recognizer is behind on is answered late: its frame waits to be taken.
+        await this.#sessions.find(kind, frame.streamId, this.#where)?.backlogWait();
         const { session, records, after } = this.#sessions.acceptFrame(
           frame,
           kind,
@@ -358,6 +360,7 @@ class SocketOps {
         if (audio.length > ctx.limits.fastAudioBytes)
           throw tooLarge('fast_audio_bytes', ctx.limits.fastAudioBytes, audio.length, 'the audio');
         const release = admit(() => ctx.concurrency.acquire(this.#state.key.account, 'fast'));
+        let analyzed: Awaited<ReturnType<UploadAnalyzer['finish']>> | undefined;
         try {
           const analyzer = new UploadAnalyzer({
             lifecycle: ctx.lifecycle,
@@ -365,8 +368,8 @@ class SocketOps {
             durationBound: 'fast_audio_duration',
             signal: this.#signal,
             hash: ctx.hashUploads,
+            keepAudio: ctx.recognizes(language),
           });
-          let analyzed: Awaited<ReturnType<UploadAnalyzer['finish']>>;
           try {
             for (let at = 0; at < audio.length; at += FEED_BYTES)
               await analyzer.write(audio.subarray(at, at + FEED_BYTES));
@@ -378,12 +381,13 @@ class SocketOps {
           this.#afterEffect(faultAfterEffect(plan));
           ack?.({ ok: true } satisfies FrameAck);
           await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(analyzed.durationSec), this.#signal);
-          for (const record of fastRecords(ctx, id, language, analyzed)) {
+          for (const record of await fastRecords(ctx, id, language, analyzed, this.#signal)) {
             if (record.is_final && ctx.faults.dropFinal({ op: 'fast.socket', key: this.#state.keyHeader }))
               return;
             if (!(await out.record(SOCKET_EVENTS.transcriptionResult, record))) return;
           }
         } finally {
+          analyzed?.recording?.release();
           release();
         }
       },

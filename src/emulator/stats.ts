@@ -3,6 +3,7 @@
 
 import { WORKLOADS, type Workload } from '../protocol/limits.ts';
 import { OPERATIONS, type OperationName } from '../protocol/operations.ts';
+import { generatedRecognizerStats, type RecognizerStats } from './engine/recognizer.ts';
 import type { EmulatorStats, SessionStats } from './types.ts';
 
 export type SessionEnd = 'finished' | 'expired' | 'retired' | 'cancelled' | 'failed';
@@ -34,6 +35,8 @@ export class StatsCollector {
   bytesIn = 0;
   bytesOut = 0;
   ttsSyntheses = 0;
+  /** The recognizer's statistics, read when a snapshot is taken. */
+  recognizer: () => RecognizerStats = generatedRecognizerStats;
 
   request(op: OperationName): void {
     this.requests[op]++;
@@ -95,6 +98,7 @@ export class StatsCollector {
       busyMs,
       faultsApplied: this.faultsApplied,
       socketConnections: this.socketConnections,
+      recognizer: this.recognizer(),
     });
   }
 }

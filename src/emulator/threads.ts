@@ -12,6 +12,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
@@ -290,7 +291,10 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
     ruleSlots: MAX_RULES,
   };
   const shared = new SharedState(layout, workers);
-  const threadOptions = { ...rest, keys };
+  // The machine's cores are shared out among the threads' recognizers.
+  const recognizerProcesses =
+    rest.recognizerProcesses ?? Math.max(1, Math.floor(availableParallelism() / workers));
+  const threadOptions = { ...rest, keys, recognizerProcesses };
 
   const rules: { id: number; slot: number; rule: FaultRule }[] = [];
   const freeSlots = Array.from({ length: MAX_RULES }, (_, i) => MAX_RULES - 1 - i);

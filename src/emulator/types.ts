@@ -4,6 +4,7 @@
 import type { Language } from '../protocol/languages.ts';
 import type { LimitOverrides, Tier, Workload } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
+import type { RecognizerStats } from './engine/recognizer.ts';
 import type { ServerLimits } from './server-limits.ts';
 
 /** What a key may do (interface, Authentication rule 3). */
@@ -154,6 +155,19 @@ export interface EmulatorOptions {
    */
   tts?: { engine?: 'auto' | 'espeak' | 'synthetic' };
   /**
+   * Where ASR words come from. `generated` (default): drawn from a fixed vocabulary for each
+   * speech region, deterministic and instant. `pocketsphinx`: recognized by PocketSphinx (Debian's
+   * `pocketsphinx` and `pocketsphinx-en-us`; a `ConfigError` when they are not installed) for
+   * `en` and `auto`, in child processes; other languages keep generated words. `auto`:
+   * PocketSphinx when it is installed, else generated. A registered transcript always wins.
+   */
+  engine?: 'generated' | 'pocketsphinx' | 'auto';
+  /**
+   * PocketSphinx processes decoding at once (default: one per core). Work beyond them waits in
+   * a queue, shown in `stats().recognizer`.
+   */
+  recognizerProcesses?: number;
+  /**
    * ASR model keys per language; the first is the language's default. An empty list means no
    * default (an omitted `asr` then gives 400 `ASR_MODEL_NOT_FOUND`).
    */
@@ -211,6 +225,8 @@ export interface EmulatorStats {
   faultsApplied: Record<string, number>;
   /** Socket.IO connections opened, rejected, and open now. */
   socketConnections: { opened: number; rejected: number; active: number };
+  /** The engine that gives ASR words, and the recognizer's processes, queue and work. */
+  recognizer: RecognizerStats;
 }
 
 /** A TTS voice the emulator offers. */
@@ -229,6 +245,8 @@ export interface Emulator {
   readonly url: string;
   /** The first key. */
   readonly apiKey: string;
+  /** The engine that gives the words of English (and `auto`) audio (`EmulatorOptions.engine`). */
+  readonly engine: 'generated' | 'pocketsphinx';
   /** A snapshot of the counters. */
   stats(): EmulatorStats;
   /** Fault rules in force. */

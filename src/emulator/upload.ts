@@ -100,8 +100,9 @@ export function receiveUpload(
   ex: HttpExchange,
   rules: UploadRules,
   headers: UploadHeaders,
+  keepAudio = false,
 ): Promise<AnalyzedAudio> {
-  return new UploadReceiver(ex, rules, headers).receive();
+  return new UploadReceiver(ex, rules, headers, keepAudio).receive();
 }
 
 /** An upload's outcome, decided once: the first failure, or success when the parser closes. */
@@ -296,7 +297,7 @@ class UploadReceiver {
   /** The parser closed: the whole body was parsed. */
   #parsed = false;
 
-  constructor(ex: HttpExchange, rules: UploadRules, { boundary, parser }: UploadHeaders) {
+  constructor(ex: HttpExchange, rules: UploadRules, { boundary, parser }: UploadHeaders, keepAudio: boolean) {
     this.#ex = ex;
     this.#req = ex.req;
     this.#rules = rules;
@@ -309,6 +310,7 @@ class UploadReceiver {
       durationBound: rules.durationBound,
       signal: ex.signal,
       hash: ex.ctx.hashUploads,
+      keepAudio,
     });
     this.#hold = new RequestHold(ex.req, this.#outcome);
     this.#locator = new FirstPartLocator(boundary);

@@ -88,15 +88,26 @@ export class LiveAsrEngine {
   }
 
   #record(words: WordSegment[], speechFinal: boolean, final: boolean): AsrRecord {
-    return {
-      id: this.#id,
-      seq: this.#seq++,
-      transcription: words.map((w) => w.word).join(' '),
-      words,
-      is_speech_final: speechFinal,
-      is_final: final,
-    };
+    return asrRecord(this.#id, this.#seq++, words, speechFinal, final);
   }
+}
+
+/** A realtime ASR record of `words` (its transcription their words joined). */
+export function asrRecord(
+  id: string,
+  seq: number,
+  words: WordSegment[],
+  speechFinal: boolean,
+  final: boolean,
+): AsrRecord {
+  return {
+    id,
+    seq,
+    transcription: words.map((w) => w.word).join(' '),
+    words,
+    is_speech_final: speechFinal,
+    is_final: final,
+  };
 }
 
 /** Realtime diarization for one stream. */

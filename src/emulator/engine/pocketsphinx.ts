@@ -50,6 +50,12 @@ export function findPocketSphinx(): PocketSphinxInstall | null {
   return found;
 }
 
+/** The engine `choice` gives on this machine: `auto` is PocketSphinx when it is installed. */
+export function chosenEngine(choice: 'generated' | 'pocketsphinx' | 'auto'): 'generated' | 'pocketsphinx' {
+  if (choice !== 'auto') return choice;
+  return findPocketSphinx() ? 'pocketsphinx' : 'generated';
+}
+
 function onPath(name: string): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (!dir) continue;

@@ -1,5 +1,6 @@
 // Results for a complete recording (batch jobs and fast transcription) from its speech regions:
-// words, speaker turns, and the ITN and redaction variants a batch job asks for.
+// words (generated, or recognized), speaker turns, and the ITN and redaction variants a batch
+// job asks for.
 
 import type { DiarizationSegment, JobV2Done, V2_RESULT_FIELDS } from '../../protocol/jobs.ts';
 import type { Language } from '../../protocol/languages.ts';
@@ -19,6 +20,14 @@ export interface AnalyzedAudio {
    * transcript was registered under a SHA-256 as the upload began, so none could match.
    */
   sha256?: string;
+  /** The audio as raw PCM16LE 16 kHz mono in a temp file, when the recognizer is to decode it. */
+  recording?: RecordingAudio;
+}
+
+/** An upload's audio kept on disk for the recognizer; `release()` removes it. */
+export interface RecordingAudio {
+  readonly path: string;
+  release(): void;
 }
 
 export type DiarizationModel = 'off' | 'd1' | 'd2';
@@ -36,13 +45,21 @@ export type BatchResult = Pick<JobV2Done, (typeof V2_RESULT_FIELDS)[number]>;
 
 const DIARIZATION_ONSET_SEC = 0.15;
 
-export function batchResult(audio: AnalyzedAudio, options: BatchOptions): BatchResult {
-  const words = recordingWords(
-    audio.regions,
-    audio.durationSec,
-    options.language,
-    options.transcript,
-  ).flatMap((r) => r.words);
+/**
+ * `recognized`: the recognizer's words per speech region, which answer instead of generated
+ * words (a registered transcript still wins).
+ */
+export function batchResult(
+  audio: AnalyzedAudio,
+  options: BatchOptions,
+  recognized?: WordSegment[][],
+): BatchResult {
+  const words =
+    recognized && options.transcript === undefined
+      ? recognized.flat()
+      : recordingWords(audio.regions, audio.durationSec, options.language, options.transcript).flatMap(
+          (r) => r.words,
+        );
   let diarization: DiarizationSegment[] = [];
   if (options.diarization !== 'off') {
     const turns = new SpeakerTurns(options.diarization === 'd2' ? ALTERNATIVE_TURNS : DEFAULT_TURNS);
@@ -77,7 +94,11 @@ export function fastSegments(
   audio: AnalyzedAudio,
   language: Language,
   transcript: string | undefined,
+  recognized?: WordSegment[][],
 ): WordSegment[][] {
-  const parts = recordingWords(audio.regions, audio.durationSec, language, transcript).map((r) => r.words);
+  const parts =
+    recognized && transcript === undefined
+      ? recognized
+      : recordingWords(audio.regions, audio.durationSec, language, transcript).map((r) => r.words);
   return parts.length > 0 ? parts : [[]];
 }

@@ -65,7 +65,7 @@ export async function submitBatch(
   const headers = checkUploadHeaders(ex, rules);
   const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'batch'));
   try {
-    const audio = await receiveUpload(ex, rules, headers);
+    const audio = await receiveUpload(ex, rules, headers, ctx.recognizes(lang));
     await ctx.lifecycle.sleep(ctx.perRequestMs, ex.signal);
     const job = jobs.create(
       key.account,

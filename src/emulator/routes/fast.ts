@@ -30,14 +30,19 @@ export function checkFastRequest(id: unknown, language: unknown): { id: string; 
   return { id: id.toLowerCase(), language: lang };
 }
 
-/** The fast records of an analysed recording; the last carries `is_final: true`. */
-export function fastRecords(
+/**
+ * The fast records of an analysed recording; the last carries `is_final: true`. Recognized
+ * words once the recognizer has decoded them, when it kept the audio (`signal` drops that work).
+ */
+export async function fastRecords(
   ctx: EmulatorContext,
   id: string,
   language: Language,
   audio: AnalyzedAudio,
-): FastRecord[] {
-  const parts = fastSegments(audio, language, ctx.fileTranscript(audio));
+  signal: AbortSignal,
+): Promise<FastRecord[]> {
+  const recognized = await ctx.recordingWords(audio, 'fast', signal);
+  const parts = fastSegments(audio, language, ctx.fileTranscript(audio), recognized);
   return parts.map((words, i) => ({
     id,
     seq: i,
@@ -57,15 +62,17 @@ export async function fastHttp(ex: HttpExchange, key: EmulatorKey): Promise<void
   const rules = uploadRules(ctx.limits, 'fast');
   const headers = checkUploadHeaders(ex, rules);
   const release = ex.admit(() => ctx.concurrency.acquire(key.account, 'fast'));
+  let audio: AnalyzedAudio | undefined;
   try {
-    const audio = await receiveUpload(ex, rules, headers);
+    audio = await receiveUpload(ex, rules, headers, ctx.recognizes(language));
     await ctx.lifecycle.sleep(ctx.perRequestMs + ctx.audioDelayMs(audio.durationSec), ex.signal);
     throwIfFailing(ex);
     if (await answeredAfterEffect(ex)) return;
-    let records = fastRecords(ctx, id, language, audio);
+    let records = await fastRecords(ctx, id, language, audio, ex.signal);
     if (ctx.faults.dropFinal({ op: ex.op, key: ex.keyHeader })) records = records.filter((r) => !r.is_final);
     await ex.finishRecords(records);
   } finally {
+    audio?.recording?.release();
     release();
   }
 }

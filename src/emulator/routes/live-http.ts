@@ -106,7 +106,12 @@ function answerBody(
   sessions.beginPost(existing);
   let answering: Promise<void> | undefined;
   try {
-    answering = existing.inTurn(() => answerFrame(ex, key, scope, kind, sessions, frame));
+    answering = existing.inTurn(() => {
+      // A stream the recognizer is behind on is answered late: its frame waits to be taken.
+      const behind = existing.backlogWait();
+      const answer = () => answerFrame(ex, key, scope, kind, sessions, frame);
+      return behind ? behind.then(answer) : answer();
+    });
   } finally {
     if (!answering) sessions.endPost(existing);
   }

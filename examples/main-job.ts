@@ -1,14 +1,18 @@
 // The main job (`npm start`): transcribe a speech archive to captions, text and JSON with
 // speaker labels, resumably. The archive is $SPEECHPIPE_MEDIA, else ../shared/media, else a
-// small one spoken by espeak-ng here. Talks to API_URL with API_KEY, or to the built-in emulator.
+// small one spoken by espeak-ng here. Talks to API_URL with API_KEY, or to the built-in
+// emulator, whose English words are recognized by PocketSphinx when it is installed
+// (SPEECHPIPE_EMULATOR_ENGINE=generated for the generated words).
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { emulatorEngine } from '../src/cli/service.ts';
 import { run } from '../src/cli/transcribe-command.ts';
-import { GENERATED_WORDS } from '../src/emulator/types.ts';
+import { chosenEngine } from '../src/emulator/engine/pocketsphinx.ts';
+import { engineWords } from '../src/emulator/types.ts';
 
 const root = resolve(new URL('..', import.meta.url).pathname);
 const out = join(root, 'out');
@@ -34,6 +38,9 @@ async function demoArchive(): Promise<string> {
   return dir;
 }
 
+// The built-in emulator recognizes speech when it can: the transcripts are of what was said.
+process.env.SPEECHPIPE_EMULATOR_ENGINE ??= 'auto';
+
 const candidate = process.env.SPEECHPIPE_MEDIA ?? join(root, '..', 'shared', 'media');
 const archive = existsSync(candidate) ? candidate : await demoArchive();
 if (archive !== candidate)
@@ -51,6 +58,8 @@ const code = await run([
 console.error(
   `results: ${join(out, 'transcripts')}/<input>.vtt, .srt, .txt and .json for each input, and manifest.ndjson`,
 );
-if (!process.env.API_URL)
-  console.error(`these are the built-in emulator's answers: ${GENERATED_WORDS} (docs/emulator.md)`);
+if (!process.env.API_URL) {
+  const words = engineWords(chosenEngine(emulatorEngine(process.env)));
+  console.error(`these are the built-in emulator's answers: ${words} (docs/emulator.md)`);
+}
 process.exitCode = code;

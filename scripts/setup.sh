@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian machine for speechpipe: the system tools its tests and main job use
-# (ffmpeg, sox, espeak-ng), then the npm dependencies (which pin Node 24 for npm scripts).
+# (ffmpeg, sox, espeak-ng, PocketSphinx and its US English model), then the npm dependencies
+# (which pin Node 24 for npm scripts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,9 @@ for tool in ffmpeg sox espeak-ng; do
 done
 # Cluster mode (transcribe --queue, worker) and its tests: Debian's Redis server.
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# The emulator's recognition engine (--engine pocketsphinx, npm start) and the WER tests.
+command -v pocketsphinx_batch >/dev/null 2>&1 || missing+=(pocketsphinx)
+[ -f /usr/share/pocketsphinx/model/en-us/en-us.lm.bin ] || missing+=(pocketsphinx-en-us)
 if ((${#missing[@]} > 0)); then
   echo "setup: installing ${missing[*]} with apt-get"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

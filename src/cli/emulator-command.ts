@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
+import { chosenEngine } from '../emulator/engine/pocketsphinx.ts';
 import {
   type Emulator,
   type EmulatorOptions,
@@ -18,7 +19,7 @@ import {
   faultRulesFromJson,
   parseKeyedJson,
 } from '../emulator/options-json.ts';
-import { CAPABILITIES, GENERATED_WORDS } from '../emulator/types.ts';
+import { CAPABILITIES, engineWords } from '../emulator/types.ts';
 import { MIN_API_KEY_LENGTH } from '../protocol/config.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
@@ -28,7 +29,7 @@ import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 const example = (name: string) => fileURLToPath(new URL(`../../examples/${name}`, import.meta.url));
 
 export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K | --accounts FILE.json] [--faults FILE.json] [--workers N]
-                          [--stop-on-stdin-end]
+                          [--engine generated|pocketsphinx|auto] [--stop-on-stdin-end]
 
   --port N             port to listen on (default 0: any free port)
   --host H             address to bind (default 127.0.0.1)
@@ -43,11 +44,15 @@ export const USAGE = `usage: speechpipe emulator [--port N] [--host H] [--key K 
                        Account limits, request rates, fault rules and statistics stay the
                        emulator's, across all threads; jobs and live streams reach the thread
                        that holds them, whichever thread a connection lands on
+  --engine E           where ASR words come from: generated (default: drawn for each speech
+                       region, instant), pocketsphinx (English and auto recognized by Debian's
+                       PocketSphinx, one process per core; ar and codeswitch keep generated
+                       words), auto (pocketsphinx when it is installed)
   --stop-on-stdin-end  also stop when standard input ends: a program that starts the
                        emulator keeps a pipe to it open, and the emulator goes when the program
                        does, however it ends (even killed with SIGKILL)
 
-Prints {"url": ..., "apiKey": ..., "admin": ...} on stdout once listening; stops on SIGINT or
+Prints {"url": ..., "apiKey": ..., "admin": ..., "engine": ...} on stdout once listening; stops on SIGINT or
 SIGTERM (or at the end of standard input with --stop-on-stdin-end). The admin endpoint (loopback clients only, no key): GET admin/stats, GET admin/faults,
 POST admin/faults (a rule or an array of rules, application/json), DELETE admin/faults,
 DELETE admin/faults/ID.
@@ -101,6 +106,7 @@ export async function run(args: string[]): Promise<number> {
     accounts?: string;
     faults?: string;
     workers?: string;
+    engine?: string;
     'stop-on-stdin-end'?: boolean;
     help?: boolean;
   };
@@ -114,6 +120,7 @@ export async function run(args: string[]): Promise<number> {
         accounts: { type: 'string' },
         faults: { type: 'string' },
         workers: { type: 'string' },
+        engine: { type: 'string' },
         'stop-on-stdin-end': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -145,11 +152,17 @@ export async function run(args: string[]): Promise<number> {
       'emulator',
       `--key must have at least ${MIN_API_KEY_LENGTH} characters (clients refuse a shorter key)`,
     );
+  const asked = values.engine ?? 'generated';
+  if (asked !== 'generated' && asked !== 'pocketsphinx' && asked !== 'auto')
+    return badUsage('emulator', '--engine must be generated, pocketsphinx or auto');
+  // `auto` decided here, once, so that every thread and the announcement agree.
+  const engine = chosenEngine(asked);
   const options: EmulatorOptions = {
     port,
     host: values.host ?? '127.0.0.1',
     // TTS_MAX_INPUT_CHARACTERS_* configure the deployment's text limits, as for the service.
     env: process.env,
+    engine,
   };
   if (values.key !== undefined)
     options.keys = [
@@ -192,9 +205,14 @@ export async function run(args: string[]): Promise<number> {
   const stopped = nextStopSignal();
   // An end that came while the emulator was starting is still seen (the stream was not read).
   const stdinEnded = values['stop-on-stdin-end'] ? endOfStdin() : undefined;
-  const announced = { url: emulator.url, apiKey: emulator.apiKey, admin: `${emulator.url}${ADMIN_PREFIX}` };
+  const announced = {
+    url: emulator.url,
+    apiKey: emulator.apiKey,
+    admin: `${emulator.url}${ADMIN_PREFIX}`,
+    engine,
+  };
   process.stdout.write(`${JSON.stringify(announced)}\n`);
-  process.stderr.write(`speechpipe emulator: listening at ${emulator.url}; ${GENERATED_WORDS}\n`);
+  process.stderr.write(`speechpipe emulator: listening at ${emulator.url}; ${engineWords(engine)}\n`);
   const signal = await (stdinEnded ? Promise.race([stopped, stdinEnded]) : stopped);
   await emulator.close();
   process.stderr.write(`speechpipe emulator: closed on ${signal}\n`);

@@ -2,7 +2,8 @@
 // API_URL is set, the built-in emulator started in this process.
 
 import { createClient, type SpeechClient } from '../client/index.ts';
-import { GENERATED_WORDS } from '../emulator/types.ts';
+import { engineWords } from '../emulator/types.ts';
+import { ConfigError } from '../protocol/errors.ts';
 
 export interface Service {
   client: SpeechClient;
@@ -26,9 +27,12 @@ export async function openService(
   }
   // Loaded only when it runs: a command talking to API_URL never loads the server side.
   const { startEmulator } = await import('../emulator/index.ts');
-  const emulator = await startEmulator();
+  const engine = emulatorEngine(env);
+  const emulator = await startEmulator({ engine });
+  const missing =
+    engine === 'auto' && emulator.engine === 'generated' ? ' (PocketSphinx is not installed)' : '';
   log(
-    `no API_URL set: using the built-in emulator at ${emulator.url}${transcribes ? `; ${GENERATED_WORDS}` : ''}`,
+    `no API_URL set: using the built-in emulator at ${emulator.url}${transcribes ? `; ${engineWords(emulator.engine)}${missing}` : ''}`,
   );
   const client = createClient({ apiUrl: emulator.url, apiKey: emulator.apiKey, env: {} });
   return {
@@ -39,4 +43,17 @@ export async function openService(
       await emulator.close();
     },
   };
+}
+
+const ENGINES = ['generated', 'pocketsphinx', 'auto'] as const;
+
+/** The built-in emulator's engine: `SPEECHPIPE_EMULATOR_ENGINE` (generated, pocketsphinx, auto), default generated. */
+export function emulatorEngine(env: NodeJS.ProcessEnv): (typeof ENGINES)[number] {
+  const value = env.SPEECHPIPE_EMULATOR_ENGINE;
+  if (value === undefined || value === '') return 'generated';
+  if (!(ENGINES as readonly string[]).includes(value))
+    throw new ConfigError(
+      `SPEECHPIPE_EMULATOR_ENGINE must be generated, pocketsphinx or auto, got ${JSON.stringify(value)}`,
+    );
+  return value as (typeof ENGINES)[number];
 }

@@ -19,6 +19,14 @@ export const CAPABILITIES: readonly Capability[] = ['batch', 'realtime_asr', 'di
 export const GENERATED_WORDS =
   "with the generated engine, words are generated from the audio's speech regions, not recognised from what was said, and speakers change at pauses";
 
+/** What the PocketSphinx engine's transcripts are, said where `GENERATED_WORDS` is. */
+export const RECOGNIZED_WORDS =
+  'with the pocketsphinx engine, English (and auto) words are recognised by PocketSphinx from what was said, ar and codeswitch words are generated, and speakers change at pauses';
+
+/** The sentence saying what an engine's words are. */
+export const engineWords = (engine: 'generated' | 'pocketsphinx'): string =>
+  engine === 'pocketsphinx' ? RECOGNIZED_WORDS : GENERATED_WORDS;
+
 /** An API key the emulator accepts, and what it may do. */
 export interface EmulatorKey {
   /** The key, as sent in `x-api-key`. */

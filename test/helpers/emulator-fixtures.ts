@@ -155,6 +155,16 @@ export function expectError(
   return body;
 }
 
+/**
+ * The engine the contract tests run against: the generated one unless
+ * `SPEECHPIPE_EMULATOR_ENGINE` names another (`pocketsphinx` runs the same tests with recognized
+ * words, to show the contract does not depend on the engine).
+ */
+export function engineFromEnv(): Pick<EmulatorOptions, 'engine'> {
+  const engine = process.env.SPEECHPIPE_EMULATOR_ENGINE;
+  return engine === 'pocketsphinx' || engine === 'auto' || engine === 'generated' ? { engine } : {};
+}
+
 /** Emulators (with `defaults`) and an HTTP agent for one test file, all closed when it ends. */
 export function emulatorsForFile(defaults: EmulatorOptions = {}) {
   const dispatcher = new Agent();
@@ -164,7 +174,7 @@ export function emulatorsForFile(defaults: EmulatorOptions = {}) {
     await dispatcher.close();
   });
   const emulator = async (options: EmulatorOptions = {}): Promise<Emulator> => {
-    const emu = await startEmulator({ ...defaults, ...options });
+    const emu = await startEmulator({ ...engineFromEnv(), ...defaults, ...options });
     started.push(emu);
     return emu;
   };

@@ -3,6 +3,7 @@
 import { after } from 'node:test';
 import { type ClientOptions, createClient, type SpeechClient } from '../../src/client/index.ts';
 import { type Emulator, type EmulatorOptions, startEmulator } from '../../src/emulator/index.ts';
+import { engineFromEnv } from './emulator-fixtures.ts';
 
 export interface Service {
   emulator: Emulator;
@@ -15,7 +16,7 @@ export async function startService(
   emulatorOptions: EmulatorOptions = {},
   clientOptions: ClientOptions = {},
 ): Promise<Service> {
-  const emulator = await startEmulator(emulatorOptions);
+  const emulator = await startEmulator({ ...engineFromEnv(), ...emulatorOptions });
   const clients: SpeechClient[] = [];
   const newClient = (options: ClientOptions = {}) => {
     const client = createClient({

@@ -1,8 +1,11 @@
 // A live service in the test's own process, behind fake channels: real LiveSessions (and so the
 // real retry policy) talk to it through the LiveChannel interface, with no socket, no HTTP and no
 // emulator process. Its records come from the emulator's own engines, so the words are the ones
-// the emulator would give for the same audio; faults are scripted per frame.
+// the emulator would give for the same audio; faults are scripted per frame. The sessions take
+// their slots from a real Admission, so a test sees the slots they hold.
 
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Admission } from '../../src/client/admission.ts';
 import { RetryPolicy } from '../../src/client/attempts.ts';
 import { LiveSession, type LiveSessionOptions } from '../../src/client/live.ts';
 import type { ChannelFactory, ChannelListener, LiveChannel } from '../../src/client/live-channel.ts';
@@ -58,7 +61,9 @@ export interface FakeStats {
   started: number;
   finished: number;
   cancelled: number;
-  /** Streams live now (started, not finished, cancelled or cut). */
+  /** Streams that expired: a frame came after `expiryMs` without one. */
+  expired: number;
+  /** Streams live now (started, not finished, cancelled, cut or expired). */
   live: number;
   /** Channels opened and not closed. */
   channelsOpen: number;
@@ -67,6 +72,21 @@ export interface FakeStats {
 interface Stream {
   engine: LiveAsrEngine | LiveDiarizationEngine;
   over: boolean;
+  /** When it last accepted a frame (performance.now()). */
+  lastFrameAt: number;
+}
+
+/** How the fake service behaves besides its scripted faults. */
+export interface FakeLiveOptions {
+  /**
+   * A stream that gets no frame for this long expires: its next frame is refused with
+   * SESSION_EXPIRED (409), as the service's session expiry does. The service's expiry is a
+   * timer; this one is seen when the next frame comes, which is all a client can tell apart.
+   * Default none.
+   */
+  expiryMs?: number;
+  /** Each frame is answered this long after it came (a slow service). Default the next turn. */
+  delayMs?: number;
 }
 
 export class FakeLiveService {
@@ -76,12 +96,25 @@ export class FakeLiveService {
     started: 0,
     finished: 0,
     cancelled: 0,
+    expired: 0,
     live: 0,
     channelsOpen: 0,
   };
+  readonly options: FakeLiveOptions;
+  /** The sessions' admission slots (the client's own Admission, default plan limits). */
+  readonly admission = new Admission();
   readonly #faults: ActiveFault[] = [];
   /** PCM accepted per stream id, in order (what each session heard). */
   readonly heard = new Map<string, Buffer[]>();
+
+  constructor(options: FakeLiveOptions = {}) {
+    this.options = options;
+  }
+
+  /** Admission slots the sessions hold now (of `realtime_asr` or `diarization`). */
+  running(workload: 'realtime_asr' | 'diarization' = 'realtime_asr'): number {
+    return this.admission.stats().find((s) => s.workload === workload)!.running;
+  }
 
   /** Add a fault; returns its removal. */
   fault(fault: FakeFault): () => void {
@@ -95,14 +128,15 @@ export class FakeLiveService {
 
   /**
    * A session factory for sttStream({ sessions }): real LiveSessions over this service's
-   * channels, with the client's retry policy (quick backoff, no admission).
+   * channels, with the client's retry policy (quick backoff) and this service's admission.
    */
   sessions(defaults: LiveSessionOptions = {}): LiveSessionFactory {
-    const policy = new RetryPolicy({ retry: { baseMs: 1, maxMs: 5 } });
+    const { admission } = this;
+    const policy = new RetryPolicy({ admission, retry: { baseMs: 1, maxMs: 5 } });
     return (<K extends LiveKind>(kind: K, options: LiveSessionOptions) =>
       new LiveSession(
         kind,
-        { channel: this.channel, policy, limits: DEFAULT_LIMITS },
+        { channel: this.channel, policy, admission, limits: DEFAULT_LIMITS },
         { ...defaults, ...options },
       )) as LiveSessionFactory;
   }
@@ -128,17 +162,22 @@ export class FakeLiveService {
         kind === 'stt'
           ? new LiveAsrEngine(frame.streamId, frame.language)
           : new LiveDiarizationEngine(frame.streamId);
-      const stream = { engine, over: false };
+      const stream = { engine, over: false, lastFrameAt: performance.now() };
       streams.set(frame.streamId, stream);
       this.stats.started++;
       this.stats.live++;
       return stream;
     }
     if (!known || known.over) return localServiceError('SESSION_EXPIRED', 'no live stream with that id');
+    const { expiryMs } = this.options;
+    if (expiryMs !== undefined && performance.now() - known.lastFrameAt > expiryMs) {
+      this.end(known, 'expired');
+      return localServiceError('SESSION_EXPIRED', 'the live stream expired');
+    }
     return known;
   }
 
-  end(stream: Stream, how: 'finished' | 'cancelled' | 'cut'): void {
+  end(stream: Stream, how: 'finished' | 'cancelled' | 'cut' | 'expired'): void {
     if (stream.over) return;
     stream.over = true;
     this.stats.live--;
@@ -167,9 +206,11 @@ class FakeChannel implements LiveChannel {
   }
 
   async send(bytes: Buffer, signal: AbortSignal): Promise<void> {
-    // A turn of the event loop, as a network answer takes: the records of earlier frames
-    // (delivered on a later turn) reach the session before this frame is accepted.
-    await new Promise((resolve) => setImmediate(resolve));
+    // A turn of the event loop (or the service's delay), as a network answer takes: the records
+    // of earlier frames (delivered on a later turn) reach the session before this frame is accepted.
+    const { delayMs } = this.#service.options;
+    if (delayMs) await sleep(delayMs, undefined, { signal });
+    else await new Promise((resolve) => setImmediate(resolve));
     signal.throwIfAborted();
     if (this.#closed) throw new Error('fake channel closed');
     const frame = decodeFrame(bytes); // refuses what the service would
@@ -192,6 +233,7 @@ class FakeChannel implements LiveChannel {
     const stream = service.stream(frame, this.#kind, this.#streams);
     if (!('engine' in stream)) throw stream;
     this.#current = stream;
+    stream.lastFrameAt = performance.now();
     service.stats.accepted++;
     const heard = service.heard.get(frame.streamId) ?? [];
     heard.push(Buffer.from(frame.pcm));
@@ -231,6 +273,9 @@ class FakeChannel implements LiveChannel {
   }
 
   async cancel(): Promise<void> {
+    // A turn of the event loop, as ending a stream at the service takes (a closing frame
+    // answered, a connection closed).
+    await new Promise((resolve) => setImmediate(resolve));
     if (this.#current) this.#service.end(this.#current, 'cancelled');
     this.close();
   }

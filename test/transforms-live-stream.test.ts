@@ -1,10 +1,16 @@
+// sttStream and diarizationStream against the fake live service (test/helpers/fake-live.ts): real
+// LiveSessions, the real retry policy and admission, the emulator's engines for the words, no
+// network. Frame joining, restarts, rotation, keepalive, backpressure, time shifting and the
+// labels of restarted diarization sessions are the stream's own logic; what only the wire shows
+// (frames and records over HTTP and Socket.IO, sessions ended at the service) is in
+// transforms-live-wire.test.ts.
+
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { type Duplex, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { afterEach, test } from 'node:test';
+import { test } from 'node:test';
 import { MediaError } from '../src/audio/media-error.ts';
-import type { SpeechClient } from '../src/client/client.ts';
 import type { LiveSession } from '../src/client/live.ts';
 import {
   type AsrRecord,
@@ -13,15 +19,21 @@ import {
   type DiarizationEvent,
   type DiarizationRecord,
   type Language,
+  type LiveStreamOptions,
   mergeDiarization,
   Pacer,
-  type SpeechServiceError,
   type TranscriptEvent,
   toFrames,
 } from '../src/index.ts';
-import { diarizationStream, type SessionChange, sttStream } from '../src/transforms/live-stream.ts';
-import { until } from './helpers/emulator-fixtures.ts';
-import { startService } from './helpers/service.ts';
+import { localServiceError, SpeechServiceError } from '../src/protocol/errors.ts';
+import { CLOSING_PCM_BYTES } from '../src/protocol/frame.ts';
+import {
+  diarizationStream,
+  type LiveSessionFactory,
+  type SessionChange,
+  sttStream,
+} from '../src/transforms/live-stream.ts';
+import { FakeLiveService } from './helpers/fake-live.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 
 const pcm = await speechWithPauses(
@@ -33,14 +45,21 @@ const pcm = await speechWithPauses(
   ],
   700,
 );
-const { emulator, client, newClient } = await startService();
 
 /** Pipeline time where the new session's own audio starts: after what it hears again. */
 const resumedAt = (c: SessionChange) => c.offsetSec + (c.replaySec ?? 0);
 
-// A failed session is ended at the service in the background (its closing frame, which holds
-// its slot); a fault rule added by the next test must not meet that frame instead.
-afterEach(() => until(() => client.admissionStats().every((s) => s.running === 0), 'failed sessions ended'));
+/** Options of a stream on `service`: its sessions, no joining of frames, short waits. */
+function on(service: FakeLiveService, options: Partial<LiveStreamOptions> = {}): LiveStreamOptions {
+  return {
+    sessions: service.sessions({ finalTimeoutMs: 200, endTimeoutMs: 200 }),
+    coalesceMs: 0,
+    ...options,
+  };
+}
+
+const status = (status: number, code: string, retryAfterMs?: number) =>
+  new SpeechServiceError({ status, code, retryable: true, retryAfterMs });
 
 function collect<T>(into: T[]): Writable {
   return new Writable({
@@ -56,6 +75,18 @@ function source(audio: Buffer, chunk = 4096): Readable {
   const parts: Buffer[] = [];
   for (let i = 0; i < audio.length; i += chunk) parts.push(audio.subarray(i, i + chunk));
   return Readable.from(parts, { objectMode: false });
+}
+
+/** `audio`, then a stall of `ms` after its first `at` bytes (keepalive off or on). */
+function stalling(audio: Buffer, at: number, ms: number, end = audio.length): Readable {
+  return Readable.from(
+    (async function* () {
+      yield audio.subarray(0, at);
+      await sleep(ms);
+      yield audio.subarray(at, end);
+    })(),
+    { objectMode: false },
+  );
 }
 
 function words(records: AsrRecord[]) {
@@ -74,6 +105,15 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** Wait until `predicate` holds, checking every few milliseconds. */
+async function until(predicate: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (predicate()) return;
+    await sleep(5);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
 /** A frame of live audio, as toFrames() makes them. */
 function audio(pcm: Buffer, isFinal = false, language: Language = 'en'): AudioFrame {
   return { pcm, isFinal, language };
@@ -83,75 +123,55 @@ function writeFrame(stream: Writable | Duplex, frame: AudioFrame): Promise<void>
   return new Promise((resolve, reject) => stream.write(frame, (e) => (e ? reject(e) : resolve())));
 }
 
-for (const transport of ['http', 'socketio'] as const) {
-  test(`file → toFrames → sttStream over ${transport}: complete on is_final`, async () => {
+test('the transport decides the frame size: frames of any size from toFrames go out a second at a time over HTTP', async () => {
+  const seconds = Math.ceil(pcm.length / 32000);
+  const runs: { frames: number; words: string[] }[] = [];
+  for (const frameMs of [100, 250, 1000]) {
+    const service = new FakeLiveService();
     const records: AsrRecord[] = [];
-    await pipeline(
-      source(pcm),
-      toFrames({ language: 'en' }),
-      sttStream({ client, transport }),
-      collect(records),
-    );
+    // coalesceMs as the default for HTTP (one POST per second of audio).
+    const stt = sttStream({ sessions: service.sessions() });
+    await pipeline(source(pcm), toFrames({ language: 'en', frameMs }), stt, collect(records));
     assert.equal(records.at(-1)!.is_final, true);
-    assert.ok(records.filter((r) => r.is_speech_final).length >= 2);
-    assertMonotonic(records);
-  });
-}
-
-test('defaults agree: toFrames() → sttStream({ client }) sends one POST per second of audio', async () => {
-  const before = emulator.stats().requests['stt.http'];
-  const records: AsrRecord[] = [];
-  await pipeline(source(pcm), toFrames({ language: 'en' }), sttStream({ client }), collect(records));
-  assert.equal(emulator.stats().requests['stt.http'] - before, Math.ceil(pcm.length / 32000));
-  assert.equal(records.at(-1)!.is_final, true);
-});
-
-test('the transport decides the POST size: 100 ms frames (Socket.IO-sized) over HTTP are sent a second at a time', async () => {
-  const before = emulator.stats().requests['stt.http'];
-  const records: AsrRecord[] = [];
-  await pipeline(source(pcm), toFrames({ language: 'en' }), sttStream({ client }), collect(records));
-  const posts = emulator.stats().requests['stt.http'] - before;
-  assert.ok(
-    posts <= Math.ceil(pcm.length / 32000) + 1,
-    `${posts} POSTs for ${pcm.length / 32000} s of audio`,
+    runs.push({ frames: service.stats.frames, words: words(records).map((w) => w.word) });
+  }
+  for (const run of runs) {
+    assert.equal(run.frames, seconds, `${run.frames} frames for ${pcm.length / 32000} s of audio`);
+    assert.deepEqual(run.words, runs[2]!.words);
+  }
+  // Over Socket.IO every frame goes as it comes.
+  const service = new FakeLiveService();
+  await pipeline(
+    source(pcm),
+    toFrames({ language: 'en', frameMs: 100 }),
+    sttStream({ sessions: service.sessions(), transport: 'socketio' }),
+    collect([]),
   );
-  assert.equal(records.at(-1)!.is_final, true);
-  const words = records.flatMap((r) => (r.is_speech_final ? r.words : []));
-  const reference: AsrRecord[] = [];
-  await pipeline(source(pcm), toFrames({ language: 'en' }), sttStream({ client }), collect(reference));
-  assert.deepEqual(
-    words.map((w) => w.word),
-    reference.flatMap((r) => (r.is_speech_final ? r.words : [])).map((w) => w.word),
-  );
+  assert.equal(service.stats.frames, Math.ceil(pcm.length / 3200));
 });
 
 test('a held short frame is sent when the source pauses, not kept until the next one', async () => {
-  const before = emulator.stats().framesAccepted;
+  const service = new FakeLiveService();
   const frames = toFrames({ language: 'en' });
-  const stt = sttStream({ client, coalesceMs: 200 });
+  const stt = sttStream({ sessions: service.sessions(), coalesceMs: 200 });
   const records: AsrRecord[] = [];
   const done = pipeline(frames, stt, collect(records));
   // toFrames keeps the latest frame until the next (it may be the final one): two in, one out.
   frames.write(pcm.subarray(0, 6400));
-  await new Promise((r) => setTimeout(r, 600));
-  assert.equal(emulator.stats().framesAccepted - before, 1, 'the held frame went out after coalesceMs');
+  await until(() => service.stats.accepted === 1, 'the held frame sent after coalesceMs');
   frames.end();
   await done;
   assert.equal(records.at(-1)!.is_final, true);
 });
 
 test('409 mid-stream: a fresh session (new UUID) continues, times keep increasing, no word twice', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 3,
-    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
-  });
+  const service = new FakeLiveService();
+  service.fault({ nth: 3, action: { type: 'refuse', error: localServiceError('SESSION_EXPIRED', 'gone') } });
   const events: TranscriptEvent[] = [];
   const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client });
+  const stt = sttStream(on(service));
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, assembleTranscript(), collect(events));
-  fault.remove();
   assert.equal(changes.length, 1);
   assert.equal(changes[0]!.reason, 'restart');
   assert.notEqual(changes[0]!.id, changes[0]!.previousId);
@@ -164,85 +184,17 @@ test('409 mid-stream: a fresh session (new UUID) continues, times keep increasin
   assert.equal(events.at(-1)!.type, 'final');
 });
 
-test('a response broken mid-NDJSON restarts the session instead of failing the pipeline', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 2,
-    action: { type: 'reset', afterBytes: 10 },
-  });
-  const records: AsrRecord[] = [];
-  const stt = sttStream({ coalesceMs: 0, client });
-  let errors = 0;
-  stt.on('session-error', () => errors++);
-  await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
-  fault.remove();
-  assert.equal(errors, 1);
-  assert.equal(records.at(-1)!.is_final, true);
-  assertMonotonic(records);
-});
-
-test('an outage longer than five restarts: sessions restart with backoff and the stream rides it out', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 2,
-    times: 24, // shared by the restarted sessions and the closing frames of the failed ones
-    action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
-  });
-  const records: AsrRecord[] = [];
-  const stt = sttStream({ coalesceMs: 0, client, restartBackoff: { baseMs: 5, maxMs: 20 } });
-  let errors = 0;
-  stt.on('session-error', () => errors++);
-  await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
-  fault.remove();
-  assert.ok(errors > 5, `${errors} restarts`);
-  assert.equal(records.at(-1)!.is_final, true);
-  assertMonotonic(records);
-});
-
-test('sessions that keep failing fail the stream once restartWithinMs has passed', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE' },
-  });
-  const stt = sttStream({
-    coalesceMs: 0,
-    client,
-    restartWithinMs: 200,
-    restartBackoff: { baseMs: 20, maxMs: 40 },
-  });
-  let errors = 0;
-  stt.on('session-error', () => errors++);
-  await assert.rejects(
-    pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect([])),
-    (err: SpeechServiceError) => err.status === 503,
-  );
-  fault.remove();
-  assert.ok(errors >= 3, `${errors} restarts before giving up`);
-});
-
-test('an input with no audio fails with a MediaError that says so, and leaves no session open', async () => {
-  const own = newClient();
-  for (const make of [sttStream, diarizationStream]) {
-    await assert.rejects(
-      pipeline(Readable.from([], { objectMode: false }), toFrames(), make({ client: own }), collect([])),
-      (err: Error) => err instanceof MediaError && /no audio/.test(err.message),
-    );
-  }
-  assert.ok(own.admissionStats().every((s) => s.running === 0));
-});
-
 test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
+  const service = new FakeLiveService();
+  service.fault({
     nth: 3,
-    action: { type: 'status', status: 408, code: 'SESSION_IDLE_TIMEOUT' },
+    action: { type: 'refuse', error: localServiceError('SESSION_IDLE_TIMEOUT', 'idle') },
   });
   const records: AsrRecord[] = [];
   const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client });
+  const stt = sttStream(on(service));
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
-  fault.remove();
   assert.equal(changes.length, 1);
   assert.equal(changes[0]!.reason, 'restart');
   assert.equal((changes[0]!.error as SpeechServiceError).status, 408);
@@ -252,26 +204,87 @@ test('408 SESSION_IDLE_TIMEOUT mid-stream: a fresh session (new UUID) continues'
   assertMonotonic(records);
 });
 
-test('a real expiry (keepalive off, the source stalls): a fresh session continues, times keep increasing', async () => {
-  const short = await startService({ limits: { sessionExpirySec: 0.3 } });
-  const stt = sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 0 });
+test('an answer broken off after the frame was accepted restarts the session instead of failing the pipeline', async () => {
+  const service = new FakeLiveService();
+  service.fault({ nth: 2, action: { type: 'cut' } });
+  const records: AsrRecord[] = [];
+  const stt = sttStream(on(service));
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
+  assert.equal(errors, 1);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+});
+
+test('an outage longer than five restarts: sessions restart with backoff and the stream rides it out', async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    nth: 2,
+    times: 12,
+    action: { type: 'refuse', error: status(503, 'SERVER_DEPENDENCY_FAILURE') },
+  });
+  const records: AsrRecord[] = [];
+  const stt = sttStream(on(service, { restartBackoff: { baseMs: 5, maxMs: 20 } }));
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
+  assert.ok(errors > 5, `${errors} restarts`);
+  assert.equal(records.at(-1)!.is_final, true);
+  assertMonotonic(records);
+});
+
+test('sessions that keep failing fail the stream once restartWithinMs has passed', async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    times: Number.POSITIVE_INFINITY,
+    action: { type: 'refuse', error: status(503, 'SERVER_DEPENDENCY_FAILURE') },
+  });
+  const stt = sttStream(on(service, { restartWithinMs: 200, restartBackoff: { baseMs: 20, maxMs: 40 } }));
+  let errors = 0;
+  stt.on('session-error', () => errors++);
+  await assert.rejects(
+    pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect([])),
+    (err: SpeechServiceError) => err.status === 503,
+  );
+  assert.ok(errors >= 3, `${errors} restarts before giving up`);
+});
+
+test('a non-restartable error (422) fails the pipeline', async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    nth: 2,
+    action: { type: 'refuse', error: localServiceError('AUDIO_DURATION_EXCEEDED', 'too long') },
+  });
+  await assert.rejects(pipeline(source(pcm), toFrames(), sttStream(on(service)), collect([])), {
+    status: 422,
+  });
+  assert.equal(service.running(), 0, 'the failed session gave its slot back');
+});
+
+test('an input with no audio fails with a MediaError that says so, and leaves no session open', async () => {
+  const service = new FakeLiveService();
+  for (const make of [sttStream, diarizationStream]) {
+    await assert.rejects(
+      pipeline(Readable.from([], { objectMode: false }), toFrames(), make(on(service)), collect([])),
+      (err: Error) => err instanceof MediaError && /no audio/.test(err.message),
+    );
+  }
+  assert.equal(service.stats.started, 0);
+  assert.equal(service.stats.channelsOpen, 0);
+  assert.equal(service.running(), 0);
+  assert.equal(service.running('diarization'), 0);
+});
+
+test('an expiry (keepalive off, the source stalls): a fresh session continues, times keep increasing', async () => {
+  const service = new FakeLiveService({ expiryMs: 300 });
+  const stt = sttStream(on(service, { keepaliveMs: 0 }));
   const changes: SessionChange[] = [];
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
-  await pipeline(
-    Readable.from(
-      (async function* () {
-        yield pcm.subarray(0, 64000);
-        await sleep(1000); // the source stalls for three expiry windows
-        yield pcm.subarray(64000);
-      })(),
-      { objectMode: false },
-    ),
-    toFrames({ frameMs: 500 }),
-    stt,
-    collect(records),
-  );
-  assert.equal(short.emulator.stats().sessions.expired, 1, 'the first session expired');
+  // The source stalls for three expiry windows.
+  await pipeline(stalling(pcm, 64000, 900), toFrames({ frameMs: 500 }), stt, collect(records));
+  assert.equal(service.stats.expired, 1, 'the first session expired');
   assert.equal(changes.length, 1);
   assert.equal(changes[0]!.reason, 'restart');
   assert.equal((changes[0]!.error as SpeechServiceError).code, 'SESSION_EXPIRED');
@@ -285,37 +298,9 @@ test('a real expiry (keepalive off, the source stalls): a fresh session continue
   );
 });
 
-test('a Socket.IO connection reset mid-stream restarts the session', async () => {
-  const own = newClient();
-  const fault = emulator.faults.add({ operation: 'stt.socket', nth: 3, action: { type: 'reset' } });
-  const records: AsrRecord[] = [];
-  const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client: own, transport: 'socketio' });
-  stt.on('session', (c: SessionChange) => changes.push(c));
-  await pipeline(source(pcm), toFrames({ frameMs: 500 }), stt, collect(records));
-  fault.remove();
-  assert.equal(changes.length, 1);
-  assert.equal(changes[0]!.reason, 'restart');
-  assert.notEqual(changes[0]!.id, changes[0]!.previousId);
-  assert.equal(records.at(-1)!.is_final, true);
-  assertMonotonic(records);
-});
-
-test('a non-restartable error (422) fails the pipeline', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 2,
-    action: { type: 'status', status: 422, code: 'AUDIO_DURATION_EXCEEDED' },
-  });
-  await assert.rejects(pipeline(source(pcm), toFrames(), sttStream({ coalesceMs: 0, client }), collect([])), {
-    status: 422,
-  });
-  fault.remove();
-});
-
 test('backpressure: a slow service makes write() return false; frames in flight stay bounded', async () => {
-  const slow = await startService({ latency: { perRequestMs: 30 } });
-  const stt = sttStream({ coalesceMs: 0, client: slow.client });
+  const service = new FakeLiveService({ delayMs: 5 });
+  const stt = sttStream(on(service));
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
   const frameBytes = 3200;
@@ -341,8 +326,8 @@ test('backpressure: a slow service makes write() return false; frames in flight 
   // Through a pipeline: the source is read only as far ahead of what the service accepted as
   // the buffers in between hold (toFrames 64 KiB in and 16 frames out, sttStream 4 frames, one
   // in flight: about 44 frames of 3200 bytes), however much it has. That keeps memory flat.
-  const accepted0 = slow.emulator.stats().framesAccepted;
-  const accepted = () => slow.emulator.stats().framesAccepted - accepted0;
+  const accepted0 = service.stats.accepted;
+  const accepted = () => service.stats.accepted - accepted0;
   let pulled = 0;
   let maxAhead = 0;
   const endless = new Readable({
@@ -359,36 +344,25 @@ test('backpressure: a slow service makes write() return false; frames in flight 
     },
   });
   const piped: AsrRecord[] = [];
-  await pipeline(endless, toFrames(), sttStream({ coalesceMs: 0, client: slow.client }), collect(piped));
+  await pipeline(endless, toFrames(), sttStream(on(service)), collect(piped));
   assert.equal(piped.at(-1)!.is_final, true);
   assert.equal(accepted(), pulled, 'every frame read was sent');
   assert.ok(maxAhead <= 64, `the source was read ${maxAhead} frames ahead of the service`);
 });
 
 test('a stalled source gets keepalive audio before the session would expire', async () => {
-  const short = await startService({ limits: { sessionExpirySec: 0.4 } });
-  const stt = sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 150 });
+  const service = new FakeLiveService({ expiryMs: 400 });
+  const stt = sttStream(on(service, { keepaliveMs: 150 }));
   let keepalives = 0;
   const changes: SessionChange[] = [];
   stt.on('keepalive', () => keepalives++);
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
-  const done = pipeline(
-    Readable.from(
-      (async function* () {
-        yield pcm.subarray(0, 64000);
-        await new Promise((r) => setTimeout(r, 1000)); // the source stalls for 2.5 expiry windows
-        yield pcm.subarray(64000, 128000);
-      })(),
-      { objectMode: false },
-    ),
-    toFrames({ frameMs: 500 }),
-    stt,
-    collect(records),
-  );
-  await done;
+  // The source stalls for 2.5 expiry windows.
+  await pipeline(stalling(pcm, 64000, 1000, 128000), toFrames({ frameMs: 500 }), stt, collect(records));
   assert.ok(keepalives >= 3, `${keepalives} keepalives`);
   assert.equal(changes.length, 0, 'the session never expired');
+  assert.equal(service.stats.expired, 0);
   assert.equal(records.at(-1)!.is_final, true);
 
   // The keepalive silence is not the source's audio: what was said after the stall keeps the
@@ -397,7 +371,7 @@ test('a stalled source gets keepalive audio before the session would expire', as
   await pipeline(
     source(pcm.subarray(0, 128000)),
     toFrames({ frameMs: 500 }),
-    sttStream({ coalesceMs: 0, client: short.client, keepaliveMs: 0 }),
+    sttStream(on(service, { keepaliveMs: 0 })),
     collect(reference),
   );
   const last = words(records).at(-1)!;
@@ -411,21 +385,14 @@ test('a stalled source gets keepalive audio before the session would expire', as
 });
 
 test('diarizationStream: keepalive silence does not delay the segments after a stall', async () => {
-  const short = await startService({ limits: { sessionExpirySec: 0.4 } });
+  const service = new FakeLiveService({ expiryMs: 400 });
   const run = async (stall: boolean) => {
-    const stream = diarizationStream({ coalesceMs: 0, client: short.client, keepaliveMs: stall ? 150 : 0 });
+    const stream = diarizationStream(on(service, { keepaliveMs: stall ? 150 : 0 }));
     let keepalives = 0;
     stream.on('keepalive', () => keepalives++);
     const records: DiarizationRecord[] = [];
     await pipeline(
-      Readable.from(
-        (async function* () {
-          yield pcm.subarray(0, 64000);
-          if (stall) await sleep(1000);
-          yield pcm.subarray(64000, 160000);
-        })(),
-        { objectMode: false },
-      ),
+      stalling(pcm, 64000, stall ? 1000 : 0, 160000),
       toFrames({ frameMs: 500 }),
       stream,
       collect(records),
@@ -436,6 +403,7 @@ test('diarizationStream: keepalive silence does not delay the segments after a s
   const stalled = await run(true);
   const reference = await run(false);
   assert.ok(stalled.keepalives >= 3, `${stalled.keepalives} keepalives`);
+  assert.equal(service.stats.expired, 0);
   assert.ok(reference.last.start_time > 2.5, 'a segment after the stall point');
   assert.ok(
     Math.abs(stalled.last.start_time - reference.last.start_time) < 0.05,
@@ -443,24 +411,23 @@ test('diarizationStream: keepalive silence does not delay the segments after a s
   );
 });
 
-/** A client whose sessions `wrap` instruments before they are used. */
-function instrumented(base: SpeechClient, wrap: (session: LiveSession) => void): SpeechClient {
-  const open = (...args: Parameters<SpeechClient['live']['open']>) => {
-    const session = base.live.open(...args) as LiveSession;
+/** Sessions of `factory` that `wrap` instruments before they are used. */
+function instrumented(factory: LiveSessionFactory, wrap: (session: LiveSession) => void): LiveSessionFactory {
+  return ((kind, options) => {
+    const session = factory(kind, options);
     wrap(session);
     return session;
-  };
-  return { live: { open } } as unknown as SpeechClient;
+  }) as LiveSessionFactory;
 }
 
-/** A client whose sessions hold their `n`-th send until released (`inFlight`: it started). */
-function holdingClient(base: SpeechClient, n: number) {
+/** Sessions that hold their `n`-th send (counted over all of them) until released. */
+function holding(factory: LiveSessionFactory, n: number) {
   let sends = 0;
   let release!: () => void;
   let started!: () => void;
   const inFlight = new Promise<void>((resolve) => (started = resolve));
   const held = new Promise<void>((resolve) => (release = resolve));
-  const client = instrumented(base, (session) => {
+  const sessions = instrumented(factory, (session) => {
     const send = session.send.bind(session);
     session.send = async (...a: Parameters<LiveSession['send']>) => {
       if (++sends === n) {
@@ -470,18 +437,20 @@ function holdingClient(base: SpeechClient, n: number) {
       return send(...a);
     };
   });
-  return { client, inFlight, release, sends: () => sends };
+  return { sessions, inFlight, release, sends: () => sends };
 }
 
 test('rotation end to end: one final record downstream, assembleTranscript commits every session', async () => {
+  const service = new FakeLiveService();
   const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 2, forceRotateAfterSec: 6 });
+  const stt = sttStream(on(service, { rotateAfterSec: 2, forceRotateAfterSec: 6 }));
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
   const events: TranscriptEvent[] = [];
   await pipeline(source(pcm), toFrames({ frameMs: 250 }), stt, assembleTranscript(), collect(events));
   assert.ok(changes.length >= 1 && changes.every((c) => c.reason === 'rotate'));
+  assert.equal(service.stats.finished, changes.length + 1, 'each rotated session finished at the service');
   assert.equal(records.filter((r) => r.is_final).length, 1, 'only the last session is final downstream');
   assert.equal(records.at(-1)!.is_final, true);
   assertMonotonic(records);
@@ -498,14 +467,10 @@ test('rotation end to end: one final record downstream, assembleTranscript commi
 });
 
 test('rotation waits for a pause after it became due, not for an earlier one', async () => {
+  const service = new FakeLiveService();
   // Where the speech is: the utterances of one session over the same audio.
   const reference: AsrRecord[] = [];
-  await pipeline(
-    source(pcm),
-    toFrames({ frameMs: 250 }),
-    sttStream({ coalesceMs: 0, client }),
-    collect(reference),
-  );
+  await pipeline(source(pcm), toFrames({ frameMs: 250 }), sttStream(on(service)), collect(reference));
   const spans = reference
     .filter((r) => (r.is_speech_final || r.is_final) && r.words.length > 0)
     .map((r) => [r.words[0]!.start_time, r.words.at(-1)!.end_time] as const);
@@ -513,7 +478,7 @@ test('rotation waits for a pause after it became due, not for an earlier one', a
   // Due in the middle of the second utterance, after the first pause was heard.
   const due = (spans[1]![0] + spans[1]![1]) / 2;
   const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: due, forceRotateAfterSec: 1000 });
+  const stt = sttStream(on(service, { rotateAfterSec: due, forceRotateAfterSec: 1000 }));
   stt.on('session', (c: SessionChange) => changes.push(c));
   await pipeline(source(pcm), toFrames({ frameMs: 250 }), stt, collect([]));
   assert.ok(changes.length >= 1);
@@ -524,18 +489,14 @@ test('rotation waits for a pause after it became due, not for an earlier one', a
 });
 
 test('diarization rotation end to end: a rotated session closes its active segments; one timeline', async () => {
+  const service = new FakeLiveService();
   const rawFinals: DiarizationRecord[] = [];
-  const tapped = instrumented(client, (session) =>
+  const sessions = instrumented(service.sessions(), (session) =>
     session.on('final', (r) => rawFinals.push(r as DiarizationRecord)),
   );
   const changes: SessionChange[] = [];
   // Forced rotation every 1.25 s (five 250 ms frames) cuts some sessions in mid-speech.
-  const stream = diarizationStream({
-    coalesceMs: 0,
-    client: tapped,
-    rotateAfterSec: 1,
-    forceRotateAfterSec: 1,
-  });
+  const stream = diarizationStream({ sessions, coalesceMs: 0, rotateAfterSec: 1, forceRotateAfterSec: 1 });
   stream.on('session', (c: SessionChange) => changes.push(c));
   const records: DiarizationRecord[] = [];
   stream.on('data', (r: DiarizationRecord) => records.push(r));
@@ -572,10 +533,13 @@ test('diarization rotation end to end: a rotated session closes its active segme
   assert.ok(closedAtRotation > 0, 'some session was cut while someone spoke');
 });
 
-test('frames arriving while a keepalive is in flight: one keepalive loop, nothing sent after the end', async () => {
+test('frames arriving while a keepalive is in flight: one keepalive loop, nothing sent after the end', {
+  timeout: 10_000, // without a keepalive, the held send never comes
+}, async () => {
+  const service = new FakeLiveService();
   // The second send is the keepalive: the next frame is written only once it started.
-  const hold = holdingClient(client, 2);
-  const stt = sttStream({ coalesceMs: 0, client: hold.client, keepaliveMs: 5 });
+  const hold = holding(service.sessions(), 2);
+  const stt = sttStream({ sessions: hold.sessions, coalesceMs: 0, keepaliveMs: 5 });
   let keepalives = 0;
   stt.on('keepalive', () => keepalives++);
   const errors: unknown[] = [];
@@ -602,25 +566,24 @@ test('frames arriving while a keepalive is in flight: one keepalive loop, nothin
   assert.equal(records.at(-1)!.is_final, true);
 });
 
-for (const [name, action] of [
-  ['the response to the closing frame breaks', { type: 'reset', afterBytes: 10 }],
-  ['the closing frame is answered without its final record', { type: 'endWithoutFinal' }],
+for (const [name, fault] of [
+  ['the answer to the closing frame breaks off', { nth: 5, action: { type: 'cut' } }],
+  [
+    'the closing frame is answered without its final record',
+    { match: (f: { isFinal: boolean }) => f.isFinal, action: { type: 'dropFinal' } },
+  ],
 ] as const) {
   test(`rotation: ${name}; the stream goes on in a fresh session`, async () => {
-    // Forced rotation after 1 s of 250 ms frames: the fifth POST closes the first session.
-    const fault = emulator.faults.add({
-      operation: 'stt.http',
-      nth: action.type === 'endWithoutFinal' ? 1 : 5,
-      action,
-    });
+    const service = new FakeLiveService();
+    // Forced rotation after 1 s of 250 ms frames: the fifth frame closes the first session.
+    service.fault(fault);
     const changes: SessionChange[] = [];
     const errors: unknown[] = [];
-    const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+    const stt = sttStream(on(service, { rotateAfterSec: 1, forceRotateAfterSec: 1 }));
     stt.on('session', (c: SessionChange) => changes.push(c));
     stt.on('session-error', (e) => errors.push(e));
     const events: TranscriptEvent[] = [];
     await pipeline(source(pcm), toFrames({ frameMs: 250 }), stt, assembleTranscript(), collect(events));
-    fault.remove();
     assert.equal(errors.length, 1);
     assert.equal(changes[0]!.reason, 'rotate');
     assert.equal(changes[0]!.error, errors[0]);
@@ -633,19 +596,15 @@ for (const [name, action] of [
 }
 
 test('rotation: the closing frame is refused; it opens the fresh session instead', async () => {
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 5,
-    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
-  });
+  const service = new FakeLiveService();
+  service.fault({ nth: 5, action: { type: 'refuse', error: localServiceError('SESSION_EXPIRED', 'gone') } });
   const changes: SessionChange[] = [];
-  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const stt = sttStream(on(service, { rotateAfterSec: 1, forceRotateAfterSec: 1 }));
   stt.on('session', (c: SessionChange) => changes.push(c));
   const events: TranscriptEvent[] = [];
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
   await pipeline(source(pcm), toFrames({ frameMs: 250 }), stt, assembleTranscript(), collect(events));
-  fault.remove();
   assert.equal(changes[0]!.reason, 'restart');
   assert.equal(resumedAt(changes[0]!), 1, 'the refused frame follows what the next session hears again');
   // The next session's audio counts what it heard again: (1 s heard again + the refused 0.25 s
@@ -660,18 +619,26 @@ test('rotation: the closing frame is refused; it opens the fresh session instead
 });
 
 test('a source that ends without a final frame is closed with a short silent final frame', async () => {
-  const stt = sttStream({ coalesceMs: 0, client });
+  const service = new FakeLiveService();
+  const stt = sttStream(on(service));
   const records: AsrRecord[] = [];
   stt.on('data', (r: AsrRecord) => records.push(r));
   stt.write(audio(pcm.subarray(0, 32000), false, 'en'));
   stt.end(audio(pcm.subarray(32000, 64000), false, 'en'));
   await new Promise((resolve) => stt.once('end', resolve));
   assert.equal(records.at(-1)!.is_final, true);
+  assert.deepEqual(
+    [...service.heard.values()].map((frames) => frames.map((b) => b.length)),
+    [[32000, 32000, CLOSING_PCM_BYTES]],
+    'two frames of audio, then a short silence',
+  );
+  assert.ok([...service.heard.values()][0]!.at(-1)!.every((byte) => byte === 0));
 });
 
 test('a source that ends without a final frame just after a rotation still ends with a final record', async () => {
+  const service = new FakeLiveService();
   // Forced rotation after 1 s of 250 ms frames: the fifth frame closes the first session.
-  const stt = sttStream({ coalesceMs: 0, client, rotateAfterSec: 1, forceRotateAfterSec: 1 });
+  const stt = sttStream(on(service, { rotateAfterSec: 1, forceRotateAfterSec: 1 }));
   const changes: SessionChange[] = [];
   stt.on('session', (c: SessionChange) => changes.push(c));
   const events: TranscriptEvent[] = [];
@@ -686,33 +653,21 @@ test('a source that ends without a final frame just after a rotation still ends 
 });
 
 test('429 SESSION_BYTE_RATE_EXCEEDED tells the pacer to slow down, and nothing fails', async () => {
+  const service = new FakeLiveService();
   const pacer = new Pacer();
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 2,
-    action: { type: 'status', status: 429, code: 'SESSION_BYTE_RATE_EXCEEDED', retryAfter: 0.05 },
-  });
+  service.fault({ nth: 2, action: { type: 'refuse', error: status(429, 'SESSION_BYTE_RATE_EXCEEDED', 50) } });
   const records: AsrRecord[] = [];
-  await pipeline(source(pcm), toFrames(), sttStream({ coalesceMs: 0, client, pacer }), collect(records));
-  fault.remove();
+  await pipeline(source(pcm), toFrames(), sttStream(on(service, { pacer })), collect(records));
   assert.equal(pacer.penalties, 1);
+  assert.equal(service.stats.frames, service.stats.accepted + 1, 'the refused frame was sent again');
   assert.equal(records.at(-1)!.is_final, true);
 });
 
 test('diarizationStream: segments relative to the pipeline; labels of a restarted session are kept apart', async () => {
-  const fault = emulator.faults.add({
-    operation: 'diarization.http',
-    nth: 3,
-    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
-  });
+  const service = new FakeLiveService();
+  service.fault({ nth: 3, action: { type: 'refuse', error: localServiceError('SESSION_EXPIRED', 'gone') } });
   const records: DiarizationRecord[] = [];
-  await pipeline(
-    source(pcm),
-    toFrames({ frameMs: 500 }),
-    diarizationStream({ coalesceMs: 0, client }),
-    collect(records),
-  );
-  fault.remove();
+  await pipeline(source(pcm), toFrames({ frameMs: 500 }), diarizationStream(on(service)), collect(records));
   assert.equal(records.at(-1)!.is_final, true);
   const speakers = new Set(
     records.flatMap((r) => r.final_segments.concat(r.active_segments).map((s) => s.speaker)),
@@ -723,105 +678,57 @@ test('diarizationStream: segments relative to the pipeline; labels of a restarte
   );
 });
 
-test('destroying the stream aborts the session and leaves nothing open', async () => {
-  const own = newClient();
-  const stt = sttStream({ coalesceMs: 0, client: own });
-  await new Promise<void>((resolve, reject) =>
-    stt.write(audio(pcm.subarray(0, 32000), false, 'en'), (e) => (e ? reject(e) : resolve())),
-  );
-  const before = emulator.stats().sessions;
+test('a frame still waiting when the stream is destroyed opens no session and holds no slot', async () => {
+  const service = new FakeLiveService();
+  const stt = sttStream(on(service));
+  stt.on('error', () => {});
+  const frame = audio(pcm.subarray(0, 3200), false, 'en');
+  // The write's callback comes once the frame was sent or given up.
+  const written = new Promise((resolve) => stt.write(frame, resolve));
   stt.destroy();
-  await new Promise((resolve) => stt.once('close', resolve));
-  // The session is ended at the service (a closing frame); its slot is held until then.
-  await until(
-    () => own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running === 0,
-    'the slot given back',
-  );
-  const after = emulator.stats().sessions;
-  assert.equal(after.active, before.active - 1, 'the stream is still live at the service');
+  await written;
+  assert.equal(service.stats.started, 0, 'a session was opened after the destroy');
+  assert.equal(service.stats.channelsOpen, 0);
+  assert.equal(service.running(), 0);
 });
 
-for (const transport of ['http', 'socketio'] as const) {
-  test(`${transport}: a stream that fails or is destroyed closes only once its sessions are over at the service`, async () => {
-    const own = newClient();
-    const running = () => own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running;
-    for (const how of ['destroy', 'pipeline error'] as const) {
-      const before = emulator.stats().sessions.active;
-      const stt = sttStream({ coalesceMs: 0, client: own, transport });
-      stt.on('error', () => {});
-      await new Promise<void>((resolve, reject) =>
-        stt.write(audio(pcm.subarray(0, 32000), false, 'en'), (e) => (e ? reject(e) : resolve())),
-      );
-      assert.equal(emulator.stats().sessions.active, before + 1);
-      const closed = new Promise((resolve) => stt.once('close', resolve));
-      if (how === 'destroy') stt.destroy();
-      else stt.destroy(new Error('a later stage failed'));
-      await closed;
-      // Nothing to wait for after 'close' (a pipeline settles then): no slot, nothing live there.
-      assert.equal(running(), 0, `${how}: the client still holds the session's slot`);
-      assert.equal(
-        emulator.stats().sessions.active,
-        before,
-        `${how}: the stream is still live at the service`,
-      );
-    }
-  });
-
-  test(`${transport}: a frame still waiting when the stream is destroyed opens no session and holds no slot`, async () => {
-    const own = newClient();
-    const opened = emulator.stats().sessions.opened;
-    const stt = sttStream({ coalesceMs: 0, client: own, transport });
+test('a stream that fails or is destroyed closes only once its sessions are over at the service', async () => {
+  const service = new FakeLiveService();
+  for (const how of ['destroy', 'pipeline error'] as const) {
+    const stt = sttStream(on(service));
     stt.on('error', () => {});
-    const frame = audio(pcm.subarray(0, 3200), false, 'en');
-    // The write's callback comes once the frame was sent or given up.
-    const written = new Promise((resolve) => stt.write(frame, resolve));
-    stt.destroy();
-    await written;
-    assert.equal(emulator.stats().sessions.opened, opened, 'a session was opened after the destroy');
-    assert.equal(own.admissionStats().find((s) => s.workload === 'realtime_asr')!.running, 0);
-  });
-}
+    await writeFrame(stt, audio(pcm.subarray(0, 32000), false, 'en'));
+    assert.equal(service.stats.live, 1);
+    const closed = new Promise((resolve) => stt.once('close', resolve));
+    if (how === 'destroy') stt.destroy();
+    else stt.destroy(new Error('a later stage failed'));
+    await closed;
+    // Nothing to wait for after 'close' (a pipeline settles then): no slot, nothing live there.
+    assert.equal(service.running(), 0, `${how}: the session's slot is still held`);
+    assert.equal(service.stats.live, 0, `${how}: the stream is still live at the service`);
+    assert.equal(service.stats.channelsOpen, 0, `${how}: a channel is still open`);
+  }
+  assert.equal(service.stats.cancelled, 2);
+});
 
 test('a long-lived signal keeps no listener of the streams it was given once they end', async () => {
+  const service = new FakeLiveService();
   const shutdown = new AbortController();
   for (let i = 0; i < 3; i++) {
     await pipeline(
       source(pcm.subarray(0, 32000)),
       toFrames({ language: 'en' }),
-      sttStream({ client, signal: shutdown.signal }),
+      sttStream(on(service, { signal: shutdown.signal })),
       collect([]),
     );
   }
   assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0);
   // And the signal still stops a stream with its reason.
   const reason = new Error('shutting down');
-  const stt = sttStream({ client, signal: shutdown.signal });
+  const stt = sttStream(on(service, { signal: shutdown.signal }));
   stt.once('data', () => shutdown.abort(reason));
   await assert.rejects(
     pipeline(source(pcm), toFrames({ language: 'en' }), stt, collect([])),
     (e) => e === reason,
   );
-});
-
-test('client.close() during the pause before a restart fails the stream at once with ERR_CLIENT_CLOSED', {
-  timeout: 20_000,
-}, async () => {
-  const own = newClient();
-  // Ten minutes: a stream that sleeps it out after close() would outlast the test.
-  const fault = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 2,
-    times: 1,
-    action: { type: 'status', status: 503, retryAfter: 600 },
-  });
-  try {
-    const stt = sttStream({ coalesceMs: 0, client: own });
-    stt.once('session-error', () => void own.close());
-    await assert.rejects(
-      pipeline(source(pcm), toFrames({ language: 'en', frameMs: 500 }), stt, collect([])),
-      { name: 'TransportError', code: 'ERR_CLIENT_CLOSED' },
-    );
-  } finally {
-    fault.remove();
-  }
 });

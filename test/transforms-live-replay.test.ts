@@ -1,13 +1,14 @@
 // No speech lost when a live session fails (issue 13): the audio a failed session accepted and
 // the service had not finalised is sent again on the next session, and words already emitted
 // are not emitted again. The same audio with and without faults gives the same words, matched
-// on the pipeline's timeline, over both transports.
+// on the pipeline's timeline. Against the fake live service (real sessions and retry policy,
+// the emulator's engines); the same faults from the emulator itself, over both transports, are
+// in live-faults.test.ts and the soak.
 
 import assert from 'node:assert/strict';
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { type TestContext, test } from 'node:test';
-import type { FaultRule } from '../src/emulator/index.ts';
+import { test } from 'node:test';
 import {
   assembleTranscript,
   type FinalEvent,
@@ -20,7 +21,7 @@ import {
 } from '../src/index.ts';
 import { IncompleteStreamError, TransportError } from '../src/protocol/errors.ts';
 import type { AsrRecord, WordSegment } from '../src/protocol/records.ts';
-import { startService } from './helpers/service.ts';
+import { type FakeFault, FakeLiveService } from './helpers/fake-live.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 import { diffWords } from './helpers/word-diff.ts';
 
@@ -36,21 +37,15 @@ const pcm = await speechWithPauses(
   700,
 );
 
-const { emulator, client } = await startService();
-
-async function transcribe(
-  transport: 'http' | 'socketio',
-  options: Pick<LiveStreamOptions, 'replayBuffer'> = {},
-) {
+async function transcribe(service: FakeLiveService, options: Partial<LiveStreamOptions> = {}) {
   const events: TranscriptEvent[] = [];
   const changes: SessionChange[] = [];
   const lostEvents: LostAudio[] = [];
   // sttStream's own committed words (not assembleTranscript's, which also drops repeats).
   const committed: WordSegment[] = [];
   const stt = sttStream({
+    sessions: service.sessions({ finalTimeoutMs: 200, endTimeoutMs: 200 }),
     coalesceMs: 0,
-    client,
-    transport,
     restartBackoff: { baseMs: 1, maxMs: 5 },
     ...options,
   });
@@ -58,7 +53,7 @@ async function transcribe(
   stt.on('audio-lost', ({ start_time, end_time }: LostAudio) => lostEvents.push({ start_time, end_time }));
   await pipeline(
     Readable.from([pcm]),
-    toFrames({ language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
+    toFrames({ language: 'en', frameMs: 500 }),
     stt,
     new Transform({
       objectMode: true,
@@ -81,66 +76,45 @@ async function transcribe(
   return { words: committed, changes, final, lostEvents };
 }
 
-/** Connection failures spread over the stream, each after the frame was accepted. */
-function cuts(transport: 'http' | 'socketio'): FaultRule[] {
-  const operation = transport === 'http' ? 'stt.http' : 'stt.socket';
-  const every = transport === 'http' ? 7 : 17;
-  return [1, 2, 3, 4].map((k) => ({
-    operation,
-    nth: k * every,
-    times: 1,
-    action: { type: 'reset', stage: 'afterEffect' } as const,
-  }));
+/**
+ * A service whose connection is lost after it accepted frames 7, 14, 21 and 28 (the client
+ * cannot tell whether they were taken), and whose answer to frame 10 breaks off.
+ */
+function withCuts(): FakeLiveService {
+  const service = new FakeLiveService();
+  const faults: FakeFault[] = [7, 14, 21, 28].map((nth) => ({ nth, action: { type: 'lost' } }));
+  for (const f of [...faults, { nth: 10, action: { type: 'cut' } } as const]) service.fault(f);
+  return service;
 }
 
-/** Add the connection failures for the rest of test `t`. */
-function withCuts(t: TestContext, transport: 'http' | 'socketio'): void {
-  const faults = cuts(transport).map((rule) => emulator.faults.add(rule));
-  t.after(() => {
-    for (const f of faults) f.remove();
-  });
-}
+const reference = await transcribe(new FakeLiveService());
 
-for (const transport of ['http', 'socketio'] as const) {
-  test(`${transport}: the same audio with and without connection failures gives the same words`, {
-    timeout: 60_000,
-  }, async (t) => {
-    const reference = await transcribe(transport);
-    assert.ok(reference.words.length > 20, `${reference.words.length} reference words`);
-    withCuts(t, transport);
-    const faulty = await transcribe(transport);
-    assert.ok(faulty.changes.length >= 3, `${faulty.changes.length} restarts`);
-    assert.ok(
-      faulty.changes.some((c) => (c.replaySec ?? 0) > 0),
-      'some audio was heard again',
-    );
-    const diff = diffWords(reference.words, faulty.words);
-    t.diagnostic(JSON.stringify(diff));
-    assert.equal(diff.lost, 0, `lost words: ${JSON.stringify(diff)}`);
-    assert.equal(diff.duplicated, 0, `duplicated words: ${JSON.stringify(diff)}`);
-    // A session that starts mid-stream can cut one region into one word more or less.
-    assert.ok(diff.resegmented + diff.extra <= faulty.changes.length, JSON.stringify(diff));
-    assert.equal(faulty.final.lost, undefined);
-  });
-}
+test('the same audio with and without connection failures gives the same words', async (t) => {
+  assert.ok(reference.words.length > 20, `${reference.words.length} reference words`);
+  const faulty = await transcribe(withCuts());
+  assert.ok(faulty.changes.length >= 3, `${faulty.changes.length} restarts`);
+  assert.ok(
+    faulty.changes.some((c) => (c.replaySec ?? 0) > 0),
+    'some audio was heard again',
+  );
+  const diff = diffWords(reference.words, faulty.words);
+  t.diagnostic(JSON.stringify(diff));
+  assert.equal(diff.lost, 0, `lost words: ${JSON.stringify(diff)}`);
+  assert.equal(diff.duplicated, 0, `duplicated words: ${JSON.stringify(diff)}`);
+  // A session that starts mid-stream can cut one region into one word more or less.
+  assert.ok(diff.resegmented + diff.extra <= faulty.changes.length, JSON.stringify(diff));
+  assert.equal(faulty.final.lost, undefined);
+});
 
-test('without the replay buffer the same failures lose words (the measure can fail)', {
-  timeout: 60_000,
-}, async (t) => {
-  const reference = await transcribe('http');
-  withCuts(t, 'http');
-  const faulty = await transcribe('http', { replayBuffer: false });
+test('without the replay buffer the same failures lose words (the measure can fail)', async (t) => {
+  const faulty = await transcribe(withCuts(), { replayBuffer: false });
   const diff = diffWords(reference.words, faulty.words);
   t.diagnostic(JSON.stringify(diff));
   assert.ok(diff.lost > 0, JSON.stringify(diff));
 });
 
-test('a failure that outlasts the replay buffer: the lost time range is an event and is in the final transcript', {
-  timeout: 60_000,
-}, async (t) => {
-  const reference = await transcribe('http');
-  withCuts(t, 'http');
-  const { final, lostEvents } = await transcribe('http', { replayBuffer: { maxSec: 1 } });
+test('a failure that outlasts the replay buffer: the lost time range is an event and is in the final transcript', async () => {
+  const { final, lostEvents } = await transcribe(withCuts(), { replayBuffer: { maxSec: 1 } });
   assert.ok(lostEvents.length > 0, 'no loss reported');
   assert.deepEqual(final.lost, lostEvents);
   for (const range of lostEvents) assert.ok(range.end_time > range.start_time);
@@ -160,21 +134,19 @@ test('a failure that outlasts the replay buffer: the lost time range is an event
 });
 
 /**
- * Run `pcm` through sttStream until it ends, or until it restarted `cap` times (then it is
- * destroyed with an error saying so): the error it failed with, and its restarts.
+ * Run the first 6 s of `pcm` through sttStream until it ends, or until it restarted `cap` times
+ * (then it is destroyed with an error saying so): the error it failed with, and its restarts.
  */
 async function restartsUntilFailure(
-  transport: 'http' | 'socketio',
+  service: FakeLiveService,
   cap: number,
 ): Promise<{ error: unknown; restarts: number }> {
   let restarts = 0;
   const stt = sttStream({
+    sessions: service.sessions({ endTimeoutMs: 500, finalTimeoutMs: 200 }),
     coalesceMs: 0,
-    client,
-    transport,
     maxRestarts: 5,
     restartBackoff: { baseMs: 1, maxMs: 5 },
-    session: { endTimeoutMs: 500, finalTimeoutMs: 200 },
   });
   stt.on('session-error', () => {
     if (++restarts === cap) stt.destroy(new Error(`still restarting after ${cap} restarts`));
@@ -191,35 +163,20 @@ async function restartsUntilFailure(
   return { error, restarts };
 }
 
-for (const transport of ['http', 'socketio'] as const) {
-  test(`${transport}: sessions that each accept the replayed audio and never finalise it are restarted only maxRestarts times`, {
-    timeout: 60_000,
-  }, async (t) => {
-    // The final record never comes: each session accepts the replay (the final frame with it)
-    // and fails waiting for it. Hearing the same audio again is no progress.
-    const rule = emulator.faults.add({
-      operation: transport === 'http' ? 'stt.http' : 'stt.socket',
-      times: Number.POSITIVE_INFINITY,
-      action: { type: 'endWithoutFinal' },
-    });
-    t.after(() => rule.remove());
-    const { error, restarts } = await restartsUntilFailure(transport, 50);
-    assert.ok(error instanceof IncompleteStreamError, String(error));
-    assert.equal(restarts, 5);
-  });
-}
+test('sessions that each accept the replayed audio and never finalise it are restarted only maxRestarts times', async () => {
+  // The final record never comes: each session accepts the replay (the final frame with it)
+  // and fails waiting for it. Hearing the same audio again is no progress.
+  const service = new FakeLiveService();
+  service.fault({ match: (f) => f.isFinal, times: Number.POSITIVE_INFINITY, action: { type: 'dropFinal' } });
+  const { error, restarts } = await restartsUntilFailure(service, 50);
+  assert.ok(error instanceof IncompleteStreamError, String(error));
+  assert.equal(restarts, 5);
+});
 
-test('http: every answer cut before its records: the replayed frame accepted again and again is no progress', {
-  timeout: 60_000,
-}, async (t) => {
-  const rule = emulator.faults.add({
-    operation: 'stt.http',
-    nth: 3,
-    times: Number.POSITIVE_INFINITY,
-    action: { type: 'reset', afterBytes: 0 },
-  });
-  t.after(() => rule.remove());
-  const { error, restarts } = await restartsUntilFailure('http', 50);
+test('every answer cut before its records: the replayed frame accepted again and again is no progress', async () => {
+  const service = new FakeLiveService();
+  service.fault({ nth: 3, times: Number.POSITIVE_INFINITY, action: { type: 'cut' } });
+  const { error, restarts } = await restartsUntilFailure(service, 50);
   assert.ok(error instanceof TransportError || error instanceof IncompleteStreamError, String(error));
   assert.ok(restarts <= 6, `${restarts} restarts`);
 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import type { BenchClip } from '../src/benchmark/media.ts';
 import { compareReports, formatReport, renderHtml } from '../src/benchmark/report.ts';
 import { BENCH_METRICS, BENCH_WORKLOADS, runBench } from '../src/benchmark/run.ts';
@@ -25,31 +25,34 @@ const clips: BenchClip[] = [
 const { client, newClient } = await startService();
 const slow = await startService({ latency: { perRequestMs: 100 } });
 
-for (const workload of BENCH_WORKLOADS) {
-  test(`${workload}: every metric recorded, percentiles named p50..max, throughput in audio s/s`, async () => {
-    const report = await runBench({
-      client,
-      workload,
-      transport: 'http',
-      concurrency: 2,
-      durationSec: 1,
-      pace: 8,
-      clips,
-      graceSec: 20,
+// The workloads at once (each its own admission lane): each run mostly waits for its second.
+describe('every workload', { concurrency: true }, () => {
+  for (const workload of BENCH_WORKLOADS) {
+    test(`${workload}: every metric recorded, percentiles named p50..max, throughput in audio s/s`, async () => {
+      const report = await runBench({
+        client,
+        workload,
+        transport: 'http',
+        concurrency: 2,
+        durationSec: 1,
+        pace: 8,
+        clips,
+        graceSec: 20,
+      });
+      assert.ok(report.operations.completed > 0, JSON.stringify(report.operations));
+      assert.equal(report.operations.failed, 0, JSON.stringify(report.errors));
+      for (const metric of BENCH_METRICS[workload]) {
+        const s = report.latency_ms[metric]!;
+        assert.equal(s.count, report.operations.completed, metric);
+        for (const p of ['p50', 'p90', 'p99', 'p999', 'max'] as const) assert.equal(typeof s[p], 'number');
+        assert.ok(s.p50! <= s.p99! && s.p99! <= s.max!);
+      }
+      assert.ok(report.throughput.audio_seconds_per_second > 0);
+      assert.ok(report.throughput.requests_per_second > 0);
+      assert.match(formatReport(report), new RegExp(`${workload} over http`));
     });
-    assert.ok(report.operations.completed > 0, JSON.stringify(report.operations));
-    assert.equal(report.operations.failed, 0, JSON.stringify(report.errors));
-    for (const metric of BENCH_METRICS[workload]) {
-      const s = report.latency_ms[metric]!;
-      assert.equal(s.count, report.operations.completed, metric);
-      for (const p of ['p50', 'p90', 'p99', 'p999', 'max'] as const) assert.equal(typeof s[p], 'number');
-      assert.ok(s.p50! <= s.p99! && s.p99! <= s.max!);
-    }
-    assert.ok(report.throughput.audio_seconds_per_second > 0);
-    assert.ok(report.throughput.requests_per_second > 0);
-    assert.match(formatReport(report), new RegExp(`${workload} over http`));
-  });
-}
+  }
+});
 
 test('open loop: operations start on schedule, and their latency counts from when they were due', async () => {
   // The service answers one request at a time in 100 ms (10 a second); 20 a second arrive.
@@ -203,41 +206,8 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
     '--duration',
     '1',
   ];
-  const a = await runCli([...args, '--json', '--report', join(root, 'a.html')]);
-  assert.equal(a.code, 0, a.stderr);
-  const report = JSON.parse(a.stdout) as {
-    latency_ms: Record<string, Record<string, number>>;
-    throughput: Record<string, number>;
-    target: string;
-  };
-  assert.deepEqual(Object.keys(report.latency_ms.final!).sort(), [
-    'count',
-    'max',
-    'mean',
-    'p50',
-    'p90',
-    'p99',
-    'p999',
-  ]);
-  assert.ok((report.throughput.audio_seconds_per_second ?? 0) > 0);
-  assert.match(report.target, /built-in emulator \(http:\/\/127\.0\.0\.1:\d+\)/);
-  const html = await readFile(join(root, 'a.html'), 'utf8');
-  assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');
-  await writeFile(join(root, 'a.json'), a.stdout);
-  const b = await runCli([...args, '--json', '--report', join(root, 'b.svg')]);
-  assert.equal(b.code, 0, b.stderr);
-  await writeFile(join(root, 'b.json'), b.stdout);
-  const svg = await readFile(join(root, 'b.svg'), 'utf8');
-  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
-  assert.match(
-    svg,
-    /over time[\s\S]*<svg [\s\S]*distribution[\s\S]*<svg /,
-    'latency over time and its distribution',
-  );
-  const compared = await runCli(['bench', '--compare', join(root, 'a.json'), join(root, 'b.json')]);
-  assert.equal(compared.code, 0, compared.stderr);
-  assert.match(compared.stdout, /final p99 +\S+ ms +\S+ ms +[+-]\d/);
-  for (const bad of [
+  // Two runs, a comparison and bad usage: independent commands, run at once.
+  const bads = [
     ['bench', '--workload', 'fast', '--duration', '1'],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--rate', '2', '--duration', '1'],
     ['bench', '--workload', 'nope', '--concurrency', '1', '--duration', '1'],
@@ -257,11 +227,51 @@ test('the command line: --json report, --report HTML, --compare, bad usage', asy
       join(root, 'none', 'r.html'),
     ],
     ['bench', '--workload', 'fast', '--concurrency', '1', '--duration', '1', '--media', join(root, 'none')],
-  ]) {
-    const run = await runCli(bad);
-    assert.equal(run.code, 2, `${bad.join(' ')}: ${run.stderr}`);
-    assert.match(run.stderr, /^speechpipe bench: (?!bench:)/);
-  }
+  ];
+  const [a, b, ...badRuns] = await Promise.all([
+    runCli([...args, '--json', '--report', join(root, 'a.html')]),
+    // The second on a clip of its own: the built-in spoken set is the first run's.
+    writeFile(join(root, 'b.wav'), clips[0]!.wav).then(() =>
+      runCli([...args, '--json', '--report', join(root, 'b.svg'), '--media', join(root, 'b.wav')]),
+    ),
+    ...bads.map((bad) => runCli(bad)),
+  ]);
+  bads.forEach((bad, i) => {
+    assert.equal(badRuns[i]!.code, 2, `${bad.join(' ')}: ${badRuns[i]!.stderr}`);
+    assert.match(badRuns[i]!.stderr, /^speechpipe bench: (?!bench:)/);
+  });
+  assert.equal(a!.code, 0, a!.stderr);
+  const report = JSON.parse(a!.stdout) as {
+    latency_ms: Record<string, Record<string, number>>;
+    throughput: Record<string, number>;
+    target: string;
+  };
+  assert.deepEqual(Object.keys(report.latency_ms.final!).sort(), [
+    'count',
+    'max',
+    'mean',
+    'p50',
+    'p90',
+    'p99',
+    'p999',
+  ]);
+  assert.ok((report.throughput.audio_seconds_per_second ?? 0) > 0);
+  assert.match(report.target, /built-in emulator \(http:\/\/127\.0\.0\.1:\d+\)/);
+  const html = await readFile(join(root, 'a.html'), 'utf8');
+  assert.equal(html.match(/<svg /g)?.length, 2, 'latency over time and its distribution');
+  await writeFile(join(root, 'a.json'), a!.stdout);
+  assert.equal(b!.code, 0, b!.stderr);
+  await writeFile(join(root, 'b.json'), b!.stdout);
+  const svg = await readFile(join(root, 'b.svg'), 'utf8');
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.match(
+    svg,
+    /over time[\s\S]*<svg [\s\S]*distribution[\s\S]*<svg /,
+    'latency over time and its distribution',
+  );
+  const compared = await runCli(['bench', '--compare', join(root, 'a.json'), join(root, 'b.json')]);
+  assert.equal(compared.code, 0, compared.stderr);
+  assert.match(compared.stdout, /final p99 +\S+ ms +\S+ ms +[+-]\d/);
 });
 
 test('a key the service refuses stops the run at the first refusal with one message (exit 2)', async () => {

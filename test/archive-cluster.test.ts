@@ -163,18 +163,13 @@ test(
     ]);
     const out = join(root, 'out-cluster');
     const args = ['transcribe', ...roots, '--out', out, '--mode', 'fast', '--format', 'txt,json'];
-    const cluster = await runCli([
-      ...args,
-      '--queue',
-      redis.url,
-      '--queue-name',
-      name,
-      '--progress',
-      'plain',
+    // The local run (the built-in emulator) beside the cluster run.
+    const [cluster, local] = await Promise.all([
+      runCli([...args, '--queue', redis.url, '--queue-name', name, '--progress', 'plain']),
+      runCli([...args.slice(0, -6), '--out', join(root, 'out-local'), ...args.slice(-4)]),
     ]);
     assert.equal(cluster.code, 0, cluster.stderr);
     assert.match(cluster.stderr, /7 job\(s\) added, 0 queued already/);
-    const local = await runCli([...args.slice(0, -6), '--out', join(root, 'out-local'), ...args.slice(-4)]);
     assert.equal(local.code, 0, local.stderr);
     const names = await listOutputs(out);
     assert.equal(names.length, 14);
@@ -316,8 +311,12 @@ test(
     // other job in the middle of a submission. (A worker killed between the service accepting
     // a job and recording its id would leave a job the service runs twice: the interface has no
     // idempotent submission. With two jobs at once, a loaded machine made that window real.)
-    const victim = await startWorker(service, name, ['--concurrency', '1']);
-    const survivor = await startWorker(service, name);
+    // The survivor takes every other job at once (five of six: one is left for the victim),
+    // so the run lasts about one job's processing.
+    const [victim, survivor] = await Promise.all([
+      startWorker(service, name, ['--concurrency', '1']),
+      startWorker(service, name, ['--concurrency', '5']),
+    ]);
     const out = join(root, 'out-kill');
     const following = runCli([
       'transcribe',
@@ -473,17 +472,12 @@ test(
   async () => {
     const { roots } = await archive(3);
     const began = performance.now();
-    const run = await runCli([
-      'transcribe',
-      ...roots,
-      '--out',
-      join(root, 'out-noredis'),
-      '--queue',
-      'redis://127.0.0.1:1',
+    const [run, worker] = await Promise.all([
+      runCli(['transcribe', ...roots, '--out', join(root, 'out-noredis'), '--queue', 'redis://127.0.0.1:1']),
+      runCli(['worker', '--queue', 'redis://127.0.0.1:1']),
     ]);
     assert.equal(run.code, 2, run.stderr);
     assert.match(run.stderr, /cannot connect to Redis at 127\.0\.0\.1:1/);
-    const worker = await runCli(['worker', '--queue', 'redis://127.0.0.1:1']);
     assert.equal(worker.code, 2, worker.stderr);
     assert.match(worker.stderr, /cannot connect to Redis at 127\.0\.0\.1:1/);
     assert.ok(performance.now() - began < 20_000);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { enqueueArchive, startArchiveWorker } from '../src/archive/cluster/index.ts';
 import type { ArchiveEvent, ArchiveSummary } from '../src/archive/index.ts';
 import { readManifest } from './helpers/cli.ts';
@@ -45,151 +45,160 @@ async function archive(n: number): Promise<string> {
   return dir;
 }
 
-test(
-  'Redis goes away while following (no worker): aborting the follow ends it, connections closed',
-  skip,
-  async () => {
-    const redis = await ownRedis();
-    const dir = await archive(2);
-    const enqueued = await enqueue(redis, dir, `faults-${process.pid}-1`, join(root, 'out-gone'), 'fast');
-    assert.equal(enqueued.added, 2);
-    const controller = new AbortController();
-    const types: string[] = [];
-    const following = (async () => {
-      for await (const event of enqueued.follow({ signal: controller.signal })) types.push(event.type);
-    })();
-    // Reconciling runs every 2 s: let one start against the dead server.
-    await new Promise((r) => setTimeout(r, 300));
-    await redis.stop();
-    await new Promise((r) => setTimeout(r, 2500));
-    controller.abort();
-    await within(following, 5000, 'the follow after abort');
-    assert.equal(types.at(-1), 'summary');
-  },
-);
-
-test('Redis goes away under an idle worker: close() ends it, connections closed', skip, async () => {
-  const redis = await ownRedis();
-  const { client } = await startService();
-  const worker = await startArchiveWorker({
-    queue: redis.url,
-    queueName: `faults-${process.pid}-2`,
-    client,
-    stallTimeoutMs: 1000,
-  });
-  await redis.stop();
-  await new Promise((r) => setTimeout(r, 500));
-  await within(worker.close({ handBackAfterMs: 0 }), 8000, 'the worker close');
-});
-
-test(
-  'Redis goes away while a worker records a batch job it submitted: close() hands it back within a bound',
-  skip,
-  async () => {
-    const redis = await ownRedis();
-    // The service answers the upload a second after it: Redis is gone by then.
-    const { client, emulator } = await startService({
-      latency: { perRequestMs: 1000 },
-      jobTiming: { queuedMs: 0, processingMs: 30_000 },
-    });
-    const name = `faults-${process.pid}-3`;
-    const dir = await archive(1);
-    const enqueued = await enqueue(redis, dir, name, join(root, 'out-submitting'), 'batch');
-    await enqueued.close();
-    let started!: () => void;
-    const isStarted = new Promise<void>((r) => {
-      started = r;
-    });
-    const worker = await startArchiveWorker({
-      queue: redis.url,
-      queueName: name,
-      client,
-      stallTimeoutMs: 1000,
-      onEvent: (e) => {
-        if (e.type === 'started') started();
-      },
-    });
-    await within(isStarted, 10_000, 'the job to start');
-    // Redis dies while the job is being uploaded: the service accepts it, and storing its id in
-    // the queue job waits for a Redis that does not come back.
-    await redis.stop();
-    while (emulator.stats().jobsCreated === 0) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 300));
-    await within(worker.close({ handBackAfterMs: 0 }), 10_000, 'the worker close');
-  },
-);
-
-test(
-  'the queue loses its jobs (Redis restarted empty): the follow records them failed instead of waiting for good',
-  skip,
-  async () => {
-    const redis = await ownRedis();
-    const dir = await archive(2);
-    const out = join(root, 'out-lost');
-    const enqueued = await enqueue(redis, dir, `faults-${process.pid}-4`, out, 'fast');
-    const { Redis } = await import('ioredis');
-    const admin = new Redis(redis.url);
-    await admin.flushall();
-    await admin.quit();
-    const events: Array<ArchiveEvent | ArchiveSummary> = [];
-    const controller = new AbortController();
-    const following = (async () => {
-      for await (const event of enqueued.follow({ signal: controller.signal })) events.push(event);
-    })();
-    try {
-      await within(following, 10_000, 'the follow of lost jobs');
-    } finally {
+// Each of these waits on its own Redis and service (a bound, a reconnection, an interval): they
+// wait at the same time.
+describe('Redis gone, jobs lost, no worker', { concurrency: true }, () => {
+  test(
+    'Redis goes away while following (no worker): aborting the follow ends it, connections closed',
+    skip,
+    async () => {
+      const redis = await ownRedis();
+      const dir = await archive(2);
+      const enqueued = await enqueue(redis, dir, `faults-${process.pid}-1`, join(root, 'out-gone'), 'fast');
+      assert.equal(enqueued.added, 2);
+      const controller = new AbortController();
+      const types: string[] = [];
+      const following = (async () => {
+        for await (const event of enqueued.follow({ signal: controller.signal })) types.push(event.type);
+      })();
+      // Reconciling runs every 2 s: let one start against the dead server.
+      await new Promise((r) => setTimeout(r, 300));
+      await redis.stop();
+      await new Promise((r) => setTimeout(r, 2500));
       controller.abort();
-      await following;
-    }
-    const summary = events.at(-1) as ArchiveSummary;
-    assert.equal(summary.failed, 2, JSON.stringify(summary));
-    const failed = events.filter((e) => e.type === 'failed');
-    assert.deepEqual(
-      failed.map((e) => e.error.code),
-      ['ERR_JOB_LOST', 'ERR_JOB_LOST'],
-    );
-    const manifest = await readManifest(out);
-    assert.deepEqual(
-      manifest.map((e) => e.status),
-      ['failed', 'failed'],
-    );
-  },
-);
+      await within(following, 5000, 'the follow after abort');
+      assert.equal(types.at(-1), 'summary');
+    },
+  );
 
-test(
-  'a queue no worker serves: the follow says so (NO_WORKER), and that a worker serves it when one comes',
-  skip,
-  async () => {
+  test('Redis goes away under an idle worker: close() ends it, connections closed', skip, async () => {
     const redis = await ownRedis();
     const { client } = await startService();
-    const dir = await archive(2);
-    const queueName = `faults-${process.pid}-noworker`;
-    const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-noworker'), 'fast');
-    const events: Array<ArchiveEvent | ArchiveSummary> = [];
-    let worker: Awaited<ReturnType<typeof startArchiveWorker>> | undefined;
-    try {
+    const worker = await startArchiveWorker({
+      queue: redis.url,
+      queueName: `faults-${process.pid}-2`,
+      client,
+      stallTimeoutMs: 1000,
+    });
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 500));
+    await within(worker.close({ handBackAfterMs: 0 }), 8000, 'the worker close');
+  });
+
+  test(
+    'Redis goes away while a worker records a batch job it submitted: close() hands it back within a bound',
+    skip,
+    async () => {
+      const redis = await ownRedis();
+      // The service answers the upload a second after it: Redis is gone by then.
+      const { client, emulator } = await startService({
+        latency: { perRequestMs: 1000 },
+        jobTiming: { queuedMs: 0, processingMs: 30_000 },
+      });
+      const name = `faults-${process.pid}-3`;
+      const dir = await archive(1);
+      const enqueued = await enqueue(redis, dir, name, join(root, 'out-submitting'), 'batch');
+      await enqueued.close();
+      let started!: () => void;
+      const isStarted = new Promise<void>((r) => {
+        started = r;
+      });
+      const worker = await startArchiveWorker({
+        queue: redis.url,
+        queueName: name,
+        client,
+        stallTimeoutMs: 1000,
+        onEvent: (e) => {
+          if (e.type === 'started') started();
+        },
+      });
+      await within(isStarted, 10_000, 'the job to start');
+      // Redis dies while the job is being uploaded: the service accepts it, and storing its id in
+      // the queue job waits for a Redis that does not come back.
+      await redis.stop();
+      while (emulator.stats().jobsCreated === 0) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 300));
+      await within(worker.close({ handBackAfterMs: 0 }), 10_000, 'the worker close');
+    },
+  );
+
+  test(
+    'the queue loses its jobs (Redis restarted empty): the follow records them failed instead of waiting for good',
+    skip,
+    async () => {
+      const redis = await ownRedis();
+      const dir = await archive(2);
+      const out = join(root, 'out-lost');
+      const enqueued = await enqueue(redis, dir, `faults-${process.pid}-4`, out, 'fast');
+      const { Redis } = await import('ioredis');
+      const admin = new Redis(redis.url);
+      await admin.flushall();
+      await admin.quit();
+      const events: Array<ArchiveEvent | ArchiveSummary> = [];
+      const controller = new AbortController();
       const following = (async () => {
-        for await (const event of enqueued.follow({ noWorkerMs: 100 })) {
-          events.push(event);
-          if (event.type === 'paused' && !worker)
-            worker = await startArchiveWorker({ queue: redis.url, queueName, client, stallTimeoutMs: 1000 });
-        }
+        for await (const event of enqueued.follow({ signal: controller.signal })) events.push(event);
       })();
-      await within(following, 20_000, 'the follow');
-    } finally {
-      await worker?.close();
-    }
-    const types = events.map((e) => e.type);
-    const paused = events.find((e) => e.type === 'paused');
-    assert.ok(paused?.type === 'paused' && paused.reason.code === 'NO_WORKER', types.join(' '));
-    assert.match(paused.reason.message, /2 job\(s\) waiting and no worker/);
-    assert.ok(types.indexOf('resumed') > types.indexOf('paused'), types.join(' '));
-    assert.equal(types.filter((t) => t === 'done').length, 2, types.join(' '));
-    assert.equal(types.filter((t) => t === 'paused').length, 1, 'said once');
-    assert.equal(types.at(-1), 'summary');
-  },
-);
+      try {
+        await within(following, 10_000, 'the follow of lost jobs');
+      } finally {
+        controller.abort();
+        await following;
+      }
+      const summary = events.at(-1) as ArchiveSummary;
+      assert.equal(summary.failed, 2, JSON.stringify(summary));
+      const failed = events.filter((e) => e.type === 'failed');
+      assert.deepEqual(
+        failed.map((e) => e.error.code),
+        ['ERR_JOB_LOST', 'ERR_JOB_LOST'],
+      );
+      const manifest = await readManifest(out);
+      assert.deepEqual(
+        manifest.map((e) => e.status),
+        ['failed', 'failed'],
+      );
+    },
+  );
+
+  test(
+    'a queue no worker serves: the follow says so (NO_WORKER), and that a worker serves it when one comes',
+    skip,
+    async () => {
+      const redis = await ownRedis();
+      const { client } = await startService();
+      const dir = await archive(2);
+      const queueName = `faults-${process.pid}-noworker`;
+      const enqueued = await enqueue(redis, dir, queueName, join(root, 'out-noworker'), 'fast');
+      const events: Array<ArchiveEvent | ArchiveSummary> = [];
+      let worker: Awaited<ReturnType<typeof startArchiveWorker>> | undefined;
+      try {
+        const following = (async () => {
+          for await (const event of enqueued.follow({ noWorkerMs: 100 })) {
+            events.push(event);
+            if (event.type === 'paused' && !worker)
+              worker = await startArchiveWorker({
+                queue: redis.url,
+                queueName,
+                client,
+                stallTimeoutMs: 1000,
+              });
+          }
+        })();
+        await within(following, 20_000, 'the follow');
+      } finally {
+        await worker?.close();
+      }
+      const types = events.map((e) => e.type);
+      const paused = events.find((e) => e.type === 'paused');
+      assert.ok(paused?.type === 'paused' && paused.reason.code === 'NO_WORKER', types.join(' '));
+      assert.match(paused.reason.message, /2 job\(s\) waiting and no worker/);
+      assert.ok(types.indexOf('resumed') > types.indexOf('paused'), types.join(' '));
+      assert.equal(types.filter((t) => t === 'done').length, 2, types.join(' '));
+      assert.equal(types.filter((t) => t === 'paused').length, 1, 'said once');
+      assert.equal(types.at(-1), 'summary');
+    },
+  );
+});
 
 test(
   'the results of a cluster run removed: the same run again writes them anew, not only records them done',

@@ -9,7 +9,8 @@ import { runSoak } from '../bench/soak.ts';
 test('soak: every workload under the fault plan, nothing lost, nothing leaked, nothing hangs', {
   timeout: 150_000,
 }, async (t) => {
-  const report = await runSoak({ durationSec: 40, pace: 8, faultPeriodMs: 1500, watchdogMs: 45_000 });
+  // A fault a second for 21 s: the whole plan (20 faults) once, and one more.
+  const report = await runSoak({ durationSec: 21, pace: 8, faultPeriodMs: 1000, watchdogMs: 45_000 });
   t.diagnostic(JSON.stringify(report));
   for (const [name, live] of Object.entries(report.live)) {
     assert.ok(live.runs > 0, `${name}: no run`);

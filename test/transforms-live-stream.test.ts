@@ -351,14 +351,14 @@ test('backpressure: a slow service makes write() return false; frames in flight 
 });
 
 test('a stalled source gets keepalive audio before the session would expire', async () => {
-  const service = new FakeLiveService({ expiryMs: 400 });
+  const service = new FakeLiveService({ expiryMs: 600 });
   const stt = sttStream(on(service, { keepaliveMs: 150 }));
   let keepalives = 0;
   const changes: SessionChange[] = [];
   stt.on('keepalive', () => keepalives++);
   stt.on('session', (c: SessionChange) => changes.push(c));
   const records: AsrRecord[] = [];
-  // The source stalls for 2.5 expiry windows.
+  // The source stalls for longer than the expiry; a keepalive goes every quarter of it.
   await pipeline(stalling(pcm, 64000, 1000, 128000), toFrames({ frameMs: 500 }), stt, collect(records));
   assert.ok(keepalives >= 3, `${keepalives} keepalives`);
   assert.equal(changes.length, 0, 'the session never expired');
@@ -385,7 +385,7 @@ test('a stalled source gets keepalive audio before the session would expire', as
 });
 
 test('diarizationStream: keepalive silence does not delay the segments after a stall', async () => {
-  const service = new FakeLiveService({ expiryMs: 400 });
+  const service = new FakeLiveService({ expiryMs: 600 });
   const run = async (stall: boolean) => {
     const stream = diarizationStream(on(service, { keepaliveMs: stall ? 150 : 0 }));
     let keepalives = 0;

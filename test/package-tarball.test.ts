@@ -33,6 +33,9 @@ function cleanEnv(): NodeJS.ProcessEnv {
   );
   delete env.API_URL;
   delete env.API_KEY;
+  // Not the test run's compile cache (test/setup.ts): a user's run has none, and the installed
+  // copies live in new directories each time, whose code the cache would only pile up.
+  delete env.NODE_COMPILE_CACHE;
   return env;
 }
 

@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
-import { type Duplex, Readable, Writable } from 'node:stream';
+import { type Duplex, Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { MediaError } from '../src/audio/media-error.ts';
@@ -34,17 +34,9 @@ import {
   sttStream,
 } from '../src/transforms/live-stream.ts';
 import { FakeLiveService } from './helpers/fake-live.ts';
-import { speechWithPauses } from './helpers/speech.ts';
+import { assertMonotonic, bulletin, collect, source, words } from './helpers/live-audio.ts';
 
-const pcm = await speechWithPauses(
-  [
-    'Good evening and welcome.',
-    'Here is the news at nine.',
-    'The weather will be fine tomorrow.',
-    'That is all for tonight.',
-  ],
-  700,
-);
+const pcm = await bulletin();
 
 /** Pipeline time where the new session's own audio starts: after what it hears again. */
 const resumedAt = (c: SessionChange) => c.offsetSec + (c.replaySec ?? 0);
@@ -61,22 +53,6 @@ function on(service: FakeLiveService, options: Partial<LiveStreamOptions> = {}):
 const status = (status: number, code: string, retryAfterMs?: number) =>
   new SpeechServiceError({ status, code, retryable: true, retryAfterMs });
 
-function collect<T>(into: T[]): Writable {
-  return new Writable({
-    objectMode: true,
-    write(chunk: T, _e, cb) {
-      into.push(chunk);
-      cb();
-    },
-  });
-}
-
-function source(audio: Buffer, chunk = 4096): Readable {
-  const parts: Buffer[] = [];
-  for (let i = 0; i < audio.length; i += chunk) parts.push(audio.subarray(i, i + chunk));
-  return Readable.from(parts, { objectMode: false });
-}
-
 /** `audio`, then a stall of `ms` after its first `at` bytes (keepalive off or on). */
 function stalling(audio: Buffer, at: number, ms: number, end = audio.length): Readable {
   return Readable.from(
@@ -87,18 +63,6 @@ function stalling(audio: Buffer, at: number, ms: number, end = audio.length): Re
     })(),
     { objectMode: false },
   );
-}
-
-function words(records: AsrRecord[]) {
-  return records.filter((r) => r.is_speech_final || r.is_final).flatMap((r) => r.words);
-}
-
-function assertMonotonic(records: AsrRecord[]) {
-  let last = -1;
-  for (const w of words(records)) {
-    assert.ok(w.start_time >= last - 1e-6, `word ${w.word} at ${w.start_time} after ${last}`);
-    last = w.start_time;
-  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -5,48 +5,15 @@
 // The stream's own logic runs against the fake live service in transforms-live-stream.test.ts.
 
 import assert from 'node:assert/strict';
-import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { type AsrRecord, type AudioFrame, toFrames } from '../src/index.ts';
 import { type SessionChange, sttStream } from '../src/transforms/live-stream.ts';
+import { assertMonotonic, bulletin, collect, source } from './helpers/live-audio.ts';
 import { startService } from './helpers/service.ts';
-import { speechWithPauses } from './helpers/speech.ts';
 
-const pcm = await speechWithPauses(
-  [
-    'Good evening and welcome.',
-    'Here is the news at nine.',
-    'The weather will be fine tomorrow.',
-    'That is all for tonight.',
-  ],
-  700,
-);
+const pcm = await bulletin();
 const { emulator, newClient } = await startService();
-
-function collect<T>(into: T[]): Writable {
-  return new Writable({
-    objectMode: true,
-    write(chunk: T, _e, cb) {
-      into.push(chunk);
-      cb();
-    },
-  });
-}
-
-function source(audio: Buffer, chunk = 4096): Readable {
-  const parts: Buffer[] = [];
-  for (let i = 0; i < audio.length; i += chunk) parts.push(audio.subarray(i, i + chunk));
-  return Readable.from(parts, { objectMode: false });
-}
-
-function assertMonotonic(records: AsrRecord[]) {
-  let last = -1;
-  for (const w of records.filter((r) => r.is_speech_final || r.is_final).flatMap((r) => r.words)) {
-    assert.ok(w.start_time >= last - 1e-6, `word ${w.word} at ${w.start_time} after ${last}`);
-    last = w.start_time;
-  }
-}
 
 const frameOf = (audio: Buffer): AudioFrame => ({ pcm: audio, isFinal: false, language: 'en' });
 

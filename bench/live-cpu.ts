@@ -1,0 +1,240 @@
+// Client CPU per live stream against the protocol's floor (issue 23): `speechpipe bench
+// --workload live --concurrency 16 --pace 1` (its client_cpu_seconds_per_audio_second) and a
+// bare loop that sends the same frames at the same pace with the same transport library and
+// does nothing else (bench/helpers/bare-live.ts), each a process of its own, in alternating
+// rounds against one emulator process, per transport. With --before DIR, the same command from
+// another checkout (a worktree of an earlier commit, its node_modules installed) runs in the
+// same rounds. Reports the medians and bare/ours (target >= 0.8).
+//
+//   node bench/live-cpu.ts [--duration SEC] [--warmup SEC] [--rounds N] [--before DIR]
+//                          [--also NAME=DIR ...] [--transport http|socketio] [--concurrency N]
+//                          [--pace X] [--json]
+//
+// --pace 50 --concurrency 8 keeps the client busy (frames go as fast as they are accepted): the
+// CPU per frame without the idle wake-ups of a live pace, steadier on a shared machine.
+
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TARGET = 0.8;
+
+interface Contender {
+  name: string;
+  /** Runs one round; resolves with CPU seconds per audio second. */
+  run(transport: 'http' | 'socketio', service: Service): Promise<number>;
+}
+
+interface Service {
+  url: string;
+  apiKey: string;
+}
+
+/** A child process's stdout, parsed as JSON once it exited 0. */
+async function runChild(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<unknown> {
+  const child = spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`${args.join(' ')} exited ${code}: ${err.slice(-2000)}`);
+  return JSON.parse(out);
+}
+
+/** `speechpipe bench` from the checkout at `dir`, against the service. */
+function cliContender(name: string, dir: string, options: RunOptions): Contender {
+  return {
+    name,
+    async run(transport, service) {
+      const report = (await runChild(
+        [
+          join(dir, 'src/cli/main.ts'),
+          'bench',
+          '--workload',
+          'live',
+          '--transport',
+          transport,
+          '--concurrency',
+          String(options.concurrency),
+          '--pace',
+          String(options.pace),
+          '--duration',
+          String(options.durationSec),
+          '--warmup',
+          String(options.warmupSec),
+          '--json',
+        ],
+        { ...process.env, API_URL: service.url, API_KEY: service.apiKey },
+        dir,
+      )) as { client_cpu_seconds_per_audio_second: number; operations: { failed: number } };
+      if (report.operations.failed > 0) throw new Error(`${name}: ${JSON.stringify(report.operations)}`);
+      return report.client_cpu_seconds_per_audio_second;
+    },
+  };
+}
+
+function bareContender(options: RunOptions): Contender {
+  return {
+    name: 'bare',
+    async run(transport, service) {
+      const report = (await runChild(
+        [
+          join(ROOT, 'bench/helpers/bare-live.ts'),
+          JSON.stringify({
+            ...service,
+            transport,
+            concurrency: options.concurrency,
+            pace: options.pace,
+            durationSec: options.durationSec,
+            warmupSec: options.warmupSec,
+          }),
+        ],
+        process.env,
+        ROOT,
+      )) as { client_cpu_seconds_per_audio_second: number; failed: number };
+      if (report.failed > 0) throw new Error(`bare: ${report.failed} streams failed`);
+      return report.client_cpu_seconds_per_audio_second;
+    },
+  };
+}
+
+/** The emulator as `speechpipe bench` starts it: `speechpipe emulator`, a process of its own. */
+async function startService(): Promise<Service & { stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let line = '';
+  for await (const chunk of child.stdout) {
+    line += chunk;
+    if (line.includes('\n')) break;
+  }
+  const { url, apiKey } = JSON.parse(line.split('\n')[0]!) as Service;
+  return {
+    url,
+    apiKey,
+    async stop() {
+      child.stdin.end();
+      if (child.exitCode === null) await once(child, 'exit');
+    },
+  };
+}
+
+interface RunOptions {
+  durationSec: number;
+  /** Audio at this multiple of real time (1: live; far above, frames go as fast as accepted). */
+  pace: number;
+  warmupSec: number;
+  rounds: number;
+  concurrency: number;
+  transports: ('http' | 'socketio')[];
+  before?: string;
+  /** More checkouts to run in the same rounds, by name. */
+  also?: Record<string, string>;
+  log?: (line: string) => void;
+}
+
+export interface LiveCpuRow {
+  transport: 'http' | 'socketio';
+  /** Median CPU seconds per audio second, by contender. */
+  median: Record<string, number>;
+  rounds: Record<string, number[]>;
+  /** bare / ours, and bare / before when measured (target >= 0.8). */
+  bareOverOurs: number;
+  bareOverBefore?: number;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
+  const log = options.log ?? (() => {});
+  const contenders = [
+    cliContender('ours', ROOT, options),
+    bareContender(options),
+    ...(options.before ? [cliContender('before', options.before, options)] : []),
+    ...Object.entries(options.also ?? {}).map(([name, dir]) => cliContender(name, dir, options)),
+  ];
+  const service = await startService();
+  const rows: LiveCpuRow[] = [];
+  try {
+    const results = new Map<string, Record<string, number[]>>();
+    for (let round = 0; round < options.rounds; round++) {
+      for (const transport of options.transports) {
+        const table = results.get(transport) ?? {};
+        results.set(transport, table);
+        // A different first contender each round: a drift in the machine's load hits all alike.
+        for (let i = 0; i < contenders.length; i++) {
+          const c = contenders[(i + round) % contenders.length]!;
+          const value = await c.run(transport, service);
+          table[c.name] ??= [];
+          table[c.name]!.push(value);
+          log(`round ${round + 1} ${transport} ${c.name}: ${value.toFixed(5)} s CPU per audio s`);
+        }
+      }
+    }
+    for (const transport of options.transports) {
+      const table = results.get(transport)!;
+      const m = Object.fromEntries(Object.entries(table).map(([k, v]) => [k, median(v)]));
+      rows.push({
+        transport,
+        median: m,
+        rounds: table,
+        bareOverOurs: m.bare! / m.ours!,
+        ...(m.before !== undefined ? { bareOverBefore: m.bare! / m.before } : {}),
+      });
+    }
+  } finally {
+    await service.stop();
+  }
+  return rows;
+}
+
+export function formatLiveCpu(rows: readonly LiveCpuRow[]): string {
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r.median)))];
+  const lines = [
+    `client CPU s per audio s (median of rounds; bare / each)  ${names.map((n) => n.padEnd(18)).join('')}`,
+  ];
+  for (const r of rows) {
+    const cell = (n: string) => {
+      const x = r.median[n];
+      if (x === undefined) return '-'.padEnd(18);
+      return (n === 'bare' ? x.toFixed(5) : `${x.toFixed(5)} (${(r.median.bare! / x).toFixed(2)})`).padEnd(
+        18,
+      );
+    };
+    lines.push(`${`live ${r.transport}`.padEnd(57)}${names.map(cell).join('')}`);
+  }
+  lines.push(`target: bare / ours >= ${TARGET}`);
+  return lines.join('\n');
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const value = (name: string) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const transport = value('--transport');
+  const before = value('--before');
+  const also = Object.fromEntries(
+    args.flatMap((a, i) => (a === '--also' ? [args[i + 1]!.split('=') as [string, string]] : [])),
+  );
+  const rows = await runLiveCpu({
+    durationSec: Number(value('--duration') ?? 60),
+    warmupSec: Number(value('--warmup') ?? 10),
+    rounds: Number(value('--rounds') ?? 3),
+    concurrency: Number(value('--concurrency') ?? 16),
+    pace: Number(value('--pace') ?? 1),
+    transports: transport ? [transport as 'http' | 'socketio'] : ['http', 'socketio'],
+    ...(before ? { before } : {}),
+    also,
+    log: (line) => console.error(line),
+  });
+  console.log(args.includes('--json') ? JSON.stringify(rows, null, 2) : formatLiveCpu(rows));
+}

@@ -291,6 +291,29 @@ for (const transport of ['http', 'socketio'] as const) {
     await assert.rejects(session.send(pcm.subarray(16000, 32000), { final: true }), closed);
     assert.equal(session.state, 'failed');
   });
+
+  // A frame's attempt is not joined with the client's closing signal (a composite signal per
+  // frame cost more than the frame): close() aborting the session is what ends it.
+  test(`client.close() ends a live ${transport} frame the service holds, with ERR_CLIENT_CLOSED`, {
+    timeout: 10_000,
+  }, async () => {
+    const own = newClient();
+    const session = own.live.stt({ transport });
+    await session.send(pcm.subarray(0, 16000));
+    const operation = transport === 'http' ? 'stt.http' : 'stt.socket';
+    const stalls = emulator.stats().faultsApplied.stall ?? 0;
+    const fault = emulator.faults.add({ operation, times: 1, action: { type: 'stall' } });
+    try {
+      const held = session.send(pcm.subarray(16000, 32000)).catch((err: unknown) => err);
+      await until(() => (emulator.stats().faultsApplied.stall ?? 0) > stalls, 'the frame is held');
+      await own.close();
+      const err = await held;
+      assert.ok(err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED', String(err));
+      assert.equal(session.state, 'failed');
+    } finally {
+      fault.remove();
+    }
+  });
 }
 
 // The emulator's refusal of a second POST in flight for one diarization stream (DECISIONS,

@@ -48,6 +48,11 @@ export interface AttemptPlan<T> {
   /** The caller's: ends everything, with its reason. */
   signal?: AbortSignal | undefined;
   /**
+   * `signal` aborts when the client closes (a live session's does: `close()` aborts every
+   * session in use), so the policy need not join it with the client's closing signal.
+   */
+  signalFollowsClose?: boolean;
+  /**
    * The overall bound, from the first attempt on (the wait for a first slot in the client's
    * own queue is the caller's concurrency, bounded by `signal`). Default: none. A deadline the
    * operation keeps after the policy returned (records still streaming) is passed in instead.
@@ -75,7 +80,8 @@ export interface AttemptPlan<T> {
 export class Deadline {
   readonly ms: number;
   readonly #operation: string;
-  readonly #controller = new AbortController();
+  /** Made when first needed: a deadline that cannot pass (every live frame's) needs none. */
+  #controller: AbortController | undefined;
   /** Whether an attempt was under way at the deadline makes the failure ambiguous. */
   readonly #effectful: boolean;
   #timer: NodeJS.Timeout | undefined;
@@ -97,7 +103,18 @@ export class Deadline {
 
   /** Aborted when the deadline passes. */
   get signal(): AbortSignal {
+    this.#controller ??= new AbortController();
     return this.#controller.signal;
+  }
+
+  /** Whether it has passed. */
+  get passed(): boolean {
+    return this.#controller?.signal.aborted === true;
+  }
+
+  /** Whether it can pass at all (not an infinite one). */
+  get finite(): boolean {
+    return this.ms !== Number.POSITIVE_INFINITY;
   }
 
   /** Whether it has started (the first attempt began). */
@@ -107,11 +124,13 @@ export class Deadline {
 
   /** From now on (once). */
   start(): void {
-    if (this.started || this.signal.aborted) return;
+    if (this.started || this.passed) return;
     this.#endsAt = performance.now() + this.ms;
     // Past a timer's range (~24.8 days) none is armed: `remainingMs()` still bounds the pauses.
     if (this.ms <= MAX_TIMER_MS) {
-      this.#timer = setTimeout(() => this.#controller.abort(this.error()), this.ms);
+      this.#controller ??= new AbortController();
+      const controller = this.#controller;
+      this.#timer = setTimeout(() => controller.abort(this.error()), this.ms);
       // The operation's own I/O keeps the process alive; a bound alone must not.
       this.#timer.unref();
     }
@@ -191,7 +210,12 @@ export class RetryPolicy {
           });
     const retry = { ...this.#retry, ...plan.retry };
     const retryable = plan.retryable ?? ((err: unknown) => isRetryableFailure(err));
-    const outer = anySignal(plan.signal, this.#closed);
+    // A composite signal (AbortSignal.any) per attempt cost a live frame more than the frame:
+    // made, listened to (it registers with its sources for garbage collection) and read.
+    const outer =
+      plan.signalFollowsClose && plan.signal ? plan.signal : anySignal(plan.signal, this.#closed);
+    /** An attempt's signal: `outer` and the deadline, if it can pass. */
+    const scoped = () => (deadline.finite ? anySignal(outer, deadline.signal)! : (outer ?? deadline.signal));
     let failures = 0;
     let refusals = 0;
     try {
@@ -205,14 +229,14 @@ export class RetryPolicy {
         try {
           if (plan.workload && this.#admission) {
             slot = await this.#admission.acquire(plan.workload, {
-              signal: deadline.started ? anySignal(outer, deadline.signal) : outer,
+              signal: deadline.started ? scoped() : outer,
               retrying: failures + refusals > 0,
             });
           }
           deadline.start();
           deadline.attempts++;
           deadline.inFlight = true;
-          const signal = anySignal(outer, deadline.signal)!;
+          const signal = scoped();
           signal.throwIfAborted();
           const value = await plan.run({
             number: failures,
@@ -260,7 +284,7 @@ export class RetryPolicy {
           }
         }
         try {
-          if (pause > 0) await sleep(pause, anySignal(outer, deadline.signal));
+          if (pause > 0) await sleep(pause, scoped());
         } catch (reason) {
           throw this.#settled(reason, plan.signal, deadline) ?? reason;
         }
@@ -278,7 +302,7 @@ export class RetryPolicy {
     if (signal?.aborted) return signal.reason;
     if (this.#closed?.aborted)
       return err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED' ? err : this.#closed.reason;
-    if (deadline.signal.aborted) return err instanceof DeadlineExceededError ? err : deadline.error(err);
+    if (deadline.passed) return err instanceof DeadlineExceededError ? err : deadline.error(err);
     return undefined;
   }
 }

@@ -351,6 +351,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         operation: this.#operation,
         ...(first ? { workload, deadline: this.#options.startDeadlineMs } : {}),
         signal: anySignal(signal, this.#abort.signal),
+        // The client's close() aborts the session (see LiveDeps.sessions).
+        signalFollowsClose: true,
         retry: { maxAttempts: this.#options.maxRateRetries + 1, ...FRAME_RETRY_BACKOFF },
         retryable: (err) => err instanceof SpeechServiceError && err.status === 429,
         onRetry: (err, delayMs) => {

@@ -218,7 +218,15 @@ class LiveStream<K extends LiveKind> extends Duplex {
   /** Seconds of audio of the session being closed for rotation, with its closing frame. */
   #closingSec = 0;
   #lastFinalSent = false;
+  /**
+   * The keepalive timer. A frame moves the keepalive on by setting `#keepaliveDue` only, and a
+   * timer that fires early arms itself again for what is left: a clearTimeout and setTimeout
+   * per frame cost more than the frame's own work here.
+   */
   #keepalive: NodeJS.Timeout | undefined;
+  /** When the keepalive is due (`performance.now()`); undefined while none is. */
+  #keepaliveDue: number | undefined;
+  #keepaliveLanguage: Language | undefined;
   #writing: Promise<void> = Promise.resolve();
   /** Frames written and not yet sent: a keepalive neither starts nor re-arms meanwhile. */
   #pendingWrites = 0;
@@ -344,7 +352,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   override _final(callback: (error?: Error | null) => void): void {
     this.#finishing = true;
-    this.#clearKeepalive();
+    this.#stopKeepalive();
     if (this.#holdTimer) clearTimeout(this.#holdTimer);
     this.#holdTimer = undefined;
     this.#flushHeld();
@@ -383,7 +391,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
   }
 
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
-    this.#clearKeepalive();
+    this.#stopKeepalive();
     if (this.#holdTimer) clearTimeout(this.#holdTimer);
     this.#holdTimer = undefined;
     this.#readWaiter?.();
@@ -678,28 +686,50 @@ class LiveStream<K extends LiveKind> extends Duplex {
   }
 
   #armKeepalive(language: Language): void {
-    this.#clearKeepalive();
     const ms = this.#options.keepaliveMs ?? 45_000;
-    if (ms <= 0 || !this.#keepaliveAllowed) return;
-    this.#keepalive = setTimeout(() => {
-      this.#keepalive = undefined;
-      if (!this.#session || !this.#keepaliveAllowed) return;
-      // 100 ms of silence keeps the session from expiring while the source stalls.
-      this.#writing = this.#writing
-        .then(() => this.#send(Buffer.alloc(KEEPALIVE_PCM_BYTES), false, language, true))
-        .then(
-          () => {
-            this.emit('keepalive');
-            this.#armKeepalive(language);
-          },
-          (err: Error) => {
-            this.destroy(err);
-          },
-        );
-    }, ms);
+    if (ms <= 0 || !this.#keepaliveAllowed) {
+      this.#clearKeepalive();
+      return;
+    }
+    this.#keepaliveDue = performance.now() + ms;
+    this.#keepaliveLanguage = language;
+    this.#keepalive ??= setTimeout(() => this.#keepaliveTimer(), ms);
   }
 
+  #keepaliveTimer(): void {
+    this.#keepalive = undefined;
+    const due = this.#keepaliveDue;
+    if (due === undefined) return;
+    const left = due - performance.now();
+    if (left > 0) {
+      this.#keepalive = setTimeout(() => this.#keepaliveTimer(), left);
+      return;
+    }
+    this.#keepaliveDue = undefined;
+    const language = this.#keepaliveLanguage!;
+    if (!this.#session || !this.#keepaliveAllowed) return;
+    // 100 ms of silence keeps the session from expiring while the source stalls.
+    this.#writing = this.#writing
+      .then(() => this.#send(Buffer.alloc(KEEPALIVE_PCM_BYTES), false, language, true))
+      .then(
+        () => {
+          this.emit('keepalive');
+          this.#armKeepalive(language);
+        },
+        (err: Error) => {
+          this.destroy(err);
+        },
+      );
+  }
+
+  /** No keepalive is due (a frame is on its way); an armed timer lapses when it fires. */
   #clearKeepalive(): void {
+    this.#keepaliveDue = undefined;
+  }
+
+  /** No keepalive, and no timer left (the stream is ending). */
+  #stopKeepalive(): void {
+    this.#keepaliveDue = undefined;
     if (this.#keepalive) clearTimeout(this.#keepalive);
     this.#keepalive = undefined;
   }

@@ -157,6 +157,10 @@ export class Deadline {
   }
 }
 
+const noop = () => {};
+/** `keepSlot` of an attempt that holds no slot. */
+const noSlot = () => () => Promise.resolve();
+
 /** The longest delay a Node timer keeps (a longer one fires after 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -201,6 +205,24 @@ export class RetryPolicy {
 
   /** Run `plan` to its result or its last failure. */
   async run<T>(plan: AttemptPlan<T>): Promise<T> {
+    // The common case, a live session's every frame after the first: no slot to take and no
+    // deadline. Its first attempt runs without the loop's bookkeeping (which cost a frame about
+    // as much as the frame did); a failure goes on in the loop as the first attempt's.
+    if (!plan.workload && plan.deadline === undefined) {
+      const signal = this.#outer(plan);
+      if (signal && !signal.aborted) {
+        try {
+          return await plan.run({ number: 0, signal, accepted: noop, keepSlot: noSlot });
+        } catch (error) {
+          return this.#attempts(plan, { error });
+        }
+      }
+    }
+    return this.#attempts(plan);
+  }
+
+  /** The attempts of `plan`; `first`: the failure of a first attempt already made (see run). */
+  async #attempts<T>(plan: AttemptPlan<T>, first?: { error: unknown }): Promise<T> {
     const own = !(plan.deadline instanceof Deadline);
     const deadline =
       plan.deadline instanceof Deadline
@@ -210,14 +232,16 @@ export class RetryPolicy {
           });
     const retry = { ...this.#retry, ...plan.retry };
     const retryable = plan.retryable ?? ((err: unknown) => isRetryableFailure(err));
-    // A composite signal (AbortSignal.any) per attempt cost a live frame more than the frame:
-    // made, listened to (it registers with its sources for garbage collection) and read.
-    const outer =
-      plan.signalFollowsClose && plan.signal ? plan.signal : anySignal(plan.signal, this.#closed);
+    const outer = this.#outer(plan);
     /** An attempt's signal: `outer` and the deadline, if it can pass. */
     const scoped = () => (deadline.finite ? anySignal(outer, deadline.signal)! : (outer ?? deadline.signal));
     let failures = 0;
     let refusals = 0;
+    /** The failed attempt that came before and its pause (see `#pauseAfter`). */
+    const next = (err: unknown) => {
+      failures++;
+      return this.#pauseAfter(err, plan, deadline, retry, retryable, failures);
+    };
     try {
       for (;;) {
         let slot: Slot | undefined;
@@ -226,61 +250,65 @@ export class RetryPolicy {
         let again = false;
         /** Before the next attempt, with no slot held (others may run meanwhile). */
         let pause = 0;
-        try {
-          if (plan.workload && this.#admission) {
-            slot = await this.#admission.acquire(plan.workload, {
-              signal: deadline.started ? scoped() : outer,
-              retrying: failures + refusals > 0,
-            });
-          }
-          deadline.start();
+        if (first) {
+          // Made by run() with no slot: it counts as this loop's first attempt.
+          const { error } = first;
+          first = undefined;
           deadline.attempts++;
-          deadline.inFlight = true;
-          const signal = scoped();
-          signal.throwIfAborted();
-          const value = await plan.run({
-            number: failures,
-            signal,
-            accepted: () => slot?.succeeded(),
-            keepSlot: () => {
-              kept = true;
-              const held = slot;
-              return () => {
-                held?.release();
-                return held ? held.freed : Promise.resolve();
-              };
-            },
-          });
-          return value;
-        } catch (err) {
-          deadline.inFlight = false;
-          const failure = this.#settled(err, plan.signal, deadline);
+          const failure = this.#settled(error, plan.signal, deadline);
           if (failure) throw failure;
-          if (slot && isAdmissionRejection(err)) {
-            // Nothing was consumed: back to the queue, ahead of new work, after the pause.
-            const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
-            slot.rejected(err, refusals, requeued);
-            deadline.lastFailure = err;
-            if (!requeued) throw err;
-            refusals++;
+          pause = next(error);
+        } else {
+          try {
+            if (plan.workload && this.#admission) {
+              slot = await this.#admission.acquire(plan.workload, {
+                signal: deadline.started ? scoped() : outer,
+                retrying: failures + refusals > 0,
+              });
+            }
+            deadline.start();
+            deadline.attempts++;
+            deadline.inFlight = true;
+            const signal = scoped();
+            signal.throwIfAborted();
+            const value = await plan.run({
+              number: failures,
+              signal,
+              accepted: () => slot?.succeeded(),
+              keepSlot: () => {
+                kept = true;
+                const held = slot;
+                return () => {
+                  held?.release();
+                  return held ? held.freed : Promise.resolve();
+                };
+              },
+            });
+            return value;
+          } catch (err) {
+            deadline.inFlight = false;
+            const failure = this.#settled(err, plan.signal, deadline);
+            if (failure) throw failure;
+            if (slot && isAdmissionRejection(err)) {
+              // Nothing was consumed: back to the queue, ahead of new work, after the pause.
+              const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
+              slot.rejected(err, refusals, requeued);
+              deadline.lastFailure = err;
+              if (!requeued) throw err;
+              refusals++;
+              again = true;
+              continue;
+            }
+            pause = next(err);
             again = true;
-            continue;
-          }
-          failures++;
-          deadline.lastFailure = err;
-          if (!retryable(err) || failures >= retry.maxAttempts || !(plan.repeatable?.() ?? true)) throw err;
-          pause = backoffDelay(failures - 1, retry, (err as { retryAfterMs?: number }).retryAfterMs);
-          // A pause the deadline would cut short leads to no attempt: fail now.
-          if (deadline.started && pause >= deadline.remainingMs()) throw deadline.error(err);
-          plan.onRetry?.(err, pause);
-          again = true;
-        } finally {
-          deadline.inFlight = false;
-          // Free in the queue by the time the operation settles, so what the caller does next
-          // (or reads in the stats) sees the slot back.
-          if (slot && (!kept || again)) {
-            slot.release();
-            await slot.freed;
+          } finally {
+            deadline.inFlight = false;
+            // Free in the queue by the time the operation settles, so what the caller does next
+            // (or reads in the stats) sees the slot back.
+            if (slot && (!kept || again)) {
+              slot.release();
+              await slot.freed;
+            }
           }
         }
         try {
@@ -292,6 +320,34 @@ export class RetryPolicy {
     } finally {
       if (own) deadline.clear();
     }
+  }
+
+  /** The caller's signal, joined with the client's closing signal unless it follows it. */
+  #outer(plan: AttemptPlan<unknown>): AbortSignal | undefined {
+    // A composite signal (AbortSignal.any) per attempt cost a live frame more than the frame:
+    // made, listened to (it registers with its sources for garbage collection) and read.
+    return plan.signalFollowsClose && plan.signal ? plan.signal : anySignal(plan.signal, this.#closed);
+  }
+
+  /**
+   * After attempt number `failures` failed with `err` (not an admission refusal): the pause
+   * before the next attempt, or the failure that ends the operation, thrown.
+   */
+  #pauseAfter(
+    err: unknown,
+    plan: AttemptPlan<unknown>,
+    deadline: Deadline,
+    retry: Required<RetryOptions>,
+    retryable: (err: unknown) => boolean,
+    failures: number,
+  ): number {
+    deadline.lastFailure = err;
+    if (!retryable(err) || failures >= retry.maxAttempts || !(plan.repeatable?.() ?? true)) throw err;
+    const pause = backoffDelay(failures - 1, retry, (err as { retryAfterMs?: number }).retryAfterMs);
+    // A pause the deadline would cut short leads to no attempt: fail now.
+    if (deadline.started && pause >= deadline.remainingMs()) throw deadline.error(err);
+    plan.onRetry?.(err, pause);
+    return pause;
   }
 
   /**

@@ -1,12 +1,19 @@
-// The fault-matrix soak (issue 13): for a given time, live ASR and diarization at an
-// accelerated pace over both transports, fast and batch jobs and TTS run against the emulator
-// while a fault plan cycles through connection resets mid-stream, 5xx, 429 storms with
-// Retry-After, 408/409, stalls, truncated TTS and dropped final records. It reports, per
-// transport and workload, what was lost or duplicated against a fault-free run of the same
-// audio, the slots held after the run, duplicate batch jobs, RSS and heap slopes, handles left
-// open and the longest wait.
+// The fault-matrix soak (issues 13 and 23): live ASR and diarization at an accelerated pace over
+// both transports, fast and batch jobs and TTS run against the emulator while faults come every
+// period. Each period every live operation (stt and diarization, HTTP and Socket.IO) gets the
+// next fault of a cycle: a connection reset after the frame was accepted, a 500, a 408, a 409, a
+// stall, two final records dropped in a row, a retryable refusal whose code is outside the
+// catalogue, three final records dropped in a row; the other operations get resets, 5xx, 429
+// storms with Retry-After, truncated TTS. It reports, per transport and workload, what was lost
+// or duplicated against a fault-free run of the same audio, and the audio missing from the
+// result that no reported loss (`audio-lost`) covers; the slots held after the run, duplicate
+// batch jobs, RSS and heap slopes, handles left open and the longest wait.
 //
-//   npm run soak -- [--duration SEC] [--pace X] [--period MS] [--json]
+//   npm run soak -- [--duration SEC | --speech SEC] [--clip SEC] [--pace X] [--period MS] [--json]
+//
+// --duration: live runs start for this long (default 60 s). --speech: instead, each live
+// workload runs until it has transcribed this much speech. --clip: the speech of one live run
+// (default the six sentences once, about 25 s; longer repeats them).
 
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -18,6 +25,7 @@ import {
   diarizationStream,
   encodeWav,
   type FinalEvent,
+  type LostAudio,
   pace,
   type SessionChange,
   sttStream,
@@ -26,10 +34,15 @@ import {
 } from '../src/index.ts';
 import type { AsrRecord, DiarizationRecord } from '../src/protocol/records.ts';
 import { speechWithPauses } from '../test/helpers/speech.ts';
-import { diffWords, type TimedWord, type WordDiff } from '../test/helpers/word-diff.ts';
+import { diffWords, lostWords, type TimedWord, type WordDiff } from '../test/helpers/word-diff.ts';
 
 export interface SoakOptions {
+  /** Live runs start for this long (unless `speechSec`); the other workloads run as long as they do. */
   durationSec: number;
+  /** Instead of `durationSec`: each live workload runs until it transcribed this much speech. */
+  speechSec?: number;
+  /** Seconds of speech of one live run. Default: the six sentences once (about 25 s). */
+  clipSec?: number;
   /** Live audio pace, a multiple of real time. Default 4. */
   pace?: number;
   /** A new fault every this many milliseconds. Default 2000. */
@@ -50,6 +63,17 @@ export interface LiveResult extends Omit<WordDiff, 'reference' | 'got' | 'textDi
   replayedSec: number;
   /** Runs whose final record reported audio lost for good. */
   lossReported: number;
+  /** Seconds of speech transcribed (runs that ended with their final record). */
+  speechSec: number;
+  /**
+   * Audio missing from the result that no reported loss covers: reference words (ASR) or
+   * closed segments (diarization) no item of the run matches and items of the run cover less
+   * than half of, outside every `audio-lost` range (a failed run: up to the end of its last
+   * range, as what it never took in is its error's).
+   */
+  unreportedLost: number;
+  /** Their seconds of audio. */
+  unreportedLostSec: number;
   errors: Record<string, number>;
 }
 
@@ -61,7 +85,9 @@ export interface OpResult {
 
 export interface SoakReport {
   durationSec: number;
+  speechSec?: number;
   pace: number;
+  faultPeriodMs: number;
   live: Record<string, LiveResult>;
   fast: Record<string, OpResult & { lost: number; duplicated: number }>;
   batch: OpResult & { jobsCreated: number; duplicateJobs: number };
@@ -78,6 +104,7 @@ export interface SoakReport {
   memory: { rssStartMiB: number; rssEndMiB: number; rssSlopeMiBPerMin: number; heapSlopeMiBPerMin: number };
   /** Resources (by type) open after the run that were not open before it. */
   handlesLeftOpen: Record<string, number>;
+  /** The longest an operation went without ending (a live run: without a record or a new session). */
   longestWaitMs: number;
   /** Operations stopped by the watchdog: a wait that would not have ended by itself. */
   unboundedWaits: number;
@@ -92,34 +119,50 @@ const SENTENCES = [
   'That is all from us tonight. Thank you for watching.',
 ];
 
-/** The fault plan, one rule added per period, in a cycle. */
+const LIVE_OPERATIONS = ['stt.http', 'stt.socket', 'diarization.http', 'diarization.socket'] as const;
+
+/**
+ * The live faults, one per period for every live operation, in a cycle. A dropped final record
+ * acts on the next answers that would carry one: a rule of `times: 2` drops the run's final
+ * record and that of the session restarted for it, two in a row.
+ */
+const LIVE_PLAN: ((operation: (typeof LIVE_OPERATIONS)[number]) => FaultRule)[] = [
+  (operation) => ({ operation, times: 1, action: { type: 'reset', stage: 'afterEffect' } }),
+  (operation) => ({
+    operation,
+    times: 1,
+    action: {
+      type: 'status',
+      status: 500,
+      code: operation.startsWith('stt') ? 'ASR_TRANSCRIPTION_FAILED' : 'DIARIZATION_FAILED',
+    },
+  }),
+  (operation) => ({
+    operation,
+    times: 1,
+    action: { type: 'status', status: 408, code: 'SESSION_IDLE_TIMEOUT' },
+  }),
+  (operation) => ({ operation, times: 1, action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' } }),
+  (operation) => ({ operation, times: 1, action: { type: 'stall' } }),
+  (operation) => ({ operation, times: 2, action: { type: 'endWithoutFinal' } }),
+  // Retryable (a 5xx) with a code the catalogue does not have.
+  (operation) => ({
+    operation,
+    times: 1,
+    action: { type: 'status', status: 503, code: 'SERVER_UNAVAILABLE' },
+  }),
+  (operation) => ({ operation, times: 3, action: { type: 'endWithoutFinal' } }),
+];
+
+/** The other operations' faults (and a 429 storm for all), one rule per period, in a cycle. */
 const PLAN: FaultRule[] = [
-  { operation: 'stt.http', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
-  { operation: 'stt.socket', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
-  { operation: 'diarization.http', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
-  { operation: 'diarization.socket', times: 1, action: { type: 'reset', stage: 'afterEffect' } },
-  {
-    operation: 'stt.http',
-    times: 2,
-    action: { type: 'status', status: 500, code: 'ASR_TRANSCRIPTION_FAILED' },
-  },
   {
     operation: '*',
     times: 8,
     action: { type: 'status', status: 429, code: 'CONCURRENCY_LIMIT_EXCEEDED', retryAfter: 0.2 },
   },
-  { operation: 'stt.http', times: 1, action: { type: 'status', status: 408, code: 'SESSION_IDLE_TIMEOUT' } },
-  {
-    operation: 'diarization.http',
-    times: 1,
-    action: { type: 'status', status: 409, code: 'SESSION_EXPIRED' },
-  },
-  { operation: 'stt.socket', times: 1, action: { type: 'stall' } },
   { operation: 'tts.http', times: 1, action: { type: 'truncateTts' } },
   { operation: 'tts.socket', times: 1, action: { type: 'truncateTts' } },
-  { operation: 'stt.http', times: 1, action: { type: 'endWithoutFinal' } },
-  { operation: 'stt.socket', times: 1, action: { type: 'endWithoutFinal' } },
-  { operation: 'diarization.socket', times: 1, action: { type: 'endWithoutFinal' } },
   {
     operation: 'fast.http',
     times: 1,
@@ -127,7 +170,6 @@ const PLAN: FaultRule[] = [
   },
   { operation: 'fast.socket', times: 1, action: { type: 'reset', stage: 'before' } },
   { operation: 'batch.get', times: 2, action: { type: 'status', status: 500, code: 'SERVER_INTERNAL' } },
-  { operation: 'diarization.http', times: 1, action: { type: 'stall' } },
   {
     operation: 'tts.http',
     times: 1,
@@ -161,6 +203,12 @@ interface LiveRun {
   items: TimedWord[];
   changes: SessionChange[];
   lost: boolean;
+  /** The ranges reported by `audio-lost`. */
+  lostRanges: LostAudio[];
+  /** The run's error, if it failed. */
+  error?: unknown;
+  /** Its sessions' failures and changes, timed from its start. */
+  trace: string[];
 }
 
 async function liveRun(
@@ -170,62 +218,124 @@ async function liveRun(
   pcm: Buffer,
   speed: number,
   signal: AbortSignal,
+  /** Told of each record and new session (the watchdog's progress). */
+  alive: () => void = () => {},
 ): Promise<LiveRun> {
   const changes: SessionChange[] = [];
   const options = { client, transport, signal, restartBackoff: { baseMs: 20, maxMs: 500 } };
   const stream = kind === 'stt' ? sttStream(options) : diarizationStream(options);
-  stream.on('session', (c: SessionChange) => changes.push(c));
+  stream.on('session', (c: SessionChange) => {
+    changes.push(c);
+    alive();
+  });
+  // What the run went through, for the log of a run that failed.
+  const t0 = performance.now();
+  const trace: string[] = [];
+  const note = (what: string) => trace.push(`${((performance.now() - t0) / 1000).toFixed(1)} s ${what}`);
+  stream.on('session-error', (err: unknown) => note(`session failed: ${codeOf(err)}`));
+  stream.on('session', (c: SessionChange) => note(`session ${c.id.slice(0, 8)} (${c.reason})`));
+  const lostRanges: LostAudio[] = [];
+  stream.on('audio-lost', ({ start_time, end_time }: LostAudio) => lostRanges.push({ start_time, end_time }));
   const items: TimedWord[] = [];
   let lost = false;
+  const run = (): LiveRun => ({ items, changes, lost, lostRanges, trace });
   const frames = [
     Readable.from([pcm]),
     toFrames({ language: 'en', frameMs: transport === 'http' ? 500 : 200 }),
     pace({ speed }),
     stream,
   ] as const;
-  if (kind === 'stt') {
-    // sttStream's own committed words: assembleTranscript would hide a word said twice.
-    await pipeline(
-      ...frames,
-      new Transform({
-        objectMode: true,
-        transform(record: AsrRecord, _e, cb) {
-          if (record.is_speech_final || record.is_final) items.push(...record.words);
-          cb(null, record);
-        },
-      }),
-      assembleTranscript(),
-      new Writable({
-        objectMode: true,
-        write(event: TranscriptEvent, _e, cb) {
-          if (event.type === 'final') lost = (event as FinalEvent).lost !== undefined;
-          cb();
-        },
-      }),
-      { signal },
-    );
-  } else {
-    await pipeline(
-      ...frames,
-      new Writable({
-        objectMode: true,
-        write(record: DiarizationRecord & { lost_audio?: unknown }, _e, cb) {
-          const segments = record.is_final
-            ? [...record.final_segments, ...record.active_segments]
-            : record.final_segments;
-          for (const s of segments)
-            items.push({ start_time: s.start_time, end_time: s.end_time ?? s.start_time, word: '' });
-          if (record.is_final) lost = record.lost_audio !== undefined;
-          cb();
-        },
-      }),
-      { signal },
-    );
+  try {
+    await transcribe();
+  } catch (error) {
+    throw Object.assign(error as Error, { run: { ...run(), error } });
   }
-  return { items, changes, lost };
+  return run();
+
+  async function transcribe(): Promise<void> {
+    if (kind === 'stt') {
+      // sttStream's own committed words: assembleTranscript would hide a word said twice.
+      await pipeline(
+        ...frames,
+        new Transform({
+          objectMode: true,
+          transform(record: AsrRecord, _e, cb) {
+            alive();
+            if (record.is_speech_final || record.is_final) items.push(...record.words);
+            cb(null, record);
+          },
+        }),
+        assembleTranscript(),
+        new Writable({
+          objectMode: true,
+          write(event: TranscriptEvent, _e, cb) {
+            if (event.type === 'final') lost = (event as FinalEvent).lost !== undefined;
+            cb();
+          },
+        }),
+        { signal },
+      );
+    } else {
+      await pipeline(
+        ...frames,
+        new Writable({
+          objectMode: true,
+          write(record: DiarizationRecord & { lost_audio?: unknown }, _e, cb) {
+            alive();
+            const segments = record.is_final
+              ? [...record.final_segments, ...record.active_segments]
+              : record.final_segments;
+            for (const s of segments)
+              items.push({ start_time: s.start_time, end_time: s.end_time ?? s.start_time, word: '' });
+            if (record.is_final) lost = record.lost_audio !== undefined;
+            cb();
+          },
+        }),
+        { signal },
+      );
+    }
+  }
 }
 
-/** Run `fn` under a watchdog; the time it took counts toward the longest wait. */
+/**
+ * Reference items (words, closed segments) whose audio the run left out and no reported range
+ * covers, and their seconds. Left out: less than half of the item's span is under items of the
+ * run. (Matching items one to one is not enough: after a restart the emulator can cut the same
+ * speech into words at other places, and a word whose audio was transcribed matches none.) A
+ * failed run is judged up to the end of its last reported range (or its last item): the audio
+ * after it was never taken in, and the run's error says so.
+ */
+function unreported(
+  reference: readonly TimedWord[],
+  run: LiveRun,
+): { count: number; sec: number; words: TimedWord[] } {
+  const until =
+    run.error === undefined
+      ? Number.POSITIVE_INFINITY
+      : Math.max(run.lostRanges.at(-1)?.end_time ?? 0, run.items.at(-1)?.end_time ?? 0);
+  const heard = (w: TimedWord) =>
+    run.items.reduce(
+      (sum, x) => sum + Math.max(0, Math.min(x.end_time, w.end_time) - Math.max(x.start_time, w.start_time)),
+      0,
+    );
+  const missing = lostWords(reference, run.items).filter(
+    (w) =>
+      w.start_time < until &&
+      heard(w) < (w.end_time - w.start_time) / 2 &&
+      !run.lostRanges.some((r) => w.end_time > r.start_time - 1e-6 && w.start_time < r.end_time + 1e-6),
+  );
+  return {
+    count: missing.length,
+    sec: missing.reduce((s, w) => s + (w.end_time - w.start_time), 0),
+    words: missing,
+  };
+}
+
+/**
+ * Run `fn` under a watchdog: it fails when it goes `watchdogMs` without ending or, for one that
+ * says so (`alive`: a live run's records and new sessions), without progress. The longest wait
+ * is the longest of those stretches.
+ */
 class Waits {
   longestMs = 0;
   unbounded = 0;
@@ -233,18 +343,24 @@ class Waits {
   constructor(watchdogMs: number) {
     this.#watchdogMs = watchdogMs;
   }
-  async run<T>(fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const started = performance.now();
+  async run<T>(fn: (signal: AbortSignal, alive: () => void) => Promise<T>): Promise<T> {
+    let since = performance.now();
     const ctl = new AbortController();
     const timer = setTimeout(() => {
       this.unbounded++;
-      ctl.abort(new Error('watchdog: the operation did not end by itself'));
+      ctl.abort(new Error(`watchdog: the operation went ${this.#watchdogMs} ms without ending or progress`));
     }, this.#watchdogMs);
+    const alive = () => {
+      const now = performance.now();
+      this.longestMs = Math.max(this.longestMs, now - since);
+      since = now;
+      timer.refresh();
+    };
     try {
-      return await fn(ctl.signal);
+      return await fn(ctl.signal, alive);
     } finally {
       clearTimeout(timer);
-      this.longestMs = Math.max(this.longestMs, performance.now() - started);
+      this.longestMs = Math.max(this.longestMs, performance.now() - since);
     }
   }
 }
@@ -281,6 +397,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const handlesBefore = resources();
   const pcm = await speechWithPauses(SENTENCES, 700);
   const wav = encodeWav(pcm, 16_000);
+  // A live run's speech: the sentences, repeated up to `clipSec`.
+  const clipBytes = Math.round((options.clipSec ?? 0) * 16_000) * 2;
+  const livePcm =
+    clipBytes > pcm.length
+      ? Buffer.concat(Array.from({ length: Math.ceil(clipBytes / pcm.length) }, () => pcm)).subarray(
+          0,
+          clipBytes,
+        )
+      : pcm;
+  const clipSec = livePcm.length / 32_000;
   const waits = new Waits(options.watchdogMs ?? 60_000);
 
   // Fault-free references of the same audio, on an emulator of their own.
@@ -292,7 +418,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     try {
       for (const kind of ['stt', 'diarization'] as const) {
         for (const transport of ['http', 'socketio'] as const) {
-          const run = await liveRun(client, kind, transport, pcm, 1000, new AbortController().signal);
+          const run = await liveRun(client, kind, transport, livePcm, 1000, new AbortController().signal);
           references.set(`${kind}.${transport}`, run.items);
         }
       }
@@ -315,7 +441,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   });
   const client = createClient({ ...CLIENT_OPTIONS, apiUrl: emulator.url, apiKey: emulator.apiKey });
   const deadline = performance.now() + options.durationSec * 1000;
-  const running = () => performance.now() < deadline;
+  /** Live loops at work: the other workloads run as long as they do. */
+  let liveLoops = 0;
+  const running = () => liveLoops > 0;
 
   const memory: { rss: [number, number][]; heap: [number, number][] } = { rss: [], heap: [] };
   const t0 = performance.now();
@@ -331,6 +459,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   let planIndex = 0;
   const added: { remove(): void }[] = [];
   const faulting = setInterval(() => {
+    const liveFault = LIVE_PLAN[planIndex % LIVE_PLAN.length]!;
+    for (const operation of LIVE_OPERATIONS) added.push(emulator.faults.add(liveFault(operation)));
     added.push(emulator.faults.add(PLAN[planIndex % PLAN.length]!));
     planIndex++;
   }, options.faultPeriodMs ?? 2000);
@@ -350,25 +480,59 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       restarts: 0,
       replayedSec: 0,
       lossReported: 0,
+      speechSec: 0,
+      unreportedLost: 0,
+      unreportedLostSec: 0,
       errors: {},
     };
     live[name] = result;
-    while (running()) {
-      result.runs++;
-      try {
-        const run = await waits.run((signal) => liveRun(client, kind, transport, pcm, speed, signal));
-        const diff = diffWords(reference, run.items);
-        result.lost += diff.lost;
-        result.duplicated += diff.duplicated;
-        result.resegmented += diff.resegmented;
-        result.extra += diff.extra;
+    const more = () =>
+      options.speechSec === undefined
+        ? performance.now() < deadline
+        : result.speechSec + 1e-9 < options.speechSec &&
+          result.runs < 10 * (options.speechSec / clipSec) + 10;
+    liveLoops++;
+    try {
+      while (more()) {
+        result.runs++;
+        let run: LiveRun | undefined;
+        try {
+          run = await waits.run((signal, alive) =>
+            liveRun(client, kind, transport, livePcm, speed, signal, alive),
+          );
+          const diff = diffWords(reference, run.items);
+          result.lost += diff.lost;
+          result.duplicated += diff.duplicated;
+          result.resegmented += diff.resegmented;
+          result.extra += diff.extra;
+          result.speechSec += clipSec;
+          if (run.lost) result.lossReported++;
+        } catch (err) {
+          result.failedRuns++;
+          count(result.errors, codeOf(err));
+          run = (err as { run?: LiveRun }).run;
+          log(
+            `${name}: run ${result.runs} failed (${(err as Error).message}): ${run?.trace.slice(-12).join('; ')}`,
+          );
+        }
+        if (!run) continue;
         result.restarts += run.changes.filter((c) => c.reason === 'restart').length;
         result.replayedSec += run.changes.reduce((s, c) => s + (c.replaySec ?? 0), 0);
-        if (run.lost) result.lossReported++;
-      } catch (err) {
-        result.failedRuns++;
-        count(result.errors, codeOf(err));
+        const missing = unreported(reference, run);
+        result.unreportedLost += missing.count;
+        result.unreportedLostSec += missing.sec;
+        const around = (w: TimedWord) =>
+          run!.items
+            .filter((x) => x.end_time > w.start_time - 1 && x.start_time < w.end_time + 1)
+            .map((x) => `${x.start_time.toFixed(2)}-${x.end_time.toFixed(2)} ${x.word}`)
+            .join(', ');
+        for (const w of missing.words)
+          log(
+            `${name}: run ${result.runs}: not reported lost: ${w.start_time.toFixed(2)}-${w.end_time.toFixed(2)} ${w.word} (the run has: ${around(w)}; sessions began at ${run.changes.map((c) => c.offsetSec.toFixed(2)).join(', ')})`,
+          );
       }
+    } finally {
+      liveLoops--;
     }
   };
 
@@ -496,7 +660,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const last = (xs: [number, number][]) => xs.at(-1)![1];
   return {
     durationSec: options.durationSec,
+    ...(options.speechSec !== undefined ? { speechSec: options.speechSec } : {}),
     pace: speed,
+    faultPeriodMs: options.faultPeriodMs ?? 2000,
     live,
     fast,
     batch,
@@ -517,13 +683,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 }
 
 function formatReport(r: SoakReport): string {
-  const lines = [`soak: ${r.durationSec} s, live at ${r.pace}x`];
+  const lines = [
+    `soak: ${r.speechSec === undefined ? `${r.durationSec} s` : `${r.speechSec} s of speech per live workload`}, live at ${r.pace}x, faults every ${r.faultPeriodMs} ms`,
+  ];
   lines.push(
-    'workload               ref  runs  failed  lost  dup  reseg  extra  restarts  replayed s  loss reported',
+    'workload               ref  runs  speech s  failed  lost  dup  reseg  extra  restarts  replayed s  loss reported  not reported lost (s)',
   );
   for (const [name, x] of Object.entries(r.live)) {
     lines.push(
-      `${name.padEnd(20)}${String(x.reference).padStart(6)}${String(x.runs).padStart(6)}${String(x.failedRuns).padStart(8)}${String(x.lost).padStart(6)}${String(x.duplicated).padStart(5)}${String(x.resegmented).padStart(7)}${String(x.extra).padStart(7)}${String(x.restarts).padStart(10)}${x.replayedSec.toFixed(1).padStart(12)}${String(x.lossReported).padStart(15)}`,
+      `${name.padEnd(20)}${String(x.reference).padStart(6)}${String(x.runs).padStart(6)}${x.speechSec.toFixed(0).padStart(10)}${String(x.failedRuns).padStart(8)}${String(x.lost).padStart(6)}${String(x.duplicated).padStart(5)}${String(x.resegmented).padStart(7)}${String(x.extra).padStart(7)}${String(x.restarts).padStart(10)}${x.replayedSec.toFixed(1).padStart(12)}${String(x.lossReported).padStart(15)}${`${x.unreportedLost} (${x.unreportedLostSec.toFixed(2)})`.padStart(24)}`,
     );
   }
   for (const [name, x] of Object.entries(r.fast))
@@ -551,8 +719,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const i = args.indexOf(name);
     return i >= 0 ? Number(args[i + 1]) : fallback;
   };
+  const speech = args.includes('--speech') ? value('--speech', 0) : undefined;
+  const clip = args.includes('--clip') ? value('--clip', 0) : undefined;
   const report = await runSoak({
     durationSec: value('--duration', 60),
+    ...(speech !== undefined ? { speechSec: speech } : {}),
+    ...(clip !== undefined ? { clipSec: clip } : {}),
     pace: value('--pace', 4),
     faultPeriodMs: value('--period', 2000),
     log: (line) => console.error(line),

@@ -32,12 +32,44 @@ export interface WordDiff {
 
 const mid = (w: TimedWord) => (w.start_time + w.end_time) / 2;
 
+/** The reference words no word of `got` matches (as {@link diffWords} matches them). */
+export function lostWords(
+  reference: readonly TimedWord[],
+  got: readonly TimedWord[],
+  toleranceSec = 0.25,
+): TimedWord[] {
+  const { matches } = match(reference, got, toleranceSec);
+  return reference.filter((_, i) => matches[i] === 0);
+}
+
 /** Each word of `got` is matched to the reference word whose span holds its midpoint (else the nearest within `toleranceSec`). */
 export function diffWords(
   reference: readonly TimedWord[],
   got: readonly TimedWord[],
   toleranceSec = 0.25,
 ): WordDiff {
+  const { matches, extra, textDiffers } = match(reference, got, toleranceSec);
+  // Said twice: in time order, a word whose midpoint is not after the end of the words before it.
+  let duplicated = 0;
+  let coveredUntil = Number.NEGATIVE_INFINITY;
+  for (const w of [...got].sort((a, b) => a.start_time - b.start_time)) {
+    if (mid(w) <= coveredUntil) duplicated++;
+    coveredUntil = Math.max(coveredUntil, w.end_time);
+  }
+  const multiple = matches.reduce((sum, n) => sum + Math.max(0, n - 1), 0);
+  return {
+    reference: reference.length,
+    got: got.length,
+    lost: matches.filter((n) => n === 0).length,
+    duplicated,
+    resegmented: Math.max(0, multiple - duplicated),
+    extra,
+    textDiffers,
+  };
+}
+
+/** How many words of `got` each reference word matched, and the words matching none. */
+function match(reference: readonly TimedWord[], got: readonly TimedWord[], toleranceSec: number) {
   const matches = new Array<number>(reference.length).fill(0);
   let extra = 0;
   let textDiffers = 0;
@@ -60,21 +92,5 @@ export function diffWords(
     matches[best]!++;
     if (reference[best]!.word !== w.word) textDiffers++;
   }
-  // Said twice: in time order, a word whose midpoint is not after the end of the words before it.
-  let duplicated = 0;
-  let coveredUntil = Number.NEGATIVE_INFINITY;
-  for (const w of [...got].sort((a, b) => a.start_time - b.start_time)) {
-    if (mid(w) <= coveredUntil) duplicated++;
-    coveredUntil = Math.max(coveredUntil, w.end_time);
-  }
-  const multiple = matches.reduce((sum, n) => sum + Math.max(0, n - 1), 0);
-  return {
-    reference: reference.length,
-    got: got.length,
-    lost: matches.filter((n) => n === 0).length,
-    duplicated,
-    resegmented: Math.max(0, multiple - duplicated),
-    extra,
-    textDiffers,
-  };
+  return { matches, extra, textDiffers };
 }

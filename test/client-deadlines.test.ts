@@ -4,49 +4,12 @@
 // multiplied every timeout by the attempts (a stalled fast body 604 s, audio_file 1,503 s).
 
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
-import { Server } from 'socket.io';
 import { type ClientOptions, createClient, DEFAULT_DEADLINES } from '../src/client/index.ts';
 import { DeadlineExceededError, SpeechServiceError, TransportError } from '../src/protocol/errors.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
-
-/** An HTTP server that reads each request and answers as `answer` says (by default: never). */
-async function httpServer(
-  t: TestContext,
-  answer: (req: IncomingMessage, res: ServerResponse) => void = () => {},
-): Promise<{ url: string; requests: () => number }> {
-  let requests = 0;
-  const server = createServer((req, res) => {
-    requests++;
-    req.resume();
-    req.on('end', () => answer(req, res));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
-}
-
-/** A Socket.IO server set up by `setup` (a login that never completes, events never acknowledged). */
-async function socketServer(t: TestContext, setup: (io: Server) => void): Promise<string> {
-  const http = createServer();
-  const io = new Server(http, { transports: ['websocket'] });
-  setup(io);
-  http.listen(0, '127.0.0.1');
-  await once(http, 'listening');
-  t.after(async () => {
-    io.disconnectSockets(true);
-    await io.close();
-  });
-  return `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-}
+import { httpServer, socketServer } from './helpers/hostile-servers.ts';
 
 function client(t: TestContext, url: string, options: ClientOptions = {}) {
   const c = createClient({

@@ -10,7 +10,6 @@ import type { AddressInfo } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
-import { Server } from 'socket.io';
 import {
   createClient,
   IncompleteStreamError,
@@ -22,6 +21,7 @@ import {
 } from '../src/index.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, until, wavOf } from './helpers/emulator-fixtures.ts';
+import { socketServer } from './helpers/hostile-servers.ts';
 import { startService } from './helpers/service.ts';
 
 const { emulator, client } = await startService();
@@ -70,20 +70,6 @@ test('a Socket.IO server that never completes login: send(), listVoices() and TT
     assert.equal(err.code, 'ERR_TIMEOUT', String(err));
   }
 });
-
-/** A Socket.IO server set up by `setup` (its middleware, its connections' handlers). */
-async function socketServer(t: { after(fn: () => unknown): void }, setup: (io: Server) => void) {
-  const http = createServer();
-  const io = new Server(http, { transports: ['websocket'] });
-  setup(io);
-  http.listen(0, '127.0.0.1');
-  await once(http, 'listening');
-  t.after(async () => {
-    io.disconnectSockets(true);
-    await io.close();
-  });
-  return `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-}
 
 const errorBody = (code: string, id?: string) => ({
   ...(id === undefined ? {} : { id }),

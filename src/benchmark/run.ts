@@ -455,7 +455,11 @@ async function operation(
     case 'diarization': {
       const diarization = options.workload === 'diarization';
       const { latencies } = progress;
-      const frames = toFrames({ language });
+      // The simulated source releases audio in frames of the size the transport sends (a
+      // second per POST over HTTP, as sttStream joins them; 100 ms events over Socket.IO): the
+      // source's own rhythm is not the client's cost, and the bare loop of bench/live-cpu.ts
+      // paces the same frames.
+      const frames = toFrames({ language, frameMs: transport === 'socketio' ? 100 : 1000 });
       const speed = options.pace ?? 1;
       // The final result counts from when the last frame was due, not from when it went: a
       // service that holds frames back (a write completes when the service took the frame)

@@ -191,6 +191,7 @@ test('invalid PCM is refused (typed) and leaves the session usable: first chunk,
   const now = emulator.stats();
   assert.equal(now.framesAccepted - before.framesAccepted, 2);
   assert.equal(now.rejections.SESSION_EXPIRED ?? 0, before.rejections.SESSION_EXPIRED ?? 0);
+  await session.ended; // the slot is given back by then
   assert.equal(running(own), 0, 'the slot was released');
 });
 
@@ -261,6 +262,7 @@ test("the session's slot is held under its own signal: aborting the first send's
   assert.equal(running(own), 1, 'the slot is still held');
   await session.send(pcm.subarray(32000, 48000), { final: true });
   assert.equal((await session.done).is_final, true);
+  await session.ended; // the slot is given back by then
   assert.equal(running(own), 0);
 });
 

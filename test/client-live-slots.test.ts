@@ -128,3 +128,29 @@ test('a first frame refused for admission opens nothing: no cancel, the slot bac
   assert.equal(running(admission), 0);
   admission.close();
 });
+
+test('a later frame refused with a 429 the service marks not retryable fails the session at once: it is not resent', async () => {
+  const admission = new Admission();
+  const channel = scripted();
+  const live = session(channel, admission);
+  const first = live.send(Buffer.alloc(3200));
+  await settle();
+  channel.sends[0]!.resolve();
+  await first;
+  const second = live.send(Buffer.alloc(3200));
+  await settle();
+  const spent = new SpeechServiceError({
+    status: 429,
+    code: 'QUOTA_EXCEEDED',
+    retryable: false,
+    detail: 'the monthly quota is spent',
+  });
+  channel.sends[1]!.reject(spent);
+  second.catch(() => {});
+  while (live.state !== 'failed' && channel.sends.length === 2) await settle();
+  assert.equal(channel.sends.length, 2, 'the refused frame was sent again');
+  await assert.rejects(second, (err) => err === spent);
+  channel.endCancel();
+  await live.ended;
+  assert.equal(running(admission), 0);
+});

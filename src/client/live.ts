@@ -340,7 +340,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    * One frame through the client's retry policy. The first takes an admission slot, kept for
    * the session's lifetime; an admission refusal of it waits in the queue. Any 429 means the
    * frame was not accepted (it consumed nothing) and the session stays live: the same frame
-   * goes again after Retry-After, which is not a replay. Anything else fails the session.
+   * goes again after Retry-After, which is not a replay, unless the service marks the 429 not
+   * retryable. Anything else fails the session.
    */
   async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
@@ -354,7 +355,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         // The client's close() aborts the session (see LiveDeps.sessions).
         signalFollowsClose: true,
         retry: { maxAttempts: this.#options.maxRateRetries + 1, ...FRAME_RETRY_BACKOFF },
-        retryable: (err) => err instanceof SpeechServiceError && err.status === 429,
+        // A 429 the service marks not retryable (a quota spent) is not waited out.
+        retryable: (err) => err instanceof SpeechServiceError && err.status === 429 && err.retryable,
         onRetry: (err, delayMs) => {
           const refusal = err as SpeechServiceError;
           if (refusal.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', refusal);

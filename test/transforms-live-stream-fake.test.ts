@@ -168,9 +168,21 @@ test('giving up reports what was taken in and never transcribed, and the stream 
     );
 });
 
-test('without the replay buffer the same faults lose words (the measure above can fail)', async () => {
+test('without the replay buffer the same faults lose words (the measure above can fail), each in a range reported lost', async () => {
   const service = new FakeLiveService();
   for (const f of CYCLE) service.fault(f);
   const faulty = await run(service, { replayBuffer: false });
   assert.ok(diffWords(reference.words, faulty.words).lost > 0);
+  const mid = (w: WordSegment) => (w.start_time + w.end_time) / 2;
+  const missing = reference.words.filter((r) => !faulty.words.some((w) => Math.abs(mid(w) - mid(r)) < 0.25));
+  assert.ok(missing.length > 0);
+  for (const w of missing)
+    assert.ok(
+      faulty.lost.some((r) => w.end_time > r.start_time - 1e-6 && w.start_time < r.end_time + 1e-6),
+      `"${w.word}" at ${w.start_time} s is missing and in no range reported lost: ${JSON.stringify(faulty.lost)}`,
+    );
+  assert.deepEqual(
+    (faulty.records.at(-1) as AsrRecord & { lost_audio?: LostAudio[] }).lost_audio,
+    faulty.lost,
+  );
 });

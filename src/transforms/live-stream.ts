@@ -121,7 +121,8 @@ export interface LiveStreamOptions {
    * failed one, so nothing the source said is lost at a failure; words already emitted are not
    * emitted again. Bounded: when the service stays down longer than it holds, the audio it
    * dropped is reported (`audio-lost` event, `lost_audio` on the final record). Default 120 s
-   * and 3.75 MiB; `false` sends nothing again.
+   * and 3.75 MiB; `false` sends nothing again, and what a failed session had not finalised is
+   * reported lost.
    */
   replayBuffer?: Partial<ReplayLimits> | false;
 }
@@ -548,7 +549,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
     // Destroyed by its user: nothing is given up that the user did not stop.
     if (this.destroyed) return;
     const start = !this.#replay
-      ? Math.max(0, this.#emitted.until) // what was finalised is all that is known
+      ? // What was finalised is all that is known; a failed session's audio was reported (#endSession).
+        Math.max(0, this.#emitted.until, this.#clock.offsetSec)
       : this.#pendingReplay.length > 0 || unsent
         ? this.#clock.offsetSec
         : this.#takenSec;
@@ -575,6 +577,12 @@ class LiveStream<K extends LiveKind> extends Duplex {
         { start_time: clock.toPipeline(r.lost.start), end_time: clock.toPipeline(r.lost.end) },
         change.error,
       );
+    } else if (replay && !this.#replay && !this.destroyed) {
+      // No replay buffer: what the failed session took and the service had not finalised is
+      // heard by no other session.
+      const start = Math.max(clock.offsetSec, this.#emitted.until);
+      const end = clock.toPipeline(clock.sec);
+      if (end > start) this.#reportLost({ start_time: start, end_time: end }, change.error);
     }
     // Audio of an earlier failure not yet heard again goes after what this session accepted.
     this.#pendingReplay = [...r.chunks, ...this.#pendingReplay];

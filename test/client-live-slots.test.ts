@@ -154,3 +154,25 @@ test('a later frame refused with a 429 the service marks not retryable fails the
   await live.ended;
   assert.equal(running(admission), 0);
 });
+
+test('a session aborted just as its first frame is granted the slot: the slot is back by the time it has ended', async () => {
+  const admission = new Admission({ concurrency: { realtime_asr: 1 } });
+  const a = scripted();
+  const first = session(a, admission);
+  const opened = first.send(Buffer.alloc(3200));
+  await settle();
+  a.sends[0]!.resolve();
+  await opened;
+  const second = session(scripted(), admission);
+  const waiting = second.send(Buffer.alloc(3200)).catch(() => {});
+  await settle();
+  first.abort();
+  a.endCancel();
+  // The first session's slot goes to the second's first frame; the second is aborted in the
+  // same turn, before its attempt began.
+  await first.ended;
+  second.abort();
+  await second.ended;
+  assert.equal(running(admission), 0, 'the slot granted to the aborted session is still held');
+  await waiting;
+});

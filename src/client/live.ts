@@ -565,7 +565,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     this.#releaseSlot = undefined;
     if (!this.#serviceOpen) {
       this.#channel.close();
-      void (release?.() ?? Promise.resolve()).then(() => this.#resolveEnded());
+      // A send under way may hold a slot its first attempt was granted as the session ended,
+      // which the retry policy gives back as the send settles.
+      void Promise.all([release?.(), this.#queue]).then(() => this.#resolveEnded());
       return;
     }
     this.#serviceOpen = false;

@@ -111,6 +111,20 @@ test('RestartBudget: maxRestarts counts restarts in a row without progress; the 
   assert.ok(b.failed(busy)! >= 4_000);
 });
 
+test('RestartBudget: a Retry-After that would take the outage past withinMs ends the stream at once', () => {
+  const later = (retryAfterMs: number) =>
+    new SpeechServiceError({ status: 503, code: 'SERVER_DEPENDENCY_FAILURE', retryable: true, retryAfterMs });
+  assert.equal(
+    budget({ withinMs: 60_000 }).b.failed(later(3_600_000)),
+    undefined,
+    'an hour for a 60 s bound',
+  );
+  const { b, advance } = budget({ withinMs: 60_000 });
+  assert.ok(b.failed(later(30_000))! >= 30_000);
+  advance(40_000);
+  assert.equal(b.failed(later(30_000)), undefined, '40 s of outage and 30 s more is past the bound');
+});
+
 test('Rotation: due at the first speech boundary after afterSec, or at forceAfterSec regardless', () => {
   const r = new Rotation({ afterSec: 10, forceAfterSec: 20 });
   r.heard(true); // a boundary before rotation is due does not count

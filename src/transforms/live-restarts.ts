@@ -71,13 +71,16 @@ export class RestartBudget {
 
   /**
    * A session failed: the pause before the next one, or `undefined` when the budget is spent
-   * (more than `maxRestarts` restarts, or more than `withinMs` of outage, since the last progress).
+   * (more than `maxRestarts` restarts, or more than `withinMs` of outage, since the last progress,
+   * or a `Retry-After` that would take the outage past `withinMs`).
    */
   failed(err: unknown): number | undefined {
     this.#downSince ??= this.#now();
     this.#restarts++;
     if (this.#restarts > this.#maxRestarts || this.downMs > this.#withinMs) return undefined;
     const retryAfterMs = (err as Partial<SpeechServiceError> | undefined)?.retryAfterMs;
+    // A Retry-After longer than what is left of the bound: no session could take audio within it.
+    if (retryAfterMs !== undefined && this.downMs + retryAfterMs > this.#withinMs) return undefined;
     return backoffDelay(this.#restarts - 1, this.#backoff, retryAfterMs, this.#random);
   }
 }

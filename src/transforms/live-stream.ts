@@ -77,7 +77,8 @@ export interface LiveStreamOptions {
    * The stream fails when, since its last progress, the service has been unreachable or
    * refusing sessions for longer than this in all: the time from each failure until a new
    * session takes audio again. Time a session was taking audio (waiting for its final record,
-   * say) is not counted. Default 60 s (a relay meant to ride out longer outages raises it).
+   * say) is not counted; a `Retry-After` that would take it past this fails the stream at once.
+   * Default 60 s (a relay meant to ride out longer outages raises it).
    */
   restartWithinMs?: number;
   /**

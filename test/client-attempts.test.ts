@@ -4,8 +4,13 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Attempt, RetryPolicy } from '../src/client/index.ts';
-import { localServiceError, TransportError } from '../src/protocol/errors.ts';
+import { Admission, type Attempt, RetryPolicy } from '../src/client/index.ts';
+import {
+  DeadlineExceededError,
+  localServiceError,
+  SpeechServiceError,
+  TransportError,
+} from '../src/protocol/errors.ts';
 
 const refused = () => localServiceError('CONCURRENCY_LIMIT_EXCEEDED', 'busy', { operation: 'stt.http' });
 const quick = { baseMs: 1, maxMs: 2 };
@@ -112,4 +117,37 @@ test("a signal that follows the client's close is the attempt's own: no composit
   closing.abort(new Error('closed'));
   assert.equal(signals[1]!.aborted, true);
   assert.equal(signals[0]!.aborted, false);
+});
+
+test('an admission refusal whose Retry-After is longer than what is left of the deadline fails at once, the refusal its cause', {
+  timeout: 10_000,
+}, async () => {
+  const admission = new Admission();
+  const policy = new RetryPolicy({ admission });
+  const refusal = new SpeechServiceError({
+    status: 429,
+    code: 'CONCURRENCY_LIMIT_EXCEEDED',
+    retryable: true,
+    retryAfterMs: 600_000,
+  });
+  let attempts = 0;
+  const err = await policy
+    .run({
+      operation: 'stt.http',
+      workload: 'realtime_asr',
+      deadline: 60_000,
+      run: async () => {
+        attempts++;
+        throw refusal;
+      },
+    })
+    .catch((e: unknown) => e);
+  assert.ok(err instanceof DeadlineExceededError, String(err));
+  assert.equal(err.cause, refusal);
+  assert.equal(attempts, 1);
+  // Nothing waits in the queue for the pause: the workload is paused for others all the same.
+  const stats = admission.stats().find((s) => s.workload === 'realtime_asr')!;
+  assert.equal(stats.queued, 0);
+  assert.equal(stats.running, 0);
+  admission.close();
 });

@@ -292,9 +292,12 @@ export class RetryPolicy {
             if (slot && isAdmissionRejection(err)) {
               // Nothing was consumed: back to the queue, ahead of new work, after the pause.
               const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
-              slot.rejected(err, refusals, requeued);
+              // A Retry-After the deadline would cut short leads to no attempt: fail now.
+              const late = deadline.started && (err.retryAfterMs ?? 0) >= deadline.remainingMs();
+              slot.rejected(err, refusals, requeued && !late);
               deadline.lastFailure = err;
               if (!requeued) throw err;
+              if (late) throw deadline.error(err);
               refusals++;
               again = true;
               continue;

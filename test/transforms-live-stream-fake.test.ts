@@ -7,6 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { IncompleteStreamError, localServiceError, SpeechServiceError } from '../src/protocol/errors.ts';
+import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, WordSegment } from '../src/protocol/records.ts';
 import {
   diarizationStream,
@@ -185,4 +186,22 @@ test('without the replay buffer the same faults lose words (the measure above ca
     (faulty.records.at(-1) as AsrRecord & { lost_audio?: LostAudio[] }).lost_audio,
     faulty.lost,
   );
+});
+
+test('a frame over the size limit once a session is open fails the stream with the 413 and ends that session: no hang, no slot held', {
+  timeout: 10_000,
+}, async () => {
+  const service = new FakeLiveService();
+  const stream = sttStream({ sessions: service.sessions({ endTimeoutMs: 100 }), coalesceMs: 0 });
+  let error: unknown;
+  stream.on('error', (err) => (error = err));
+  stream.resume();
+  stream.write({ pcm: Buffer.alloc(3200), language: 'en', isFinal: false });
+  // The session refuses it (typed, locally) and stays live: the stream gives up.
+  stream.write({ pcm: Buffer.alloc(DEFAULT_LIMITS.realtimeAsrFrameBytes), language: 'en', isFinal: false });
+  await new Promise((resolve) => stream.on('close', resolve));
+  assert.ok(error instanceof SpeechServiceError && error.status === 413, String(error));
+  assert.equal(service.running(), 0, 'the slot is still held');
+  assert.equal(service.stats.live, 0, 'the stream is still live at the service');
+  assert.equal(service.stats.channelsOpen, 0);
 });

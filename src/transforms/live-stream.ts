@@ -528,6 +528,9 @@ class LiveStream<K extends LiveKind> extends Duplex {
    */
   #recover(err: unknown, reason: SessionChange['reason'] = 'restart', unsent?: Buffer): void {
     const failed = this.#session;
+    // A session that refused a frame without failing (a frame over its size limit) is still
+    // live at the service: end it there, or it would hold its slot and the stream's close.
+    failed?.abort(err);
     const delay =
       this.destroyed || this.#options.restart === false || !restartable(err)
         ? undefined

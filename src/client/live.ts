@@ -118,7 +118,7 @@ export interface LiveDeps {
   policy: RetryPolicy;
   /** Paused for a frame's admission-type 429 after the start (a per-key rate limit). */
   admission?: Pick<Admission, 'pause'>;
-  limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes'>;
+  limits: Pick<Limits, 'realtimeAsrFrameBytes' | 'realtimeDiarizationFrameBytes' | 'sessionExpirySec'>;
   /** Default Socket.IO acknowledgement wait. */
   socketAckTimeoutMs?: number;
   /** Default wait for the final record after the final frame (`finalTimeoutMs`). */
@@ -355,8 +355,13 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         // The client's close() aborts the session (see LiveDeps.sessions).
         signalFollowsClose: true,
         retry: { maxAttempts: this.#options.maxRateRetries + 1, ...FRAME_RETRY_BACKOFF },
-        // A 429 the service marks not retryable (a quota spent) is not waited out.
-        retryable: (err) => err instanceof SpeechServiceError && err.status === 429 && err.retryable,
+        // A 429 the service marks not retryable (a quota spent) is not waited out, nor one whose
+        // Retry-After outlasts the stream at the service (no audio for sessionExpirySec ends it).
+        retryable: (err) =>
+          err instanceof SpeechServiceError &&
+          err.status === 429 &&
+          err.retryable &&
+          (err.retryAfterMs ?? 0) < this.#deps.limits.sessionExpirySec * 1000,
         onRetry: (err, delayMs) => {
           const refusal = err as SpeechServiceError;
           if (refusal.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', refusal);

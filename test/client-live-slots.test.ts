@@ -129,62 +129,55 @@ test('a first frame refused for admission opens nothing: no cancel, the slot bac
   admission.close();
 });
 
-test('a later frame refused with a 429 the service marks not retryable fails the session at once: it is not resent', async () => {
-  const admission = new Admission();
-  const channel = scripted();
-  const live = session(channel, admission);
-  const first = live.send(Buffer.alloc(3200));
-  await settle();
-  channel.sends[0]!.resolve();
-  await first;
-  const second = live.send(Buffer.alloc(3200));
-  await settle();
-  const spent = new SpeechServiceError({
-    status: 429,
-    code: 'QUOTA_EXCEEDED',
-    retryable: false,
-    detail: 'the monthly quota is spent',
+// A later frame's 429 that cannot be waited out fails the session at once, without a resend.
+const unwaitable = [
+  {
+    why: 'the service marks it not retryable (a quota spent)',
+    refusal: () =>
+      new SpeechServiceError({
+        status: 429,
+        code: 'QUOTA_EXCEEDED',
+        retryable: false,
+        detail: 'the monthly quota is spent',
+      }),
+  },
+  {
+    // Waited out, the session would have taken no audio for longer than the service keeps it.
+    why: "its Retry-After outlasts the service's stream expiry",
+    refusal: () =>
+      new SpeechServiceError({
+        status: 429,
+        code: 'SESSION_BYTE_RATE_EXCEEDED',
+        retryable: true,
+        detail: 'slow down',
+        retryAfterMs: (DEFAULT_LIMITS.sessionExpirySec + 1) * 1000,
+      }),
+  },
+];
+for (const { why, refusal } of unwaitable) {
+  test(`a later frame refused with a 429 that cannot be waited out, as ${why}, fails the session at once: it is not resent`, {
+    timeout: 10_000,
+  }, async () => {
+    const admission = new Admission();
+    const channel = scripted();
+    const live = session(channel, admission);
+    const first = live.send(Buffer.alloc(3200));
+    await settle();
+    channel.sends[0]!.resolve();
+    await first;
+    const second = live.send(Buffer.alloc(3200));
+    await settle();
+    const refused = refusal();
+    channel.sends[1]!.reject(refused);
+    second.catch(() => {});
+    while (live.state !== 'failed' && channel.sends.length === 2) await settle();
+    assert.equal(channel.sends.length, 2, 'the refused frame was sent again');
+    await assert.rejects(second, (err) => err === refused);
+    channel.endCancel();
+    await live.ended;
+    assert.equal(running(admission), 0);
   });
-  channel.sends[1]!.reject(spent);
-  second.catch(() => {});
-  while (live.state !== 'failed' && channel.sends.length === 2) await settle();
-  assert.equal(channel.sends.length, 2, 'the refused frame was sent again');
-  await assert.rejects(second, (err) => err === spent);
-  channel.endCancel();
-  await live.ended;
-  assert.equal(running(admission), 0);
-});
-
-test("a later frame refused with a Retry-After past the service's expiry fails the session at once: nothing waits out a stream already gone", {
-  timeout: 10_000,
-}, async () => {
-  const admission = new Admission();
-  const channel = scripted();
-  const live = session(channel, admission);
-  const first = live.send(Buffer.alloc(3200));
-  await settle();
-  channel.sends[0]!.resolve();
-  await first;
-  const second = live.send(Buffer.alloc(3200));
-  await settle();
-  // Waited out, the session would have taken no audio for longer than the service keeps it.
-  const late = new SpeechServiceError({
-    status: 429,
-    code: 'SESSION_BYTE_RATE_EXCEEDED',
-    retryable: true,
-    detail: 'slow down',
-    retryAfterMs: (DEFAULT_LIMITS.sessionExpirySec + 1) * 1000,
-  });
-  channel.sends[1]!.reject(late);
-  second.catch(() => {});
-  while (live.state !== 'failed' && channel.sends.length === 2) await settle();
-  assert.equal(live.state, 'failed', 'the session waits out a Retry-After longer than the stream lives');
-  assert.equal(channel.sends.length, 2);
-  await assert.rejects(second, (err) => err === late);
-  channel.endCancel();
-  await live.ended;
-  assert.equal(running(admission), 0);
-});
+}
 
 test('a session aborted just as its first frame is granted the slot: the slot is back by the time it has ended', async () => {
   const admission = new Admission({ concurrency: { realtime_asr: 1 } });

@@ -86,12 +86,13 @@ test('client.close() during the pause before a restart fails the stream at once 
   timeout: 20_000,
 }, async () => {
   const own = newClient();
-  // Ten minutes: a stream that sleeps it out after close() would outlast the test.
+  // 30 s: within the restart bound (60 s), and a stream that sleeps it out after close() would
+  // outlast the test.
   const fault = emulator.faults.add({
     operation: 'stt.http',
     nth: 2,
     times: 1,
-    action: { type: 'status', status: 503, retryAfter: 600 },
+    action: { type: 'status', status: 503, retryAfter: 30 },
   });
   try {
     const stt = sttStream({ coalesceMs: 0, client: own });

@@ -22,11 +22,14 @@ export class FrameJoiner {
 
   /**
    * The frames to send now, in order. A short frame that more may follow is held; a final one
-   * never is; a change of language sends what is held first (a frame has one language).
+   * never is; a change of language, or a frame that reaches the target by itself, sends what is
+   * held first (a frame has one language, and joining is for short frames: a joined frame is
+   * never larger than twice the target or the largest frame given, so within the frame limit).
    */
   push(frame: AudioFrame): AudioFrame[] {
     const out: AudioFrame[] = [];
-    if (this.#heldBytes > 0 && this.#language !== frame.language) out.push(this.flush()!);
+    if (this.#heldBytes > 0 && (this.#language !== frame.language || frame.pcm.length >= this.targetBytes))
+      out.push(this.flush()!);
     if (!frame.isFinal && this.#heldBytes + frame.pcm.length < this.targetBytes) {
       this.#held.push(frame.pcm);
       this.#heldBytes += frame.pcm.length;

@@ -141,6 +141,11 @@ export class Deadline {
     return Math.max(0, this.#endsAt - performance.now());
   }
 
+  /** Whether a pause of `ms` from now would end at or past it: no attempt could follow. */
+  cutsShort(ms: number): boolean {
+    return this.started && ms >= this.remainingMs();
+  }
+
   /** The error for this deadline now, `cause` the given failure or the last one. */
   error(cause: unknown = this.lastFailure): DeadlineExceededError {
     return new DeadlineExceededError(this.#operation, this.ms, {
@@ -293,7 +298,7 @@ export class RetryPolicy {
               // Nothing was consumed: back to the queue, ahead of new work, after the pause.
               const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
               // A Retry-After the deadline would cut short leads to no attempt: fail now.
-              const late = deadline.started && (err.retryAfterMs ?? 0) >= deadline.remainingMs();
+              const late = deadline.cutsShort(err.retryAfterMs ?? 0);
               slot.rejected(err, refusals, requeued && !late);
               deadline.lastFailure = err;
               if (!requeued) throw err;
@@ -348,7 +353,7 @@ export class RetryPolicy {
     if (!retryable(err) || failures >= retry.maxAttempts || !(plan.repeatable?.() ?? true)) throw err;
     const pause = backoffDelay(failures - 1, retry, (err as { retryAfterMs?: number }).retryAfterMs);
     // A pause the deadline would cut short leads to no attempt: fail now.
-    if (deadline.started && pause >= deadline.remainingMs()) throw deadline.error(err);
+    if (deadline.cutsShort(pause)) throw deadline.error(err);
     plan.onRetry?.(err, pause);
     return pause;
   }

@@ -549,12 +549,20 @@ class LiveStream<K extends LiveKind> extends Duplex {
    * failed session had not finalised, the frames not accepted, what the source wrote since) is
    * reported lost, from where it begins to the end of what was taken in.
    */
+  /**
+   * Without a replay buffer, where the audio of the current session that nothing finalised
+   * begins (pipeline seconds): the session's start, or the end of the words emitted after it.
+   */
+  get #unfinalisedFrom(): number {
+    return Math.max(0, this.#clock.offsetSec, this.#emitted.until);
+  }
+
   #giveUp(err: unknown, unsent: Buffer | undefined): void {
     // Destroyed by its user: nothing is given up that the user did not stop.
     if (this.destroyed) return;
     const start = !this.#replay
       ? // What was finalised is all that is known; a failed session's audio was reported (#endSession).
-        Math.max(0, this.#emitted.until, this.#clock.offsetSec)
+        this.#unfinalisedFrom
       : this.#pendingReplay.length > 0 || unsent
         ? this.#clock.offsetSec
         : this.#takenSec;
@@ -584,7 +592,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
     } else if (replay && !this.#replay && !this.destroyed) {
       // No replay buffer: what the failed session took and the service had not finalised is
       // heard by no other session.
-      const start = Math.max(clock.offsetSec, this.#emitted.until);
+      const start = this.#unfinalisedFrom;
       const end = clock.toPipeline(clock.sec);
       if (end > start) this.#reportLost({ start_time: start, end_time: end }, change.error);
     }

@@ -25,8 +25,9 @@ for f in $slow; do
   [ -f "$f" ] && first="$first $f"
 done
 rest=""
+listed=" $(echo $slow) "
 for f in $(find test -name "*.test.ts" | sort); do
-  case " $(echo $slow) " in
+  case $listed in
   *" $f "*) ;;
   *) rest="$rest $f" ;;
   esac

@@ -8,6 +8,7 @@ import type { MediaError } from '../src/audio/media-error.ts';
 import { InvalidArgumentError } from '../src/protocol/errors.ts';
 import {
   type AudioFrame,
+  cutFrames,
   DEFAULT_FRAME_MS,
   FrameCutter,
   isAudioFrame,
@@ -57,6 +58,8 @@ test('property: any split of the input gives the same frames, with the right fla
         checkSequence(whole, input, frameBytes, 'en');
         const split = await frames(splitAt(input, cuts), { frameMs, language: 'en' });
         assert.deepEqual(split, whole);
+        // Audio in memory, cut at once: the same frames.
+        assert.deepEqual(cutFrames(input, { frameMs, language: 'en' }), whole);
       },
     ),
     { numRuns: 150 },
@@ -114,4 +117,6 @@ test('invalid options are refused up front', () => {
     /streamId is not an option/,
   );
   assert.throws(() => new FrameCutter(3));
+  assert.throws(() => cutFrames(pcm(4), { frameMs: 0 }), /cutFrames: frameMs 0/);
+  assert.throws(() => cutFrames(pcm(4), { transport: 'http' } as ToFramesOptions), /cutFrames: transport/);
 });

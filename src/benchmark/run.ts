@@ -4,7 +4,7 @@
 // the load). A warm-up is run and not counted; at the duration no operation starts, those in
 // flight get a short grace and are then cut; an abort stops at once with what was measured.
 
-import { Readable, Transform, Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setImmediate } from 'node:timers/promises';
 import type { SpeechClient } from '../client/index.ts';
@@ -15,7 +15,7 @@ import type { Workload } from '../protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import { diarizationStream, sttStream } from '../transforms/live-stream.ts';
-import { type AudioFrame, toFrames } from '../transforms/to-frames.ts';
+import { type AudioFrame, cutFrames } from '../transforms/to-frames.ts';
 import { LatencyRecorder, type LatencySummary, type LatencyRecorder as Recorder } from './latency.ts';
 import { type BenchClip, BUILTIN_SENTENCES } from './media.ts';
 
@@ -405,26 +405,48 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 
+/** A clip's live frames, cut once per clip, language and size (the source of every stream of it). */
+const clipFrames = new WeakMap<BenchClip, Map<string, readonly AudioFrame[]>>();
+
+function framesOf(clip: BenchClip, language: Language, frameMs: number): readonly AudioFrame[] {
+  let byKind = clipFrames.get(clip);
+  if (!byKind) clipFrames.set(clip, (byKind = new Map()));
+  const key = `${language}/${frameMs}`;
+  let frames = byKind.get(key);
+  if (!frames) byKind.set(key, (frames = cutFrames(clip.pcm, { language, frameMs })));
+  return frames;
+}
+
 /**
- * Live frames let go on the clip's own timeline at `speed`: frame k when the audio before it
- * has had its time since `start`. A frame held back (the service has not taken the ones before
- * it) goes as soon as it can, however late, as a live source's backlog would (pace() makes up
- * at most a second), and no timer's lateness is lost.
+ * A live source that lets its frames go on the clip's own timeline at `speed`: frame k when the
+ * audio before it has had its time since `start`. A frame held back (the service has not taken
+ * the ones before it) goes as soon as it can, however late, as a live source's backlog would
+ * (pace() makes up at most a second), and no timer's lateness is lost. The frames are cut once
+ * per clip, as the bare loop of bench/live-cpu.ts cuts its own: the simulated source's work is
+ * not the client's cost.
  */
-function onSchedule(start: number, speed: number): Transform {
+function liveSource(frames: readonly AudioFrame[], start: number, speed: number): Readable {
+  let next = 0;
   let offset = 0; // PCM bytes before the next frame
   let timer: NodeJS.Timeout | undefined;
-  return new Transform({
+  return new Readable({
     objectMode: true,
-    transform(frame: AudioFrame, _encoding, callback) {
-      const due = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000;
-      offset += frame.pcm.length;
-      const wait = due - performance.now();
-      if (wait <= 0) return callback(null, frame);
-      timer = setTimeout(() => {
+    highWaterMark: 1,
+    read() {
+      const frame = frames[next];
+      if (!frame) {
+        this.push(null);
+        return;
+      }
+      const release = () => {
         timer = undefined;
-        callback(null, frame);
-      }, wait);
+        next++;
+        offset += frame.pcm.length;
+        this.push(frame);
+      };
+      const wait = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000 - performance.now();
+      if (wait <= 0) release();
+      else timer = setTimeout(release, wait);
     },
     destroy(err, callback) {
       if (timer) clearTimeout(timer);
@@ -459,18 +481,18 @@ async function operation(
       // second per POST over HTTP, as sttStream joins them; 100 ms events over Socket.IO): the
       // source's own rhythm is not the client's cost, and the bare loop of bench/live-cpu.ts
       // paces the same frames.
-      const frames = toFrames({ language, frameMs: transport === 'socketio' ? 100 : 1000 });
+      const frameMs = transport === 'socketio' ? 100 : 1000;
+      const frames = framesOf(clip, language, frameMs);
+      const frameBytes = frames[0]?.pcm.length ?? 1;
       const speed = options.pace ?? 1;
       // The final result counts from when the last frame was due, not from when it went: a
       // service that holds frames back (a write completes when the service took the frame)
       // delays the frames after them, and must not shorten the figure by doing so.
-      const lastFrameOffset = Math.floor((clip.pcm.length - 1) / frames.frameBytes) * frames.frameBytes;
+      const lastFrameOffset = Math.floor((clip.pcm.length - 1) / frameBytes) * frameBytes;
       progress.lastAudioDueMs = (lastFrameOffset / LIVE_BYTES_PER_SECOND / speed) * 1000;
       const lastAudioDue = start + progress.lastAudioDueMs;
       await pipeline(
-        Readable.from([clip.pcm]),
-        frames,
-        onSchedule(start, speed),
+        liveSource(frames, start, speed),
         diarization
           ? diarizationStream({ client, transport, pacer: byteRate })
           : sttStream({ client, transport, pacer: byteRate }),

@@ -117,27 +117,33 @@ const REMOVED_OPTIONS = {
   streamId: 'each live session has its own stream id, fresh after a restart (sttStream().sessionId)',
 } as const;
 
+/** The language and frame size `options` give, checked. */
+function frameSpec(options: ToFramesOptions, caller: string): { language: Language; frameBytes: number } {
+  for (const [name, why] of Object.entries(REMOVED_OPTIONS)) {
+    if ((options as Record<string, unknown>)[name] !== undefined)
+      throw new InvalidArgumentError(`${caller}: ${name} is not an option: ${why}`);
+  }
+  const language = options.language ?? 'auto';
+  if (!isLanguage(language))
+    throw new InvalidArgumentError(`${caller}: unknown language ${JSON.stringify(language)}`);
+  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS;
+  const frameBytes = Math.round((frameMs * LIVE_SAMPLE_RATE) / 1000) * 2;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_LIMITS.realtimeAsrFrameBytes;
+  if (!(frameBytes >= 2) || frameBytes + FRAME_HEADER_BYTES > maxFrameBytes) {
+    throw new InvalidArgumentError(
+      `${caller}: frameMs ${frameMs} gives frames outside 1 sample .. ${maxFrameBytes} bytes`,
+    );
+  }
+  return { language, frameBytes };
+}
+
 /**
  * A Transform from PCM16LE 16 kHz mono bytes to frames of live audio (object mode, one
  * {@link AudioFrame} per frame), for `sttStream()` and `diarizationStream()`. No frame is empty;
  * an input with no audio yields no frames.
  */
 export function toFrames(options: ToFramesOptions = {}): FramesTransform {
-  for (const [name, why] of Object.entries(REMOVED_OPTIONS)) {
-    if ((options as Record<string, unknown>)[name] !== undefined)
-      throw new InvalidArgumentError(`toFrames: ${name} is not an option: ${why}`);
-  }
-  const language = options.language ?? 'auto';
-  if (!isLanguage(language))
-    throw new InvalidArgumentError(`toFrames: unknown language ${JSON.stringify(language)}`);
-  const frameMs = options.frameMs ?? DEFAULT_FRAME_MS;
-  const frameBytes = Math.round((frameMs * LIVE_SAMPLE_RATE) / 1000) * 2;
-  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_LIMITS.realtimeAsrFrameBytes;
-  if (!(frameBytes >= 2) || frameBytes + FRAME_HEADER_BYTES > maxFrameBytes) {
-    throw new InvalidArgumentError(
-      `toFrames: frameMs ${frameMs} gives frames outside 1 sample .. ${maxFrameBytes} bytes`,
-    );
-  }
+  const { language, frameBytes } = frameSpec(options, 'toFrames');
   const cutter = new FrameCutter(frameBytes);
   const frames = (cut: ReturnType<FrameCutter['end']>): AudioFrame[] =>
     cut.map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
@@ -150,6 +156,16 @@ export function toFrames(options: ToFramesOptions = {}): FramesTransform {
     frameBytes: { value: frameBytes, enumerable: true },
   });
   return stream as FramesTransform;
+}
+
+/**
+ * The frames `toFrames(options)` makes of all of `pcm` at once (the last marked final), for
+ * audio already in memory (its frames may share `pcm`'s memory).
+ */
+export function cutFrames(pcm: Uint8Array, options: ToFramesOptions = {}): AudioFrame[] {
+  const { language, frameBytes } = frameSpec(options, 'cutFrames');
+  const cutter = new FrameCutter(frameBytes);
+  return [...cutter.push(pcm), ...cutter.end()].map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
 }
 
 /** Whether `value` is an {@link AudioFrame} (what sttStream takes). */

@@ -52,6 +52,16 @@ interface AckHolder {
   onAck: ((ack: FrameAck) => void) | undefined;
 }
 
+/**
+ * An acknowledgement awaited on a connection. The connection fails every one of them at once
+ * when it drops or the service sends an error naming no id (see #attach): no listener per
+ * emit on the socket.
+ */
+interface AwaitedAck {
+  operation: OperationName;
+  fail(err: Error): void;
+}
+
 /** socket.io-client 4's ack table and the id its next `emit` with a callback takes. */
 interface AckRegistry {
   ids?: unknown;
@@ -65,6 +75,14 @@ interface AckRegistry {
 function routeKey(id: string): string {
   return id.toLowerCase();
 }
+
+/**
+ * socket.io-client (with ws and engine.io), loaded on the first Socket.IO operation: it is about
+ * half of what `import 'speechpipe'` would load, and HTTP-only programs never need it. Loaded
+ * once: a live session opens a connection of its own, and each import() of a loaded module
+ * still goes through the module loader's resolution.
+ */
+let socketIo: Promise<typeof import('socket.io-client')> | undefined;
 
 /** Made outside emitWithAck so that its scope (the payload) is not captured. */
 function ackCallback(holder: AckHolder): (ack: FrameAck) => void {
@@ -82,6 +100,8 @@ export class SocketTransport {
   #opening: { fail(err: TransportError): void } | undefined;
   #connecting: Promise<Socket> | undefined;
   readonly #routes = new Map<string, Route>();
+  /** Per connection: the acknowledgements awaited on it. */
+  readonly #awaited = new WeakMap<Socket, Set<AwaitedAck>>();
   #closed = false;
 
   constructor(
@@ -127,9 +147,11 @@ export class SocketTransport {
   }
 
   async #open(operation: OperationName): Promise<Socket> {
-    // socket.io-client (with ws and engine.io) is loaded on the first Socket.IO operation: it is
-    // about half of what `import 'speechpipe'` would load, and HTTP-only programs never need it.
-    const { io } = await import('socket.io-client');
+    socketIo ??= import('socket.io-client').catch((err: unknown) => {
+      socketIo = undefined; // tried again by the next connection
+      throw err;
+    });
+    const { io } = await socketIo;
     if (this.#closed) throw new TransportError('ERR_CLIENT_CLOSED', 'the client is closed', { operation });
     const socket = io(this.#config.origin, {
       path: this.#config.socketPath,
@@ -208,6 +230,8 @@ export class SocketTransport {
 
   #attach(socket: Socket): void {
     this.#socket = socket;
+    const awaited = new Set<AwaitedAck>();
+    this.#awaited.set(socket, awaited);
     const e = this.events;
     const dispatch = (event: string) => (payload: unknown) => {
       const id = (payload as { id?: unknown } | null)?.id;
@@ -221,9 +245,14 @@ export class SocketTransport {
       const route = typeof id === 'string' ? this.#routes.get(routeKey(id)) : undefined;
       if (route) route.onError(errorFromSocketPayload(payload, route.operation, this.#secrets));
       else if (typeof id !== 'string') {
-        // A connection-level error (for example authentication): every operation fails.
+        // A connection-level error (for example authentication): every operation fails, and
+        // every acknowledgement awaited, which the service will not send then (a key refused
+        // the voice listing waited for the timeout, and its 403 became an ambiguous
+        // ERR_TIMEOUT). One naming an id is for the operation of that id, whose route ends its
+        // own waits.
         for (const r of [...this.#routes.values()])
           r.onError(errorFromSocketPayload(payload, r.operation, this.#secrets));
+        for (const ack of [...awaited]) ack.fail(errorFromSocketPayload(payload, ack.operation, this.#secrets));
       }
     });
     socket.on('disconnect', (reason: string) => {
@@ -235,6 +264,20 @@ export class SocketTransport {
             `${route.operation}: Socket.IO connection lost (${reason})`,
             { ambiguous: true, operation: route.operation },
           ),
+        );
+      }
+      for (const ack of [...awaited]) {
+        ack.fail(
+          // close() disconnects too: then the operation ends because the client closed.
+          this.#closed
+            ? new TransportError('ERR_CLIENT_CLOSED', `${ack.operation}: the client was closed`, {
+                operation: ack.operation,
+              })
+            : new TransportError(
+                'ERR_SOCKET_DISCONNECTED',
+                `${ack.operation}: connection lost before acknowledgement`,
+                { operation: ack.operation, ambiguous: true },
+              ),
         );
       }
     });
@@ -259,75 +302,88 @@ export class SocketTransport {
    * Emit with an acknowledgement. Resolves with the ack; rejects on timeout (ambiguous: the
    * service may have acted), disconnect or abort. `timeoutMs` defaults to `ackTimeoutMs`.
    */
-  async emitWithAck(
+  emitWithAck(
     operation: OperationName,
     event: string,
     payload: unknown,
     options: { timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<FrameAck> {
     const timeoutMs = options.timeoutMs ?? this.ackTimeoutMs;
-    // The wait covers the connect (itself bounded by the connect timeout) and the ack.
-    const started = this.#socket?.connected ? undefined : performance.now();
-    const socket = this.#usable(await this.connect(operation, options.signal), operation);
-    options.signal?.throwIfAborted();
-    const remainingMs =
-      started === undefined ? timeoutMs : Math.max(0, timeoutMs - (performance.now() - started));
+    const socket = this.#socket;
+    // Connected (every frame of a live stream after its first): no wait for the connection.
+    if (socket?.connected)
+      return this.#awaitAck(socket, operation, event, payload, timeoutMs, timeoutMs, options.signal);
+    return this.#connectThenEmit(operation, event, payload, timeoutMs, options.signal);
+  }
+
+  /** The wait covers the connect (itself bounded by the connect timeout) and the ack. */
+  async #connectThenEmit(
+    operation: OperationName,
+    event: string,
+    payload: unknown,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<FrameAck> {
+    const started = performance.now();
+    const socket = this.#usable(await this.connect(operation, signal), operation);
+    const remainingMs = Math.max(0, timeoutMs - (performance.now() - started));
+    return this.#awaitAck(socket, operation, event, payload, timeoutMs, remainingMs, signal);
+  }
+
+  #awaitAck(
+    socket: Socket,
+    operation: OperationName,
+    event: string,
+    payload: unknown,
+    /** The caller's wait, which the message names. */
+    timeoutMs: number,
+    /** What is left of it after connecting. */
+    remainingMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<FrameAck> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const awaited = this.#awaited.get(socket);
     return new Promise<FrameAck>((resolve, reject) => {
       let settled = false;
       // socket.io keeps an ack callback until its ack or a disconnect, so on a long-lived
       // connection a timed-out or aborted one would stay for good. It reaches the settling
       // closure (and through it the payload: up to 64 MiB of audio) only through `holder`,
       // emptied on settle, and its entry is removed from socket.io's table as well.
-      const holder: AckHolder = { onAck: (ack) => finish(() => resolve(ack)) };
+      const holder: AckHolder = {
+        onAck: (ack) => {
+          if (finish()) resolve(ack);
+        },
+      };
       const registry = socket as unknown as AckRegistry;
       const ackId = registry.ids;
-      const finish = (fn: () => void) => {
-        if (settled) return;
+      const finish = (): boolean => {
+        if (settled) return false;
         settled = true;
         holder.onAck = undefined;
         clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        socket.off('disconnect', onDisconnect);
-        socket.off(this.events.error, onConnectionError);
+        signal?.removeEventListener('abort', onAbort);
+        awaited?.delete(entry);
         if (typeof ackId === 'number' && registry.acks?.[ackId] === callback) delete registry.acks[ackId];
-        fn();
+        return true;
       };
-      const onAbort = () => finish(() => reject(options.signal!.reason));
-      const onDisconnect = () =>
-        finish(() =>
-          reject(
-            // close() disconnects too: then the operation ends because the client closed.
-            this.#closed
-              ? new TransportError('ERR_CLIENT_CLOSED', `${operation}: the client was closed`, { operation })
-              : new TransportError(
-                  'ERR_SOCKET_DISCONNECTED',
-                  `${operation}: connection lost before acknowledgement`,
-                  { operation, ambiguous: true },
-                ),
-          ),
-        );
-      // An `error` event naming no id fails every operation of the connection (see #attach):
-      // this one too, which the service will not acknowledge then (a key refused the voice
-      // listing waited for the timeout, and its 403 became an ambiguous ERR_TIMEOUT). One naming
-      // an id is for the operation of that id, whose route ends its own waits.
-      const onConnectionError = (payload: unknown) => {
-        if (typeof (payload as { id?: unknown } | null)?.id === 'string') return;
-        finish(() => reject(errorFromSocketPayload(payload, operation, this.#secrets)));
+      const entry: AwaitedAck = {
+        operation,
+        fail: (err) => {
+          if (finish()) reject(err);
+        },
       };
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      socket.once('disconnect', onDisconnect);
-      socket.on(this.events.error, onConnectionError);
+      const onAbort = () => entry.fail(signal!.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      awaited?.add(entry);
       // Our own timer, not socket.timeout(): socket.io's timer can only be cleared by the ack or
       // a disconnect, so an aborted operation would keep the process alive until then.
       const timer = setTimeout(
         () =>
-          finish(() =>
-            reject(
-              new TransportError('ERR_TIMEOUT', `${operation}: no acknowledgement within ${timeoutMs} ms`, {
-                operation,
-                ambiguous: true,
-              }),
-            ),
+          entry.fail(
+            new TransportError('ERR_TIMEOUT', `${operation}: no acknowledgement within ${timeoutMs} ms`, {
+              operation,
+              ambiguous: true,
+            }),
           ),
         remainingMs,
       );

@@ -331,12 +331,18 @@ class LiveStream<K extends LiveKind> extends Duplex {
 
   /** Chained: a keepalive or a held frame may still be in flight. */
   #enqueue(frame: AudioFrame): void {
+    const send = () => this.#send(frame.pcm, frame.isFinal, frame.language, false);
+    // Nothing in flight and the reader keeping up (a live source's every frame): sent at once.
+    const now = this.#pendingWrites === 0 && !this.#readerFull;
     this.#pendingWrites++;
-    this.#writing = this.#writing
-      .then(() => this.#waitForReader())
-      .then(() => this.#send(frame.pcm, frame.isFinal, frame.language, false))
-      .finally(() => this.#pendingWrites--);
+    this.#writing = (now ? send() : this.#writing.then(() => this.#waitForReader()).then(send)).finally(
+      this.#wrote,
+    );
   }
+
+  readonly #wrote = (): void => {
+    this.#pendingWrites--;
+  };
 
   /** Send the held audio now (its time is up, or the input ended). */
   #flushHeld(): void {
@@ -404,9 +410,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
     else void Promise.all([...this.#notEnded].map((s) => s.ended)).then(() => callback(err));
   }
 
+  /** Unread records pile up: no sending until the reader takes some. */
+  get #readerFull(): boolean {
+    return this.readableLength >= this.readableHighWaterMark && !this.destroyed;
+  }
+
   /** Backpressure from the reader: do not send while unread records pile up. */
   async #waitForReader(): Promise<void> {
-    while (this.readableLength >= this.readableHighWaterMark && !this.destroyed) {
+    while (this.#readerFull) {
       await new Promise<void>((resolve) => (this.#readWaiter = resolve));
     }
   }

@@ -409,11 +409,11 @@ const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 *
 const clipFrames = new WeakMap<BenchClip, Map<string, readonly AudioFrame[]>>();
 
 function framesOf(clip: BenchClip, language: Language, frameMs: number): readonly AudioFrame[] {
-  let byKind = clipFrames.get(clip);
-  if (!byKind) clipFrames.set(clip, (byKind = new Map()));
+  const byKind = clipFrames.get(clip) ?? new Map<string, readonly AudioFrame[]>();
+  clipFrames.set(clip, byKind);
   const key = `${language}/${frameMs}`;
-  let frames = byKind.get(key);
-  if (!frames) byKind.set(key, (frames = cutFrames(clip.pcm, { language, frameMs })));
+  const frames = byKind.get(key) ?? cutFrames(clip.pcm, { language, frameMs });
+  byKind.set(key, frames);
   return frames;
 }
 

@@ -26,7 +26,7 @@ import { validateAsrRecord, validateDiarizationRecord } from '../protocol/record
 import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
-import type { RetryPolicy } from './attempts.ts';
+import type { AttemptPlan, RetryPolicy } from './attempts.ts';
 import { DEFAULT_DEADLINES } from './deadlines.ts';
 import type { ChannelFactory, LiveChannel } from './live-channel.ts';
 import type { LiveSessionEvents } from './live-events.ts';
@@ -362,10 +362,30 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    * goes again after Retry-After, which is not a replay, unless the service marks the 429 not
    * retryable. Anything else fails the session.
    */
-  async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
-    if (this.#error !== undefined) throw this.#error;
+  #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#error !== undefined) return Promise.reject(this.#error);
+    if (first || signal !== undefined || this.#consumerFull)
+      return this.#transmitWaiting(frame, first, signal);
+    // A frame of a live session, nothing to wait for: one attempt through the session's own
+    // plan (sends go one at a time, see send()), the policy taking over if it fails.
+    this.#frame = frame;
+    this.#steadyPlan ??= {
+      ...this.#framePlan,
+      signal: this.#abort.signal,
+      run: (attempt) => this.#channel.send(this.#frame!, attempt.signal),
+    };
+    return this.#deps.policy.run(this.#steadyPlan).then(this.#accepted, this.#refused);
+  }
+
+  /** The frame of the send under way (see #transmit). */
+  #frame: Buffer | undefined;
+  #steadyPlan: AttemptPlan<void> | undefined;
+
+  /** The first frame (waits for a slot), a frame with its own signal, or one that waits for the consumer. */
+  async #transmitWaiting(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
     try {
       if (this.#consumerFull) await this.#waitForConsumer(signal);
+      this.#frame = frame;
       await this.#deps.policy.run({
         ...this.#framePlan,
         ...(first ? { workload: liveWorkload(this.kind), deadline: this.#options.startDeadlineMs } : {}),
@@ -385,13 +405,23 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
             }
           : (attempt) => this.#channel.send(frame, attempt.signal),
       });
-      this.#sentFrames++;
-      if ((frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
     } catch (err) {
-      this.#fail(err);
-      throw this.#error;
+      this.#refused(err);
     }
+    this.#accepted();
   }
+
+  /** The service accepted the frame under way. */
+  readonly #accepted = (): void => {
+    this.#sentFrames++;
+    if ((this.#frame![16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
+  };
+
+  /** The frame under way failed for good: so does the session. */
+  readonly #refused = (err: unknown): never => {
+    this.#fail(err);
+    throw this.#error;
+  };
 
   /**
    * What every frame's attempts share (made once per session): any 429 means the frame was not
@@ -413,7 +443,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     onRetry: (err: unknown, delayMs: number) => {
       const refusal = err as SpeechServiceError;
       if (refusal.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', refusal);
-      else if (isAdmissionRejection(refusal)) this.#deps.admission?.pause(liveWorkload(this.kind), delayMs, true);
+      else if (isAdmissionRejection(refusal))
+        this.#deps.admission?.pause(liveWorkload(this.kind), delayMs, true);
     },
   };
 

@@ -49,6 +49,10 @@ import {
 import { type AudioFrame, isAudioFrame } from './to-frames.ts';
 
 /** Opens the live sessions of a stream: `client.live.open`, or a test's sessions over a fake channel. */
+/** The options of a frame's send (the same for every frame). */
+const FINAL = Object.freeze({ final: true });
+const NOT_FINAL = Object.freeze({ final: false });
+
 export type LiveSessionFactory = <K extends LiveKind>(kind: K, options: LiveSessionOptions) => LiveSession<K>;
 
 /** Options of {@link sttStream} and {@link diarizationStream}. */
@@ -320,14 +324,27 @@ class LiveStream<K extends LiveKind> extends Duplex {
       return;
     }
     for (const out of ready) this.#enqueue(out);
-    this.#writing.then(
-      () => {
-        this.#armKeepalive(frame.language);
-        callback();
-      },
-      (err: Error) => callback(err),
-    );
+    // One write at a time (a Writable's contract): its callback waits here.
+    this.#writeCallback = callback;
+    this.#writeLanguage = frame.language;
+    this.#writing.then(this.#written, this.#writeFailed);
   }
+
+  #writeCallback: ((error?: Error | null) => void) | undefined;
+  #writeLanguage: Language | undefined;
+
+  readonly #written = (): void => {
+    const callback = this.#writeCallback!;
+    this.#writeCallback = undefined;
+    this.#armKeepalive(this.#writeLanguage!);
+    callback();
+  };
+
+  readonly #writeFailed = (err: Error): void => {
+    const callback = this.#writeCallback!;
+    this.#writeCallback = undefined;
+    callback(err);
+  };
 
   /** Chained: a keepalive or a held frame may still be in flight. */
   #enqueue(frame: AudioFrame): void {
@@ -403,8 +420,13 @@ class LiveStream<K extends LiveKind> extends Duplex {
     if (this.#holdTimer) clearTimeout(this.#holdTimer);
     this.#holdTimer = undefined;
     this.#readWaiter?.();
-    this.#destroyed.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
-    this.#session?.abort(err ?? new DOMException('stream destroyed', 'AbortError'));
+    // A stream that ended (its last session finished) has nothing left to stop: no reason is
+    // made then (a DOMException, with its stack, cost as much as many frames).
+    if (err || !this.#ended) {
+      const reason = err ?? new DOMException('stream destroyed', 'AbortError');
+      this.#destroyed.abort(reason);
+      this.#session?.abort(reason);
+    }
     // Each ends within its endTimeoutMs (`ended` never rejects).
     if (this.#notEnded.size === 0) callback(err);
     else void Promise.all([...this.#notEnded].map((s) => s.ended)).then(() => callback(err));
@@ -513,14 +535,19 @@ class LiveStream<K extends LiveKind> extends Duplex {
    * `again`: audio a failed session accepted (or the terminator standing for its final frame),
    * sent on its replacement.
    */
-  async #sendOn(
+  #sendOn(
     session: LiveSession<K>,
     pcm: Buffer,
     final: boolean,
     filler: boolean,
     again = false,
   ): Promise<void> {
-    await session.send(pcm, { final });
+    return session
+      .send(pcm, final ? FINAL : NOT_FINAL)
+      .then(() => this.#acceptedBy(pcm, final, filler, again));
+  }
+
+  #acceptedBy(pcm: Buffer, final: boolean, filler: boolean, again: boolean): void {
     // Accepted: the service takes audio again. New source audio is progress (silence yields
     // no records, so those alone cannot say); audio heard again is not: sessions that each
     // accept the replay and fail before finalising any of it (every answer cut, a final record

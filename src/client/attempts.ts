@@ -209,20 +209,18 @@ export class RetryPolicy {
   }
 
   /** Run `plan` to its result or its last failure. */
-  run<T>(plan: AttemptPlan<T>): Promise<T> {
+  async run<T>(plan: AttemptPlan<T>): Promise<T> {
     // The common case, a live session's every frame after the first: no slot to take and no
     // deadline. Its first attempt runs without the loop's bookkeeping (which cost a frame about
     // as much as the frame did); a failure goes on in the loop as the first attempt's.
     if (!plan.workload && plan.deadline === undefined) {
       const signal = this.#outer(plan);
       if (signal && !signal.aborted) {
-        let attempt: Promise<T>;
         try {
-          attempt = plan.run({ number: 0, signal, accepted: noop, keepSlot: noSlot });
+          return await plan.run({ number: 0, signal, accepted: noop, keepSlot: noSlot });
         } catch (error) {
           return this.#attempts(plan, { error });
         }
-        return attempt.catch((error: unknown) => this.#attempts(plan, { error }));
       }
     }
     return this.#attempts(plan);

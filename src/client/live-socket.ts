@@ -6,7 +6,6 @@
 
 import { IncompleteStreamError, SpeechServiceError } from '../protocol/errors.ts';
 import type { OperationName } from '../protocol/operations.ts';
-import type { FrameAck } from '../protocol/socket-events.ts';
 import { RetryPolicy } from './attempts.ts';
 import type { ChannelListener, LiveChannel } from './live-channel.ts';
 import type { SocketTransport } from './socket.ts';
@@ -45,32 +44,26 @@ export class SocketLiveChannel implements LiveChannel {
     this.#listener = listener;
   }
 
-  send(frame: Buffer, signal: AbortSignal): Promise<void> {
+  async send(frame: Buffer, signal: AbortSignal): Promise<void> {
     const { operation, event } = this.#deps;
     const socket = this.#open();
     this.#inFlight++;
-    const sent = this.#deps.acks
-      ? socket
-          .emitWithAck(operation, event, frame, { timeoutMs: this.#deps.ackTimeoutMs, signal })
-          .then(this.#acknowledged)
-      : socket.emit(operation, event, frame, signal);
-    return sent.then(this.#sentOne, this.#notSent);
+    try {
+      if (!this.#deps.acks) {
+        await socket.emit(operation, event, frame, signal);
+      } else {
+        const ack = await socket.emitWithAck(operation, event, frame, {
+          timeoutMs: this.#deps.ackTimeoutMs,
+          signal,
+        });
+        const refused = socket.ackError(ack, operation);
+        if (refused) throw refused;
+      }
+      this.#sent++;
+    } finally {
+      this.#inFlight--;
+    }
   }
-
-  readonly #acknowledged = (ack: FrameAck): void => {
-    const refused = this.#socket!.ackError(ack, this.#deps.operation);
-    if (refused) throw refused;
-  };
-
-  readonly #sentOne = (): void => {
-    this.#inFlight--;
-    this.#sent++;
-  };
-
-  readonly #notSent = (err: unknown): never => {
-    this.#inFlight--;
-    throw err;
-  };
 
   /** Socket.IO cannot hold off one stream's events: the session buffers its records. */
   pause(): void {}

@@ -26,7 +26,7 @@ import { validateAsrRecord, validateDiarizationRecord } from '../protocol/record
 import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
 import { type Admission, isAdmissionRejection } from './admission.ts';
-import type { AttemptPlan, RetryPolicy } from './attempts.ts';
+import type { RetryPolicy } from './attempts.ts';
 import { DEFAULT_DEADLINES } from './deadlines.ts';
 import type { ChannelFactory, LiveChannel } from './live-channel.ts';
 import type { LiveSessionEvents } from './live-events.ts';
@@ -201,10 +201,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   #error: unknown;
   /** Gives back the admission slot held for the session's lifetime. */
   #releaseSlot: (() => Promise<void>) | undefined;
-  /** The last send() in call order, settled (never rejects); the next one starts after it. */
+  /** The last send() in call order; the next one starts when it settles. */
   #queue: Promise<void> = Promise.resolve();
-  /** Sends not settled yet. */
-  #sending = 0;
   /** The listener on the caller's session signal, removed when the session ends. */
   #unlisten: (() => void)[] = [];
   #sentFinal = false;
@@ -239,8 +237,6 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
       endTimeoutMs: options.endTimeoutMs ?? DEFAULT_LIVE_END_MS,
       startDeadlineMs: options.startDeadlineMs ?? deps.startDeadlineMs ?? DEFAULT_DEADLINES.liveStart,
     };
-    this.#framePlan.operation = this.#operation;
-    this.#framePlan.retry.maxAttempts = this.#options.maxRateRetries + 1;
     this.#channel = deps.channel(
       kind,
       this.transport,
@@ -297,45 +293,30 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    * Chunks go out one at a time in call order, so send() need not be awaited before the next.
    * An invalid chunk is refused (typed) and leaves the session as it was.
    */
-  send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
-    let frame: Buffer;
-    let first: boolean;
-    try {
-      this.#inUse();
-      if (this.#error !== undefined) throw this.#error;
-      if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
-      this.#checkSize(pcm);
-      // Encoding validates the chunk: it comes before any change of state. Up to the queueing
-      // below nothing awaits, so concurrent calls take `first` and `final` in call order.
-      first = this.#state === 'idle';
-      frame = encodeFrame({
-        streamId: this.#idBytes,
-        isStart: first,
-        isFinal: options.final === true,
-        language: this.language,
-        pcm,
-      });
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async send(pcm: Uint8Array, options: SendOptions = {}): Promise<void> {
+    this.#inUse();
+    if (this.#error !== undefined) throw this.#error;
+    if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
+    this.#checkSize(pcm);
+    // Encoding validates the chunk: it comes before any change of state. Up to the queueing
+    // below nothing awaits, so concurrent calls take `first` and `final` in call order.
+    const first = this.#state === 'idle';
+    const frame = encodeFrame({
+      streamId: this.#idBytes,
+      isStart: first,
+      isFinal: options.final === true,
+      language: this.language,
+      pcm,
+    });
     if (first) this.#state = 'live';
     if (options.final) {
       this.#sentFinal = true;
       this.#state = 'finishing';
     }
-    // In call order: after the sends before it, at once when none is under way (a live
-    // stream's every frame, each sent when the one before was accepted).
-    const transmit = () => this.#transmit(frame, first, options.signal);
-    const sent = this.#sending === 0 ? transmit() : this.#queue.then(transmit);
-    this.#sending++;
-    this.#queue = sent.then(this.#sent, this.#sent);
+    const sent = this.#queue.then(() => this.#transmit(frame, first, options.signal));
+    this.#queue = sent.catch(() => {});
     return sent;
   }
-
-  /** A send settled (see #queue). */
-  readonly #sent = (): void => {
-    this.#sending--;
-  };
 
   #checkSize(pcm: Uint8Array): void {
     const stt = this.kind === 'stt';
@@ -362,91 +343,52 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    * goes again after Retry-After, which is not a replay, unless the service marks the 429 not
    * retryable. Anything else fails the session.
    */
-  #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
-    if (this.#error !== undefined) return Promise.reject(this.#error);
-    if (first || signal !== undefined || this.#consumerFull)
-      return this.#transmitWaiting(frame, first, signal);
-    // A frame of a live session, nothing to wait for: one attempt through the session's own
-    // plan (sends go one at a time, see send()), the policy taking over if it fails.
-    this.#frame = frame;
-    this.#steadyPlan ??= {
-      ...this.#framePlan,
-      signal: this.#abort.signal,
-      run: (attempt) => this.#channel.send(this.#frame!, attempt.signal),
-    };
-    return this.#deps.policy.run(this.#steadyPlan).then(this.#accepted, this.#refused);
-  }
-
-  /** The frame of the send under way (see #transmit). */
-  #frame: Buffer | undefined;
-  #steadyPlan: AttemptPlan<void> | undefined;
-
-  /** The first frame (waits for a slot), a frame with its own signal, or one that waits for the consumer. */
-  async #transmitWaiting(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
+  async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#error !== undefined) throw this.#error;
+    const workload = liveWorkload(this.kind);
     try {
-      if (this.#consumerFull) await this.#waitForConsumer(signal);
-      this.#frame = frame;
+      await this.#waitForConsumer(signal);
       await this.#deps.policy.run({
-        ...this.#framePlan,
-        ...(first ? { workload: liveWorkload(this.kind), deadline: this.#options.startDeadlineMs } : {}),
-        signal: signal ? anySignal(signal, this.#abort.signal) : this.#abort.signal,
-        run: first
-          ? async (attempt) => {
-              this.#releaseSlot = attempt.keepSlot();
-              this.#serviceOpen = true;
-              try {
-                await this.#channel.send(frame, attempt.signal);
-              } catch (err) {
-                // A refused start (429) opened nothing at the service.
-                if (err instanceof SpeechServiceError && err.status === 429) this.#serviceOpen = false;
-                throw err;
-              }
-              attempt.accepted();
-            }
-          : (attempt) => this.#channel.send(frame, attempt.signal),
+        operation: this.#operation,
+        ...(first ? { workload, deadline: this.#options.startDeadlineMs } : {}),
+        signal: anySignal(signal, this.#abort.signal),
+        // The client's close() aborts the session (see LiveDeps.sessions).
+        signalFollowsClose: true,
+        retry: { maxAttempts: this.#options.maxRateRetries + 1, ...FRAME_RETRY_BACKOFF },
+        // A 429 the service marks not retryable (a quota spent) is not waited out, nor one whose
+        // Retry-After outlasts the stream at the service (no audio for sessionExpirySec ends it).
+        retryable: (err) =>
+          err instanceof SpeechServiceError &&
+          err.status === 429 &&
+          err.retryable &&
+          (err.retryAfterMs ?? 0) < this.#deps.limits.sessionExpirySec * 1000,
+        onRetry: (err, delayMs) => {
+          const refusal = err as SpeechServiceError;
+          if (refusal.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', refusal);
+          else if (isAdmissionRejection(refusal)) this.#deps.admission?.pause(workload, delayMs, true);
+        },
+        run: async (attempt) => {
+          if (first) {
+            this.#releaseSlot = attempt.keepSlot();
+            this.#serviceOpen = true;
+          }
+          try {
+            await this.#channel.send(frame, attempt.signal);
+          } catch (err) {
+            // A refused start (429) opened nothing at the service.
+            if (first && err instanceof SpeechServiceError && err.status === 429) this.#serviceOpen = false;
+            throw err;
+          }
+          if (first) attempt.accepted();
+        },
       });
+      this.#sentFrames++;
+      if ((frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
     } catch (err) {
-      this.#refused(err);
+      this.#fail(err);
+      throw this.#error;
     }
-    this.#accepted();
   }
-
-  /** The service accepted the frame under way. */
-  readonly #accepted = (): void => {
-    this.#sentFrames++;
-    if ((this.#frame![16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
-  };
-
-  /** The frame under way failed for good: so does the session. */
-  readonly #refused = (err: unknown): never => {
-    this.#fail(err);
-    throw this.#error;
-  };
-
-  /**
-   * What every frame's attempts share (made once per session): any 429 means the frame was not
-   * accepted (it consumed nothing) and the session stays live: the same frame goes again after
-   * Retry-After, which is not a replay. Anything else fails the session.
-   */
-  readonly #framePlan = {
-    operation: '' as OperationName, // set in the constructor
-    // The client's close() aborts the session (see LiveDeps.sessions).
-    signalFollowsClose: true,
-    retry: { maxAttempts: 0, ...FRAME_RETRY_BACKOFF },
-    // A 429 the service marks not retryable (a quota spent) is not waited out, nor one whose
-    // Retry-After outlasts the stream at the service (no audio for sessionExpirySec ends it).
-    retryable: (err: unknown) =>
-      err instanceof SpeechServiceError &&
-      err.status === 429 &&
-      err.retryable &&
-      (err.retryAfterMs ?? 0) < this.#deps.limits.sessionExpirySec * 1000,
-    onRetry: (err: unknown, delayMs: number) => {
-      const refusal = err as SpeechServiceError;
-      if (refusal.code === 'SESSION_BYTE_RATE_EXCEEDED') this.emit('rate-limited', refusal);
-      else if (isAdmissionRejection(refusal))
-        this.#deps.admission?.pause(liveWorkload(this.kind), delayMs, true);
-    },
-  };
 
   /**
    * An async iterator over records from now on (call it before sending, or use `record`

@@ -1,0 +1,168 @@
+// Where a live Socket.IO stream's client CPU goes, layer by layer (issue 23): the same frames at
+// the same pace sent by the bare loop of bench/helpers/bare-live.ts (socket.io-client alone),
+// by speechpipe's SocketTransport, by a LiveSession (retry policy, admission, channel), and by
+// sttStream fed by a paced source of the same frames. One layer per process, against a running
+// service, printing CPU seconds per audio second; compare layers run in turn on the same service.
+//
+//   node bench/live-cpu-layers.ts bare|transport|session|stream URL API_KEY [SEC] [PACE] [CONCURRENCY]
+//
+// Start the service with `node src/cli/main.ts emulator --stop-on-stdin-end` (it prints the URL
+// and key). The first 3 s are not counted; 8 streams are live at once, as the account allows.
+
+import { randomUUID } from 'node:crypto';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { builtinMedia } from '../src/benchmark/media.ts';
+import { createClient } from '../src/client/client.ts';
+import { SocketTransport } from '../src/client/socket.ts';
+import { resolveConfig } from '../src/protocol/config.ts';
+import { encodeFrame } from '../src/protocol/frame.ts';
+import { LIVE_BYTES_PER_SECOND, resolveSocketEvents } from '../src/protocol/socket-events.ts';
+import { sttStream } from '../src/transforms/live-stream.ts';
+import { type AudioFrame, cutFrames } from '../src/transforms/to-frames.ts';
+import { type BareOptions, framesOf, socketStream } from './helpers/bare-live.ts';
+
+type Plan = { pcm: Buffer; dueMs: number; final: boolean }[];
+const LAYERS = ['bare', 'transport', 'session', 'stream'] as const;
+const [layer, url, apiKey, seconds = '20', pace = '1', concurrency = '16'] = process.argv.slice(2);
+if (!LAYERS.includes(layer as (typeof LAYERS)[number]) || !url || !apiKey) {
+  process.stderr.write(
+    `usage: node bench/live-cpu-layers.ts ${LAYERS.join('|')} URL API_KEY [SEC] [PACE] [CONCURRENCY]\n`,
+  );
+  process.exit(2);
+}
+const durationMs = Number(seconds) * 1000;
+const warmupMs = 3000;
+const speed = Number(pace);
+const clips = await builtinMedia();
+const plans = clips.map((c) => framesOf(c.pcm, 3200, speed));
+const audioFrames = clips.map((c) => cutFrames(c.pcm, { language: 'en', frameMs: 100 }));
+const client = createClient({ apiUrl: url, apiKey });
+const config = resolveConfig({ apiUrl: url, apiKey });
+const events = resolveSocketEvents();
+const operation = 'stt.socket' as const;
+// The transport's connections do not keep the process alive by themselves.
+const alive = setInterval(() => {}, 1000);
+
+async function paced(plan: Plan, start: number, i: number): Promise<void> {
+  const wait = start + plan[i]!.dueMs - performance.now();
+  if (wait > 0) await sleep(wait);
+}
+
+async function viaTransport(plan: Plan, start: number): Promise<void> {
+  const transport = new SocketTransport(config, events);
+  const uuid = randomUUID();
+  const id = Buffer.from(uuid.replaceAll('-', ''), 'hex');
+  let resolve!: () => void;
+  const final = new Promise<void>((r) => (resolve = r));
+  const unroute = transport.route(uuid, {
+    operation,
+    onResult: (_event, record) => {
+      if ((record as { is_final?: boolean }).is_final) resolve();
+    },
+    onError: () => {},
+    onDisconnect: () => {},
+  });
+  try {
+    for (let i = 0; i < plan.length; i++) {
+      await paced(plan, start, i);
+      const { pcm, final: isFinal } = plan[i]!;
+      const frame = encodeFrame({ streamId: id, isStart: i === 0, isFinal, language: 'en', pcm });
+      const ack = await transport.emitWithAck(operation, events.audioStream, frame);
+      if (transport.ackError(ack, operation)) throw new Error('frame refused');
+    }
+    await final;
+  } finally {
+    unroute();
+    transport.close();
+  }
+}
+
+async function viaSession(plan: Plan, start: number): Promise<void> {
+  const session = client.live.stt({ transport: 'socketio', language: 'en' });
+  for (let i = 0; i < plan.length; i++) {
+    await paced(plan, start, i);
+    await session.send(plan[i]!.pcm, { final: plan[i]!.final });
+  }
+  await session.done;
+}
+
+/** The frames on the clip's timeline, as `speechpipe bench --workload live` lets them go. */
+function source(frames: AudioFrame[], start: number): Readable {
+  let next = 0;
+  let offset = 0;
+  let timer: NodeJS.Timeout | undefined;
+  return new Readable({
+    objectMode: true,
+    highWaterMark: 1,
+    read() {
+      const frame = frames[next];
+      if (!frame) return void this.push(null);
+      const release = () => {
+        next++;
+        offset += frame.pcm.length;
+        this.push(frame);
+      };
+      const wait = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000 - performance.now();
+      if (wait <= 0) release();
+      else timer = setTimeout(release, wait);
+    },
+    destroy(err, callback) {
+      clearTimeout(timer);
+      callback(err);
+    },
+  });
+}
+
+async function viaStream(k: number, start: number): Promise<void> {
+  const sink = new Writable({ objectMode: true, write: (_record, _encoding, callback) => callback() });
+  await pipeline(source(audioFrames[k]!, start), sttStream({ client, transport: 'socketio' }), sink);
+}
+
+// The bare loop and the transport take a slot of 8 themselves; the client's admission does it
+// for the session and the stream.
+let free = 8;
+const waiting: (() => void)[] = [];
+const own = layer === 'bare' || layer === 'transport';
+const t0 = performance.now();
+let cpuAtWarmup = process.cpuUsage();
+const warmup = setTimeout(() => (cpuAtWarmup = process.cpuUsage()), warmupMs);
+let audio = 0;
+let streams = 0;
+let next = 0;
+const worker = async () => {
+  while (performance.now() - t0 < durationMs) {
+    const k = next++ % plans.length;
+    const start = performance.now();
+    const counted = start - t0 >= warmupMs;
+    if (own) {
+      if (free > 0) free--;
+      else await new Promise<void>((resolve) => waiting.push(resolve));
+    }
+    try {
+      if (layer === 'bare') await socketStream({ url, apiKey } as BareOptions, plans[k]!, start);
+      else if (layer === 'transport') await viaTransport(plans[k]!, start);
+      else if (layer === 'session') await viaSession(plans[k]!, start);
+      else await viaStream(k, start);
+      if (counted) {
+        audio += clips[k]!.seconds;
+        streams++;
+      }
+    } finally {
+      if (own) {
+        const wake = waiting.shift();
+        if (wake) wake();
+        else free++;
+      }
+    }
+  }
+};
+await Promise.all(Array.from({ length: Number(concurrency) }, worker));
+const cpu = process.cpuUsage(cpuAtWarmup);
+clearTimeout(warmup);
+clearInterval(alive);
+await client.close();
+process.stdout.write(
+  `${JSON.stringify({ layer, streams, audio_seconds: audio, client_cpu_seconds_per_audio_second: (cpu.user + cpu.system) / 1e6 / audio })}\n`,
+);

@@ -252,7 +252,8 @@ export class SocketTransport {
         // own waits.
         for (const r of [...this.#routes.values()])
           r.onError(errorFromSocketPayload(payload, r.operation, this.#secrets));
-        for (const ack of [...awaited]) ack.fail(errorFromSocketPayload(payload, ack.operation, this.#secrets));
+        for (const ack of [...awaited])
+          ack.fail(errorFromSocketPayload(payload, ack.operation, this.#secrets));
       }
     });
     socket.on('disconnect', (reason: string) => {

@@ -10,17 +10,18 @@
 // and key). The first 3 s are not counted; 8 streams are live at once, as the account allows.
 
 import { randomUUID } from 'node:crypto';
-import { Readable, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { builtinMedia } from '../src/benchmark/media.ts';
+import { liveSource } from '../src/benchmark/run.ts';
 import { createClient } from '../src/client/client.ts';
 import { SocketTransport } from '../src/client/socket.ts';
 import { resolveConfig } from '../src/protocol/config.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
-import { LIVE_BYTES_PER_SECOND, resolveSocketEvents } from '../src/protocol/socket-events.ts';
+import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
 import { sttStream } from '../src/transforms/live-stream.ts';
-import { type AudioFrame, cutFrames } from '../src/transforms/to-frames.ts';
+import { cutFrames } from '../src/transforms/to-frames.ts';
 import { type BareOptions, framesOf, socketStream } from './helpers/bare-live.ts';
 
 type Plan = { pcm: Buffer; dueMs: number; final: boolean }[];
@@ -88,36 +89,13 @@ async function viaSession(plan: Plan, start: number): Promise<void> {
   await session.done;
 }
 
-/** The frames on the clip's timeline, as `speechpipe bench --workload live` lets them go. */
-function source(frames: AudioFrame[], start: number): Readable {
-  let next = 0;
-  let offset = 0;
-  let timer: NodeJS.Timeout | undefined;
-  return new Readable({
-    objectMode: true,
-    highWaterMark: 1,
-    read() {
-      const frame = frames[next];
-      if (!frame) return void this.push(null);
-      const release = () => {
-        next++;
-        offset += frame.pcm.length;
-        this.push(frame);
-      };
-      const wait = start + (offset / LIVE_BYTES_PER_SECOND / speed) * 1000 - performance.now();
-      if (wait <= 0) release();
-      else timer = setTimeout(release, wait);
-    },
-    destroy(err, callback) {
-      clearTimeout(timer);
-      callback(err);
-    },
-  });
-}
-
 async function viaStream(k: number, start: number): Promise<void> {
   const sink = new Writable({ objectMode: true, write: (_record, _encoding, callback) => callback() });
-  await pipeline(source(audioFrames[k]!, start), sttStream({ client, transport: 'socketio' }), sink);
+  await pipeline(
+    liveSource(audioFrames[k]!, start, speed),
+    sttStream({ client, transport: 'socketio' }),
+    sink,
+  );
 }
 
 // The bare loop and the transport take a slot of 8 themselves; the client's admission does it

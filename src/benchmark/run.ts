@@ -425,7 +425,7 @@ function framesOf(clip: BenchClip, language: Language, frameMs: number): readonl
  * per clip, as the bare loop of bench/live-cpu.ts cuts its own: the simulated source's work is
  * not the client's cost.
  */
-function liveSource(frames: readonly AudioFrame[], start: number, speed: number): Readable {
+export function liveSource(frames: readonly AudioFrame[], start: number, speed: number): Readable {
   let next = 0;
   let offset = 0; // PCM bytes before the next frame
   let timer: NodeJS.Timeout | undefined;

@@ -48,11 +48,11 @@ import {
 } from './replay-buffer.ts';
 import { type AudioFrame, isAudioFrame } from './to-frames.ts';
 
-/** Opens the live sessions of a stream: `client.live.open`, or a test's sessions over a fake channel. */
 /** The options of a frame's send (the same for every frame). */
 const FINAL = Object.freeze({ final: true });
 const NOT_FINAL = Object.freeze({ final: false });
 
+/** Opens the live sessions of a stream: `client.live.open`, or a test's sessions over a fake channel. */
 export type LiveSessionFactory = <K extends LiveKind>(kind: K, options: LiveSessionOptions) => LiveSession<K>;
 
 /** Options of {@link sttStream} and {@link diarizationStream}. */

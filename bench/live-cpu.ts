@@ -195,6 +195,12 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
   return rows;
 }
 
+/** bare / `name` in each round (both ran in it). */
+export function roundRatios(row: LiveCpuRow, name: string): number[] {
+  const bare = row.rounds.bare ?? [];
+  return (row.rounds[name] ?? []).flatMap((x, i) => (bare[i] === undefined ? [] : [bare[i]! / x]));
+}
+
 export function formatLiveCpu(rows: readonly LiveCpuRow[]): string {
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.median)))];
   const lines = [
@@ -209,6 +215,14 @@ export function formatLiveCpu(rows: readonly LiveCpuRow[]): string {
       );
     };
     lines.push(`${`live ${r.transport}`.padEnd(57)}${names.map(cell).join('')}`);
+    // Each round's own bare / each: the rounds differ more from one another than contenders in
+    // one round do, so this range says how far a median can be trusted.
+    const range = (n: string) => {
+      const ratios = roundRatios(r, n);
+      if (n === 'bare' || ratios.length === 0) return ''.padEnd(18);
+      return `${Math.min(...ratios).toFixed(2)}..${Math.max(...ratios).toFixed(2)}`.padEnd(18);
+    };
+    lines.push(`${'  bare / each, per round: lowest..highest'.padEnd(57)}${names.map(range).join('')}`);
   }
   lines.push(`target: bare / ours >= ${TARGET}`);
   return lines.join('\n');

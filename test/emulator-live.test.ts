@@ -356,17 +356,17 @@ describe('realtime ASR over HTTP', () => {
     // POST reaches the stream inside it on a loaded machine (10 ms was not, under CI's load).
     const emu = await emulator({
       latency: { perAudioSecondMs: 100_000 },
-      limits: { sessionExpirySec: 0.1, nonFinalResponseWindowMs: 1000 },
+      limits: { sessionExpirySec: 0.1, nonFinalResponseWindowMs: 2000 },
     });
     const id = uuid();
     assert.equal((await send(emu, ASR, { id, start: true, pcm: Buffer.alloc(2) })).status, 200);
-    // Its records take 10 s: the POST is held for the whole response window, 10 expiry windows.
+    // Its records take 10 s: the POST is held for the whole response window, 20 expiry windows.
     timers = 0;
     const held = await send(emu, ASR, { id, pcm: Buffer.alloc(3200) });
     assert.equal(held.status, 200, 'not expired while it was answered');
     assert.deepEqual(held.records, []);
-    // Not a timer per millisecond, nor one per expiry window.
-    assert.ok(timers < 5, `${timers} timers while one POST was held`);
+    // Not a timer per millisecond, nor one per expiry window (3 here, 5 on a loaded machine).
+    assert.ok(timers < 10, `${timers} timers while one POST was held`);
     await until(() => emu.stats().sessions.expired === 1, 'expiry after the answer');
     expectError(await send(emu, ASR, { id }), 409, 'SESSION_EXPIRED');
   });

@@ -409,11 +409,17 @@ const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 *
 const clipFrames = new WeakMap<BenchClip, Map<string, readonly AudioFrame[]>>();
 
 function framesOf(clip: BenchClip, language: Language, frameMs: number): readonly AudioFrame[] {
-  const byKind = clipFrames.get(clip) ?? new Map<string, readonly AudioFrame[]>();
-  clipFrames.set(clip, byKind);
+  let byKind = clipFrames.get(clip);
+  if (!byKind) {
+    byKind = new Map();
+    clipFrames.set(clip, byKind);
+  }
   const key = `${language}/${frameMs}`;
-  const frames = byKind.get(key) ?? cutFrames(clip.pcm, { language, frameMs });
-  byKind.set(key, frames);
+  let frames = byKind.get(key);
+  if (!frames) {
+    frames = cutFrames(clip.pcm, { language, frameMs });
+    byKind.set(key, frames);
+  }
   return frames;
 }
 
@@ -483,12 +489,11 @@ async function operation(
       // paces the same frames.
       const frameMs = transport === 'socketio' ? 100 : 1000;
       const frames = framesOf(clip, language, frameMs);
-      const frameBytes = frames[0]?.pcm.length ?? 1;
       const speed = options.pace ?? 1;
       // The final result counts from when the last frame was due, not from when it went: a
       // service that holds frames back (a write completes when the service took the frame)
       // delays the frames after them, and must not shorten the figure by doing so.
-      const lastFrameOffset = Math.floor((clip.pcm.length - 1) / frameBytes) * frameBytes;
+      const lastFrameOffset = clip.pcm.length - (frames.at(-1)?.pcm.length ?? 0);
       progress.lastAudioDueMs = (lastFrameOffset / LIVE_BYTES_PER_SECOND / speed) * 1000;
       const lastAudioDue = start + progress.lastAudioDueMs;
       await pipeline(

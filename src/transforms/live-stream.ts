@@ -326,17 +326,16 @@ class LiveStream<K extends LiveKind> extends Duplex {
     for (const out of ready) this.#enqueue(out);
     // One write at a time (a Writable's contract): its callback waits here.
     this.#writeCallback = callback;
-    this.#writeLanguage = frame.language;
     this.#writing.then(this.#written, this.#writeFailed);
   }
 
   #writeCallback: ((error?: Error | null) => void) | undefined;
-  #writeLanguage: Language | undefined;
 
   readonly #written = (): void => {
     const callback = this.#writeCallback!;
     this.#writeCallback = undefined;
-    this.#armKeepalive(this.#writeLanguage!);
+    // The language of the frame written (set by _write, which is not called again before this).
+    this.#armKeepalive(this.#language!);
     callback();
   };
 

@@ -145,10 +145,11 @@ function frameSpec(options: ToFramesOptions, caller: string): { language: Langua
 export function toFrames(options: ToFramesOptions = {}): FramesTransform {
   const { language, frameBytes } = frameSpec(options, 'toFrames');
   const cutter = new FrameCutter(frameBytes);
-  const frames = (cut: ReturnType<FrameCutter['end']>): AudioFrame[] =>
-    cut.map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
   const stream = coreTransform<Buffer, AudioFrame>(
-    { push: (chunk) => frames(cutter.push(chunk)), end: () => frames(cutter.end()) },
+    {
+      push: (chunk) => audioFrames(cutter.push(chunk), language),
+      end: () => audioFrames(cutter.end(), language),
+    },
     { readableObjectMode: true },
   );
   Object.defineProperties(stream, {
@@ -165,7 +166,12 @@ export function toFrames(options: ToFramesOptions = {}): FramesTransform {
 export function cutFrames(pcm: Uint8Array, options: ToFramesOptions = {}): AudioFrame[] {
   const { language, frameBytes } = frameSpec(options, 'cutFrames');
   const cutter = new FrameCutter(frameBytes);
-  return [...cutter.push(pcm), ...cutter.end()].map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
+  return audioFrames([...cutter.push(pcm), ...cutter.end()], language);
+}
+
+/** What a FrameCutter cut, as the frames sttStream takes. */
+function audioFrames(cut: ReturnType<FrameCutter['end']>, language: Language): AudioFrame[] {
+  return cut.map((f) => ({ pcm: f.pcm, language, isFinal: f.isFinal }));
 }
 
 /** Whether `value` is an {@link AudioFrame} (what sttStream takes). */

@@ -266,3 +266,30 @@ test('caption --youtube: the receiver gets the words of the captions file; a ref
   assert.equal(bad.code, 2);
   assert.ok(!bad.stderr.includes('s3cr3t'));
 });
+
+test('caption --youtube-file: the URL read from a file (never on the command line); a bad file is bad usage and never shown', async () => {
+  const wav = join(root, 'file-url.wav');
+  await writeFile(wav, await speechWav('Good evening. Here is the news.', { pauseMs: 400 }));
+  await withReceiver(undefined, async (receiver) => {
+    const urlFile = join(root, 'youtube-url.txt');
+    await writeFile(urlFile, `${receiver.url}\nsecond line ignored\n`);
+    const run = await runCli(['caption', wav, '--port', '0', '--youtube-file', urlFile]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.ok(receiver.captions.length > 0, run.stderr);
+    assert.deepEqual(receiver.violations, []);
+    assert.ok(!run.stderr.includes(receiver.cid) && !run.stdout.includes(receiver.cid));
+    const both = await runCli(['caption', wav, '--youtube', receiver.url, '--youtube-file', urlFile]);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /--youtube or --youtube-file/);
+    assert.ok(!both.stderr.includes(receiver.cid));
+  });
+  const notUrl = join(root, 'not-a-url.txt');
+  await writeFile(notUrl, 'upload.youtube.com/closedcaption?cid=s3cr3t\n');
+  const bad = await runCli(['caption', wav, '--youtube-file', notUrl]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--youtube-file must hold/);
+  assert.ok(!bad.stderr.includes('s3cr3t'));
+  const missing = await runCli(['caption', wav, '--youtube-file', join(root, 'no-such-file')]);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /cannot read --youtube-file: ENOENT/);
+});

@@ -77,7 +77,9 @@ export const USAGE = `usage: speechpipe caption <input> [options]
   --obs-password-file F the obs-websocket server password, read from the file F
   --youtube URL         also post the captions to a YouTube Live stream's caption ingestion URL
                         (YouTube Studio, stream settings: closed captions, POST captions to URL);
-                        the URL holds the stream's key: it is never printed
+                        the URL holds the stream's key: it is never printed, but a command
+                        line is visible to other users in \`ps\`; --youtube-file avoids that
+  --youtube-file F      as --youtube, the caption ingestion URL read from the file F
 
 Open http://HOST:PORT/ as a browser source: the captions appear at the bottom of a transparent
 page. /events is the Server-Sent Events stream, /captions.vtt and /cues.json the recent cues. Prints
@@ -115,7 +117,11 @@ interface Options {
   obs: string | undefined;
   obsPasswordFile: string | undefined;
   youtube: string | undefined;
+  youtubeFile: string | undefined;
 }
+
+/** A caption ingestion URL as far as can be told without posting (never echoed: it holds the key). */
+const isCaptionUrl = (url: string) => /^https?:\/\/[^/?#]+/i.test(url);
 
 function parse(args: string[]): Options {
   const { values, positionals } = parseCommandArgs({
@@ -138,6 +144,7 @@ function parse(args: string[]): Options {
       obs: { type: 'string' },
       'obs-password-file': { type: 'string' },
       youtube: { type: 'string' },
+      'youtube-file': { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new UsageError('give exactly one input');
@@ -168,8 +175,10 @@ function parse(args: string[]): Options {
   if (values.obs !== undefined && values.language === 'ar')
     throw new UsageError('--obs: CEA-608 closed captions have no Arabic characters');
   // Never echoed: the URL carries the stream's key.
-  if (values.youtube !== undefined && !/^https?:\/\/[^/?#]+/i.test(values.youtube))
+  if (values.youtube !== undefined && !isCaptionUrl(values.youtube))
     throw new UsageError("--youtube must be the stream's caption ingestion URL (http:// or https://)");
+  if (values.youtube !== undefined && values['youtube-file'] !== undefined)
+    throw new UsageError('give --youtube or --youtube-file, not both');
   let stdinFormat: RawInputFormat | undefined;
   if (positionals[0] === '-') {
     if (values.realtime) throw new UsageError('--realtime is for what ffmpeg opens, not standard input');
@@ -206,6 +215,7 @@ function parse(args: string[]): Options {
     obs: values.obs,
     obsPasswordFile: values['obs-password-file'],
     youtube: values.youtube,
+    youtubeFile: values['youtube-file'],
   };
 }
 
@@ -329,6 +339,22 @@ export async function run(args: string[]): Promise<number> {
         );
       }
     }
+    let youtubeUrl = options.youtube;
+    if (options.youtubeFile !== undefined) {
+      try {
+        youtubeUrl = (await readFile(options.youtubeFile, 'utf8')).split(/\r?\n/, 1)[0]!.trim();
+      } catch (err) {
+        return badUsage(
+          'caption',
+          `cannot read --youtube-file: ${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}`,
+        );
+      }
+      if (!isCaptionUrl(youtubeUrl))
+        return badUsage(
+          'caption',
+          "--youtube-file must hold the stream's caption ingestion URL (http:// or https://)",
+        );
+    }
     service = await openService(process.env, log);
     const client = service.client;
     if (options.hls !== undefined) {
@@ -362,8 +388,8 @@ export async function run(args: string[]): Promise<number> {
     // A live input's audio starts now: YouTube gets each caption stamped with when it was said.
     const spokenNow =
       options.realtime || options.input === '-' || options.inputFormat !== undefined || hls !== undefined;
-    if (options.youtube !== undefined) {
-      youtube = youtubeCaptions({ url: options.youtube, ...(spokenNow ? { timeOrigin: Date.now() } : {}) });
+    if (youtubeUrl !== undefined) {
+      youtube = youtubeCaptions({ url: youtubeUrl, ...(spokenNow ? { timeOrigin: Date.now() } : {}) });
       youtube.on('warning', (w: Error) => log(`warning: ${w.message}`));
     }
     const inputArgs = options.stdinFormat

@@ -209,10 +209,12 @@ export async function run(args: string[]): Promise<number> {
     url: emulator.url,
     apiKey: emulator.apiKey,
     admin: `${emulator.url}${ADMIN_PREFIX}`,
-    engine,
+    engine: emulator.engine,
   };
   process.stdout.write(`${JSON.stringify(announced)}\n`);
-  process.stderr.write(`speechpipe emulator: listening at ${emulator.url}; ${engineWords(engine)}\n`);
+  process.stderr.write(
+    `speechpipe emulator: listening at ${emulator.url}; ${engineWords(emulator.engine)}\n`,
+  );
   const signal = await (stdinEnded ? Promise.race([stopped, stdinEnded]) : stopped);
   await emulator.close();
   process.stderr.write(`speechpipe emulator: closed on ${signal}\n`);

@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { type Dispatcher, Pool } from 'undici';
 import { KeyRegistry } from './auth.ts';
+import { chosenEngine } from './engine/pocketsphinx.ts';
 import { validateRule } from './faults.ts';
 import { newRequestId, Rejection } from './rejection.ts';
 import { type SharedLayout, SharedState } from './shared-state.ts';
@@ -210,6 +211,11 @@ export interface EmulatorWorkers {
   readonly apiKey: string;
   /** Threads serving the port. */
   readonly workers: number;
+  /**
+   * The engine that gives the words of English (and `auto`) audio, the same in every thread:
+   * `engine: 'auto'` is decided once, before the threads start.
+   */
+  readonly engine: 'generated' | 'pocketsphinx';
   /** The statistics of every thread, summed. */
   stats(): Promise<EmulatorStats>;
   /** Fault rules, applied across every thread (each match counted once). */
@@ -294,7 +300,9 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
   // The machine's cores are shared out among the threads' recognizers.
   const recognizerProcesses =
     rest.recognizerProcesses ?? Math.max(1, Math.floor(availableParallelism() / workers));
-  const threadOptions = { ...rest, keys, recognizerProcesses };
+  // `auto` decided once, so that every thread gives words the same way (and says which).
+  const engine = chosenEngine(rest.engine ?? 'generated');
+  const threadOptions = { ...rest, engine, keys, recognizerProcesses };
 
   const rules: { id: number; slot: number; rule: FaultRule }[] = [];
   const freeSlots = Array.from({ length: MAX_RULES }, (_, i) => MAX_RULES - 1 - i);
@@ -449,6 +457,7 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
     url,
     apiKey: keys[0]!.key,
     workers,
+    engine,
     stats: () => answer({ type: 'stats' }) as Promise<EmulatorStats>,
     faults: {
       add: async (rule) => ((await answer({ type: 'faults.add', rules: [rule] })) as number[])[0]!,

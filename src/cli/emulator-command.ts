@@ -5,7 +5,6 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { ADMIN_PREFIX } from '../emulator/admin.ts';
-import { chosenEngine } from '../emulator/engine/pocketsphinx.ts';
 import {
   type Emulator,
   type EmulatorOptions,
@@ -155,14 +154,14 @@ export async function run(args: string[]): Promise<number> {
   const asked = values.engine ?? 'generated';
   if (asked !== 'generated' && asked !== 'pocketsphinx' && asked !== 'auto')
     return badUsage('emulator', '--engine must be generated, pocketsphinx or auto');
-  // `auto` decided here, once, so that every thread and the announcement agree.
-  const engine = chosenEngine(asked);
+  // `auto` is decided once by the emulator (by startEmulatorWorkers for all its threads), and
+  // the announcement says what it chose.
   const options: EmulatorOptions = {
     port,
     host: values.host ?? '127.0.0.1',
     // TTS_MAX_INPUT_CHARACTERS_* configure the deployment's text limits, as for the service.
     env: process.env,
-    engine,
+    engine: asked,
   };
   if (values.key !== undefined)
     options.keys = [

@@ -123,6 +123,15 @@ interface Options {
 /** A caption ingestion URL as far as can be told without posting (never echoed: it holds the key). */
 const isCaptionUrl = (url: string) => /^https?:\/\/[^/?#]+/i.test(url);
 
+/** A file given for a secret (never echoed); one that cannot be read is bad usage, by its code. */
+async function readSecretFile(path: string, option: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${option}: ${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}`);
+  }
+}
+
 function parse(args: string[]): Options {
   const { values, positionals } = parseCommandArgs({
     args,
@@ -329,31 +338,25 @@ export async function run(args: string[]): Promise<number> {
   let writing: string | undefined;
   try {
     let obsPassword: string | undefined;
-    if (options.obsPasswordFile !== undefined) {
-      try {
-        obsPassword = (await readFile(options.obsPasswordFile, 'utf8')).replace(/\r?\n$/, '');
-      } catch (err) {
-        return badUsage(
-          'caption',
-          `cannot read --obs-password-file: ${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}`,
-        );
-      }
-    }
     let youtubeUrl = options.youtube;
-    if (options.youtubeFile !== undefined) {
-      try {
-        youtubeUrl = (await readFile(options.youtubeFile, 'utf8')).split(/\r?\n/, 1)[0]!.trim();
-      } catch (err) {
-        return badUsage(
-          'caption',
-          `cannot read --youtube-file: ${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}`,
+    try {
+      if (options.obsPasswordFile !== undefined)
+        obsPassword = (await readSecretFile(options.obsPasswordFile, '--obs-password-file')).replace(
+          /\r?\n$/,
+          '',
         );
+      if (options.youtubeFile !== undefined) {
+        youtubeUrl = (await readSecretFile(options.youtubeFile, '--youtube-file'))
+          .split(/\r?\n/, 1)[0]!
+          .trim();
+        if (!isCaptionUrl(youtubeUrl))
+          throw new UsageError(
+            "--youtube-file must hold the stream's caption ingestion URL (http:// or https://)",
+          );
       }
-      if (!isCaptionUrl(youtubeUrl))
-        return badUsage(
-          'caption',
-          "--youtube-file must hold the stream's caption ingestion URL (http:// or https://)",
-        );
+    } catch (err) {
+      if (!(err instanceof UsageError)) throw err;
+      return badUsage('caption', err);
     }
     service = await openService(process.env, log);
     const client = service.client;

@@ -582,11 +582,6 @@ class LiveStream<K extends LiveKind> extends Duplex {
   }
 
   /**
-   * The stream fails: everything it took in from the source and had not had finalised (what the
-   * failed session had not finalised, the frames not accepted, what the source wrote since) is
-   * reported lost, from where it begins to the end of what was taken in.
-   */
-  /**
    * Without a replay buffer, where the audio of the current session that nothing finalised
    * begins (pipeline seconds): the session's start, or the end of the words emitted after it.
    */
@@ -594,6 +589,11 @@ class LiveStream<K extends LiveKind> extends Duplex {
     return Math.max(0, this.#clock.offsetSec, this.#emitted.until);
   }
 
+  /**
+   * The stream fails: everything it took in from the source and had not had finalised (what the
+   * failed session had not finalised, the frames not accepted, what the source wrote since) is
+   * reported lost, from where it begins to the end of what was taken in.
+   */
   #giveUp(err: unknown, unsent: Buffer | undefined): void {
     // Destroyed by its user: nothing is given up that the user did not stop.
     if (this.destroyed) return;

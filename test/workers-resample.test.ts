@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { finished } from 'node:stream/promises';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
@@ -142,7 +143,7 @@ function staleBuild(entries: URL[]): string[] {
   const visit = (file: URL) => {
     if (seen.has(file.href)) return;
     seen.add(file.href);
-    const src = new URL(file.href.replace(distRoot, srcRoot).replace(/\.js$/, '.ts'));
+    const src = new URL(file.href.replace(distRoot, srcRoot).replace(/\.(c?)js$/, '.$1ts'));
     const name = file.href.slice(distRoot.length);
     if (!existsSync(file)) {
       stale.push(`${name} (missing)`);
@@ -161,10 +162,11 @@ function staleBuild(entries: URL[]): string[] {
   return stale;
 }
 
-test('the pool loads its task file from dist/ (.js) as well as from source (.ts)', async () => {
+test('the pool loads its task from dist/ (.cjs entry, .js task) as well as from source (.cts, .ts)', async () => {
   const dist = new URL('../dist/workers/resample-pool.js', import.meta.url);
+  const entry = new URL('../dist/workers/resample-entry.cjs', import.meta.url);
   const task = new URL('../dist/workers/resample-task.js', import.meta.url);
-  const stale = staleBuild([dist, task]);
+  const stale = staleBuild([dist, entry, task]);
   if (stale.length > 0) {
     assert.fail(
       `dist/ is missing or stale: ${stale.join(', ')}. \`npm test\` builds it first; run \`npm run build\``,
@@ -180,6 +182,14 @@ test('the pool loads its task file from dist/ (.js) as well as from source (.ts)
     console.log(out.length, out[5]);`;
   const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
   assert.equal(stdout.trim(), '2000 1000');
+});
+
+test('the workers require a CommonJS entry (a function), not an ES module', () => {
+  // Piscina require()s its file first; require(esm) of a module still loading when its worker
+  // ended once aborted the process in Node's loader (resample-entry.cts). The pool's tests above
+  // run their tasks through this entry.
+  const entry = createRequire(import.meta.url)('../src/workers/resample-entry.cts') as unknown;
+  assert.equal(typeof entry, 'function', 'require() gave a module namespace: the entry is an ES module');
 });
 
 test('an idle pool does not keep the process alive', async () => {

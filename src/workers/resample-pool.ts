@@ -44,10 +44,13 @@ export class WorkerFailedError extends SpeechpipeError {
   }
 }
 
-// The task file next to this one, with this file's extension: `.ts` when run from source
-// (Node's type stripping), `.js` from dist/.
+// The task's CommonJS entry next to this one (resample-entry.cts says why): `.cts` when run
+// from source (Node's type stripping), `.cjs` from dist/.
 const TASK_FILE = fileURLToPath(
-  new URL(`./resample-task${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+  new URL(
+    `./resample-entry${extname(fileURLToPath(import.meta.url)) === '.ts' ? '.cts' : '.cjs'}`,
+    import.meta.url,
+  ),
 );
 
 /**

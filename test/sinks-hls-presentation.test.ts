@@ -263,3 +263,35 @@ test('bad options are typed errors', () => {
   assert.throws(make({ windowSegments: 1 }), { code: 'ERR_INVALID_ARGUMENT' });
   assert.throws(make({ targetDurationSec: 0 }), { code: 'ERR_INVALID_ARGUMENT' });
 });
+
+test('the target duration is the same in every playlist, a longer segment than any before included; independent segments are claimed for audio alone', () => {
+  for (const video of [false, true]) {
+    const { p, files, apply } = live({ targetDurationSec: 1.5 });
+    p.streams(video);
+    // 1.5 s, then 2.4 s (the segmenter's ceiling for a target of 2 is 2.5 s), then 2 s.
+    let start = AUDIO_START;
+    const seen: number[] = [];
+    for (const [i, sec] of [1.5, 2.4, 2].entries()) {
+      const end = start + sec * MPEG_CLOCK;
+      p.segmentCompleted(
+        { uri: `abcd1234-${i}.ts`, startPts: start, endPts: end, bytes: 40_000 },
+        1000 + i * 3000,
+      );
+      start = end;
+      apply(p.publish(100_000 + i * 10_000));
+      for (const name of ['media.m3u8', 'subtitles.m3u8'])
+        seen.push(parsePlaylist(files.get(name)!).targetDuration!);
+    }
+    assert.deepEqual(seen, [2, 2, 2, 2, 2, 2]);
+    const durations = parsePlaylist(files.get('media.m3u8')!).segments!.map((s) => Math.round(s.duration));
+    assert.ok(
+      durations.every((d) => d <= 2),
+      JSON.stringify(durations),
+    );
+    assert.equal(
+      files.get('master.m3u8')!.includes('#EXT-X-INDEPENDENT-SEGMENTS'),
+      !video,
+      `video: ${video}`,
+    );
+  }
+});

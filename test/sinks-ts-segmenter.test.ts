@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
-import { MPEG_CLOCK, type SegmenterEvent, TsSegmenter } from '../src/sinks/ts-segmenter.ts';
+import { MPEG_CLOCK, type SegmenterEvent, TsSegmenter, targetDurationOf } from '../src/sinks/ts-segmenter.ts';
 import { ffmpeg } from './helpers/ffmpeg.ts';
 
 const run = promisify(execFile);
@@ -199,4 +199,66 @@ test('bytes that are not a transport stream: no segment, no throw', () => {
   assert.deepEqual(segmenter.push(Buffer.alloc(10_000, 7)), []);
   assert.deepEqual(segmenter.end(), []);
   assert.throws(() => new TsSegmenter({ targetDurationSec: 0 }), { code: 'ERR_INVALID_ARGUMENT' });
+});
+
+test('keyframes further apart than the target allows: segments are cut without one, none outlasts the target duration (RFC 8216 4.3.3.1)', async () => {
+  // A keyframe every 3.6 s (as an encoder's default interval would be), B-frames reordering the
+  // timestamps; target 2 s: the playlists say 2, so every segment must round to 2 s or less.
+  const ts = await ffmpeg([
+    '-f',
+    'lavfi',
+    '-i',
+    'testsrc2=size=160x120:rate=25',
+    '-f',
+    'lavfi',
+    '-i',
+    'sine=frequency=440:sample_rate=44100',
+    '-t',
+    '11',
+    '-c:v',
+    'libx264',
+    '-preset',
+    'veryfast',
+    '-bf',
+    '2',
+    '-g',
+    '90',
+    '-sc_threshold',
+    '0',
+    '-pix_fmt',
+    'yuv420p',
+    '-c:a',
+    'aac',
+    '-f',
+    'mpegts',
+    'pipe:1',
+  ]);
+  assert.equal(targetDurationOf(2), 2);
+  const { segments, events } = cut(ts, [ts.length], 2);
+  const said = await probe(ts);
+  const starts = events.flatMap((e) => (e.type === 'segment-start' ? [e] : []));
+  assert.ok(segments.length >= 5, `${segments.length} segments`);
+  for (const s of segments) {
+    const sec = (s.endPts - s.startPts) / MPEG_CLOCK;
+    assert.ok(Math.round(sec) <= 2 && sec < 2.5, `a segment of ${sec} s`);
+  }
+  // The ones at keyframes say so, and are at ffprobe's keyframes; the others are not.
+  const keyframes = new Set(said.keyframes);
+  assert.ok(
+    starts.some((s) => !s.keyframe),
+    'no segment was cut without a keyframe',
+  );
+  assert.equal(starts[0]!.keyframe, true, 'the first segment starts at a keyframe');
+  for (const s of starts) assert.equal(keyframes.has(s.pts), s.keyframe, `segment at ${s.pts}`);
+  // Back to back: the segments cover the media without a gap.
+  for (let i = 1; i < segments.length; i++) assert.equal(segments[i]!.startPts, segments[i - 1]!.endPts);
+});
+
+test('keyframes within the target: every segment starts at one', async () => {
+  const { events } = cut(await withVideo);
+  const starts = events.filter((e) => e.type === 'segment-start');
+  assert.ok(starts.length >= 2);
+  assert.ok(starts.every((s) => s.keyframe));
+  const audio = cut(await audioOnly).events.filter((e) => e.type === 'segment-start');
+  assert.ok(audio.length >= 2 && audio.every((s) => s.keyframe));
 });

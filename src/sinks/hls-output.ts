@@ -28,7 +28,12 @@ export interface HlsOutputOptions extends Omit<CaptionOptions, 'format'> {
    * (the service's latency), so that each caption is on screen with its speech. Default 4.
    */
   delaySec?: number;
-  /** Seconds a segment lasts at least (with video: up to the next keyframe after it). Default 2. */
+  /**
+   * Seconds a segment lasts at least (with video: up to the next keyframe after it). The
+   * playlists' target duration is this rounded up (T), fixed for the whole presentation; a
+   * segment whose keyframe would come at T + 0.5 s or later is cut without one (see
+   * {@link HlsOutputStats.withoutKeyframe}). Default 2.
+   */
   targetDurationSec?: number;
   /** Segments in the playlists (the sliding window). Default 6. */
   windowSegments?: number;
@@ -46,6 +51,12 @@ export interface HlsOutputStats {
   cues: number;
   /** The media has video (from its PMT), once known. */
   video: boolean | undefined;
+  /**
+   * Segments that start without a keyframe: the input's keyframes were further apart than the
+   * target duration allows (a player may show the start of such a segment late). Set the
+   * encoder's keyframe interval to `targetDurationSec` or less, or raise the target, to have none.
+   */
+  withoutKeyframe: number;
 }
 
 /** A running HLS output: write the captions into it, and the programme's MPEG-TS into `media`. */
@@ -112,7 +123,7 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
   const segmenter = new TsSegmenter({ targetDurationSec });
   /** Segments held at most: the delay's worth, and some room. */
   const maxPending = Math.ceil(delaySec / targetDurationSec) + 3;
-  const stats: HlsOutputStats = { segments: 0, cues: 0, video: undefined };
+  const stats: HlsOutputStats = { segments: 0, cues: 0, video: undefined, withoutKeyframe: 0 };
   let open_: { handle: FileHandle; uri: string; startPts: number; bytes: number } | undefined;
   let sequence = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -177,12 +188,14 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
             'hlsOutput: the media has no audio stream to caption',
           );
         stats.video = event.video !== undefined;
+        presentation.streams(stats.video);
         return;
       case 'audio-start':
         presentation.audioStart(event.pts);
         return;
       case 'segment-start': {
         const uri = `${prefix}-${sequence++}.ts`;
+        if (!event.keyframe) stats.withoutKeyframe++;
         open_ = { handle: await open(join(dir, uri), 'w'), uri, startPts: event.pts, bytes: 0 };
         presentation.segmentStarted(event.pts, Date.now());
         return;

@@ -9,7 +9,7 @@
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { type Cue, formatVttCue } from '../transforms/to-captions.ts';
-import { MPEG_CLOCK } from './ts-segmenter.ts';
+import { MPEG_CLOCK, targetDurationOf } from './ts-segmenter.ts';
 
 /** Names of the files a presentation writes, in its directory. */
 export const HLS_FILES = {
@@ -24,7 +24,11 @@ export interface HlsPresentationOptions {
   delaySec: number;
   /** Segments listed in the playlists (the sliding window). */
   windowSegments: number;
-  /** Seconds a segment lasts at least (the playlists' target duration at the least). */
+  /**
+   * Seconds a segment lasts at least, as the segmenter was told; the playlists' target
+   * duration is this rounded up, from the first playlist to the last (RFC 8216 says it must not
+   * change, and the segmenter keeps every segment within it).
+   */
   targetDurationSec: number;
   /** The captions' language, a BCP 47 tag, when known. */
   language?: string | undefined;
@@ -93,7 +97,8 @@ export class HlsPresentation {
   #audioStart: number | undefined;
   /** The wall clock at the first segment's start, and that start (PTS). */
   #anchor: { wallMs: number; pts: number } | undefined;
-  #maxDurationSec = 0;
+  /** Every segment starts where a player can start decoding (audio alone); unknown before the streams. */
+  #independent = false;
   #masterWritten = false;
   #mediaEnded = false;
   #captionsEnded = false;
@@ -138,6 +143,15 @@ export class HlsPresentation {
   /** The first audio timestamp: the captions' time zero. */
   audioStart(pts: number): void {
     this.#audioStart ??= pts;
+  }
+
+  /**
+   * The media's streams, before its first segment. With video, a segment may start without a
+   * keyframe (the input's keyframes further apart than the target duration), so the master
+   * playlist claims independent segments for audio alone only.
+   */
+  streams(video: boolean): void {
+    this.#independent = !video;
   }
 
   /** A segment began at `pts`, at wall time `nowMs`: the first one anchors the delay line. */
@@ -205,7 +219,6 @@ export class HlsPresentation {
       const subtitles = `${this.#prefix}-${segment.sequence}.vtt`;
       write.push({ name: subtitles, text: this.#vttSegment(segment, finishing && segment === due.at(-1)) });
       const durationSec = Math.max(0.001, (segment.endPts - segment.startPts) / MPEG_CLOCK);
-      this.#maxDurationSec = Math.max(this.#maxDurationSec, durationSec);
       this.#peakBitsPerSec = Math.max(this.#peakBitsPerSec, (segment.bytes * 8) / durationSec);
       this.#listed.push({
         sequence: segment.sequence,
@@ -281,7 +294,7 @@ export class HlsPresentation {
 
   #playlist(kind: 'media' | 'subtitles'): string {
     const first = this.#listed[0]!;
-    const target = Math.max(Math.ceil(this.#target), Math.ceil(this.#maxDurationSec));
+    const target = targetDurationOf(this.#target);
     const lines = [
       '#EXTM3U',
       '#EXT-X-VERSION:3',
@@ -315,7 +328,7 @@ export class HlsPresentation {
     return [
       '#EXTM3U',
       '#EXT-X-VERSION:3',
-      '#EXT-X-INDEPENDENT-SEGMENTS',
+      ...(this.#independent ? ['#EXT-X-INDEPENDENT-SEGMENTS'] : []),
       `#EXT-X-MEDIA:${media.join(',')}`,
       `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},SUBTITLES="captions"`,
       HLS_FILES.media,

@@ -2,7 +2,9 @@
 // in (any chunking), events out: the streams the PMT lists, the first audio timestamp (zero of
 // the captions' timeline), and segments that each start at a video keyframe (or, with audio
 // only, at an audio packet) with the PAT and PMT, the bytes of each, and the timestamp where
-// each ends. No stream, no I/O: hlsOutput() is the adapter.
+// each ends. No segment outlasts the playlists' target duration (RFC 8216 4.3.3.1: rounded,
+// at most the target, which never changes): one whose keyframe does not come in time is cut at
+// a video frame, and says it starts without one. No stream, no I/O: hlsOutput() is the adapter.
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
 
@@ -26,8 +28,12 @@ export type SegmenterEvent =
   | { type: 'streams'; video: TsStream | undefined; audio: TsStream | undefined }
   /** The first audio PTS of the whole stream, unwrapped (the captions' time zero). */
   | { type: 'audio-start'; pts: number }
-  /** A segment begins at `pts` (unwrapped); `data` events follow until its `segment-end`. */
-  | { type: 'segment-start'; pts: number }
+  /**
+   * A segment begins at `pts` (unwrapped); `data` events follow until its `segment-end`.
+   * `keyframe`: it starts where a player can start decoding (a video keyframe, or audio alone);
+   * false when the input's keyframes are further apart than the target duration allows.
+   */
+  | { type: 'segment-start'; pts: number; keyframe: boolean }
   | { type: 'data'; bytes: Buffer }
   /** The segment ends at `pts`, where the next one begins (or its last sample's end). */
   | { type: 'segment-end'; pts: number };
@@ -50,15 +56,23 @@ const AUDIO_TYPES = new Set([0x03, 0x04, 0x0f, 0x11, 0x81, 0x87]);
 /** Options of {@link TsSegmenter}. */
 export interface TsSegmenterOptions {
   /**
-   * Seconds a segment lasts at least before the next keyframe cuts it (with video, segments
-   * are as long as the input's keyframes allow). Default 2.
+   * Seconds a segment lasts at least before the next keyframe cuts it. The playlists' target
+   * duration is this, rounded up (T): a segment whose next keyframe would make it last T + 0.5 s
+   * or more (its duration rounded above T) is cut at a video frame before that. Default 2.
    */
   targetDurationSec?: number;
+}
+
+/** The playlists' EXT-X-TARGETDURATION for a segmenter's `targetDurationSec`. */
+export function targetDurationOf(targetDurationSec: number): number {
+  return Math.ceil(targetDurationSec);
 }
 
 /** Cuts an MPEG-TS into segments that each start with PAT, PMT and a keyframe. */
 export class TsSegmenter {
   readonly #target: number;
+  /** Ticks a segment must stay below: its duration rounded is then at most the target duration. */
+  readonly #ceiling: number;
   #rest: Buffer = Buffer.alloc(0);
   #pat: Buffer | undefined;
   #pmt: Buffer | undefined;
@@ -74,12 +88,16 @@ export class TsSegmenter {
   #lastAudioPts: number | undefined;
   /** Ticks between the last two audio packets: the last one's length, roughly. */
   #audioGap = 0;
+  #lastVideoPts: number | undefined;
+  /** The longest step between video timestamps so far (a frame, or more with B-frames), capped. */
+  #videoStep = 0;
 
   constructor(options: TsSegmenterOptions = {}) {
     const target = options.targetDurationSec ?? 2;
     if (!(target > 0 && Number.isFinite(target)))
       throw new InvalidArgumentError(`TsSegmenter: targetDurationSec must be > 0, got ${target}`);
     this.#target = Math.round(target * MPEG_CLOCK);
+    this.#ceiling = (targetDurationOf(target) + 0.5) * MPEG_CLOCK;
   }
 
   push(chunk: Buffer): SegmenterEvent[] {
@@ -173,16 +191,27 @@ export class TsSegmenter {
         this.#audioGap = pts - this.#lastAudioPts;
       this.#lastAudioPts = pts;
     }
+    if (isVideo) {
+      if (this.#lastVideoPts !== undefined && pts > this.#lastVideoPts)
+        this.#videoStep = Math.max(this.#videoStep, Math.min(pts - this.#lastVideoPts, MPEG_CLOCK / 2));
+      this.#lastVideoPts = pts;
+    }
     // Segments start where a player can start decoding: a video keyframe, or any audio packet
-    // when there is no video.
-    const startsHere = this.#video ? isVideo && randomAccess : isAudio;
+    // when there is no video; a segment whose keyframe is late is cut at the last video frame
+    // that keeps it under the ceiling (a frame later would not).
+    const keyframe = this.#video ? isVideo && randomAccess : isAudio;
+    const start = this.#segmentStart;
     let cut: SegmenterEvent[] | undefined;
-    if (startsHere && this.#pat && this.#pmt) {
-      if (this.#segmentStart === undefined) cut = [{ type: 'segment-start', pts }];
-      else if (pts - this.#segmentStart >= this.#target) {
+    if ((keyframe || isVideo) && this.#pat && this.#pmt) {
+      if (start === undefined) {
+        if (keyframe) cut = [{ type: 'segment-start', pts, keyframe }];
+      } else if (
+        (keyframe && pts - start >= this.#target) ||
+        (isVideo && pts - start + this.#videoStep >= this.#ceiling && pts > start)
+      ) {
         cut = [
           { type: 'segment-end', pts },
-          { type: 'segment-start', pts },
+          { type: 'segment-start', pts, keyframe },
         ];
       }
       if (cut) this.#segmentStart = pts;

@@ -100,6 +100,14 @@ test('a programme and its captions become a presentation: bounded by its window,
   assert.equal(media.segments.length, 2, 'the window');
   assert.equal(hls.stats().segments, 8, '4 s in 0.5 s segments');
   assert.equal(hls.stats().video, true);
+  assert.equal(hls.stats().withoutKeyframe, 0, 'a keyframe every 0.5 s: every segment starts at one');
+  // The master playlist names the codecs (H.264 and AAC-LC) and claims no independent segments.
+  const master = await readFile(join(dir, 'master.m3u8'), 'utf8');
+  assert.match(
+    parsePlaylist(master).playlists![0]!.attributes.CODECS as string,
+    /^avc1\.[0-9a-f]{6},mp4a\.40\.2$/,
+  );
+  assert.ok(!master.includes('#EXT-X-INDEPENDENT-SEGMENTS'));
   // The window slid while it ran (the last ones go out together, when both sides ended).
   assert.ok(seen.size > 4, `${seen.size} segments were listed on the way`);
   // Listed (2), a window behind (2), held by the delay line (4 at most: then the input waits),

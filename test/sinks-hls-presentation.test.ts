@@ -295,3 +295,15 @@ test('the target duration is the same in every playlist, a longer segment than a
     );
   }
 });
+
+test('the master playlist names the codecs when the segmenter could, and lists no CODECS when not', () => {
+  for (const codecs of ['avc1.64001f,mp4a.40.2', undefined]) {
+    const { p, files, complete, publish } = live();
+    p.streams(true);
+    p.codecs(codecs);
+    complete();
+    publish(100_000);
+    const master = parsePlaylist(files.get('master.m3u8')!);
+    assert.equal(master.playlists![0]!.attributes.CODECS, codecs);
+  }
+});

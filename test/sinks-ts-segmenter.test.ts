@@ -262,3 +262,46 @@ test('keyframes within the target: every segment starts at one', async () => {
   const audio = cut(await audioOnly).events.filter((e) => e.type === 'segment-start');
   assert.ok(audio.length >= 2 && audio.every((s) => s.keyframe));
 });
+
+test('the codecs are named from the first keyframe SPS and audio frame (RFC 6381), once, or not at all when one cannot be', async () => {
+  const codecsOf = async (args: string[]) => {
+    const ts = await ffmpeg([
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc2=size=160x120:rate=25',
+      '-f',
+      'lavfi',
+      '-i',
+      'sine=frequency=440:sample_rate=44100',
+      '-t',
+      '2',
+      ...args,
+      '-f',
+      'mpegts',
+      'pipe:1',
+    ]);
+    return cut(ts).events.flatMap((e) => (e.type === 'codecs' ? [e.codecs] : []));
+  };
+  // High profile (100 = 0x64), no constraint flags, level 3.1 (31 = 0x1f); AAC-LC (2).
+  const h264 = ['-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p'];
+  assert.deepEqual(await codecsOf([...h264, '-profile:v', 'high', '-level', '3.1', '-c:a', 'aac']), [
+    'avc1.64001f,mp4a.40.2',
+  ]);
+  // Constrained baseline (66 = 0x42, constraint_set1: 0x40... as x264 writes it), level 2.1.
+  const [baseline] = await codecsOf([
+    ...h264,
+    '-profile:v',
+    'baseline',
+    '-level',
+    '2.1',
+    '-c:a',
+    'libmp3lame',
+  ]);
+  assert.match(baseline!, /^avc1\.42[0-9a-f]{2}15,mp4a\.40\.34$/);
+  assert.deepEqual(await codecsOf(['-vn', '-c:a', 'ac3']), ['ac-3']);
+  // HEVC has a longer name this segmenter does not read: no CODECS rather than a wrong one.
+  assert.deepEqual(await codecsOf(['-c:v', 'libx265', '-x265-params', 'log-level=error', '-c:a', 'aac']), [
+    undefined,
+  ]);
+});

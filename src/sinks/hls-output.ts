@@ -190,6 +190,9 @@ export async function hlsOutput(options: HlsOutputOptions): Promise<HlsOutput> {
         stats.video = event.video !== undefined;
         presentation.streams(stats.video);
         return;
+      case 'codecs':
+        presentation.codecs(event.codecs);
+        return;
       case 'audio-start':
         presentation.audioStart(event.pts);
         return;

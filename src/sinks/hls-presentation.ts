@@ -99,6 +99,8 @@ export class HlsPresentation {
   #anchor: { wallMs: number; pts: number } | undefined;
   /** Every segment starts where a player can start decoding (audio alone); unknown before the streams. */
   #independent = false;
+  /** The media's RFC 6381 codecs, when the segmenter could name them all. */
+  #codecs: string | undefined;
   #masterWritten = false;
   #mediaEnded = false;
   #captionsEnded = false;
@@ -152,6 +154,11 @@ export class HlsPresentation {
    */
   streams(video: boolean): void {
     this.#independent = !video;
+  }
+
+  /** The media's codecs (`avc1.64001f,mp4a.40.2`), for the master playlist's CODECS. */
+  codecs(codecs: string | undefined): void {
+    this.#codecs = codecs;
   }
 
   /** A segment began at `pts`, at wall time `nowMs`: the first one anchors the delay line. */
@@ -330,7 +337,7 @@ export class HlsPresentation {
       '#EXT-X-VERSION:3',
       ...(this.#independent ? ['#EXT-X-INDEPENDENT-SEGMENTS'] : []),
       `#EXT-X-MEDIA:${media.join(',')}`,
-      `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},SUBTITLES="captions"`,
+      `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},${this.#codecs ? `CODECS="${this.#codecs}",` : ''}SUBTITLES="captions"`,
       HLS_FILES.media,
       '',
     ].join('\n');

@@ -35,6 +35,12 @@ export type SegmenterEvent =
    */
   | { type: 'segment-start'; pts: number; keyframe: boolean }
   | { type: 'data'; bytes: Buffer }
+  /**
+   * The RFC 6381 codecs of the media (`avc1.64001f,mp4a.40.2`), once read from its first video
+   * keyframe and audio frame, or undefined when one of them cannot be named (HEVC, MPEG-2
+   * video, LATM): a master playlist then lists no CODECS rather than a wrong one. Once.
+   */
+  | { type: 'codecs'; codecs: string | undefined }
   /** The segment ends at `pts`, where the next one begins (or its last sample's end). */
   | { type: 'segment-end'; pts: number };
 
@@ -91,6 +97,14 @@ export class TsSegmenter {
   #lastVideoPts: number | undefined;
   /** The longest step between video timestamps so far (a frame, or more with B-frames), capped. */
   #videoStep = 0;
+  /** The codecs, while they are being read: null for one that cannot be named. */
+  #codecs: { video: string | null | undefined; audio: string | null | undefined; said: boolean } = {
+    video: undefined,
+    audio: undefined,
+    said: false,
+  };
+  /** The first video keyframe's first bytes, where its SPS is. */
+  #keyframeBytes: Buffer[] = [];
 
   constructor(options: TsSegmenterOptions = {}) {
     const target = options.targetDurationSec ?? 2;
@@ -175,6 +189,8 @@ export class TsSegmenter {
       }
       return undefined;
     }
+    if (this.#streamsKnown && !this.#codecs.said)
+      this.#readCodecs(pid, unitStart, randomAccess, packet.subarray(payload), events);
     if (!unitStart || !this.#streamsKnown) return undefined;
     const isVideo = pid === this.#video?.pid;
     const isAudio = pid === this.#audio?.pid;
@@ -218,6 +234,39 @@ export class TsSegmenter {
     }
     if (this.#lastPts === undefined || pts > this.#lastPts) this.#lastPts = pts;
     return cut;
+  }
+
+  /** Names the codecs from the first audio frame and the first video keyframe's SPS. */
+  #readCodecs(
+    pid: number,
+    unitStart: boolean,
+    randomAccess: boolean,
+    payload: Buffer,
+    events: SegmenterEvent[],
+  ): void {
+    const codecs = this.#codecs;
+    const video = this.#video;
+    const audio = this.#audio;
+    if (video === undefined) codecs.video = null;
+    else if (codecs.video === undefined && pid === video.pid) {
+      if (video.streamType !== 0x1b) codecs.video = null;
+      else if (unitStart && this.#keyframeBytes.length > 0)
+        codecs.video = null; // its PES ended without an SPS
+      else if (randomAccess || this.#keyframeBytes.length > 0) {
+        this.#keyframeBytes.push(unitStart ? pesData(payload) : payload);
+        codecs.video = avcCodec(Buffer.concat(this.#keyframeBytes));
+        if (codecs.video === undefined && this.#keyframeBytes.length >= 16) codecs.video = null;
+        if (codecs.video !== undefined) this.#keyframeBytes = [];
+      }
+    }
+    if (audio === undefined) codecs.audio = null;
+    else if (codecs.audio === undefined && pid === audio.pid && unitStart)
+      codecs.audio = audioCodec(audio.streamType, pesData(payload));
+    if (codecs.video === undefined || codecs.audio === undefined) return;
+    codecs.said = true;
+    const named = [codecs.video, codecs.audio].filter((c) => c !== null);
+    const unnamed = (video && codecs.video === null) || (audio && codecs.audio === null);
+    events.push({ type: 'codecs', codecs: unnamed || named.length === 0 ? undefined : named.join(',') });
   }
 
   /** A 33-bit PTS as a count that keeps growing past the wrap (every 26.5 hours). */
@@ -265,6 +314,43 @@ function pmtStreams(payload: Buffer): TsStream[] | undefined {
 }
 
 /** The PTS of a PES packet that starts in `payload`, when it has one. */
+/** The elementary stream's bytes in the first packet of a PES. */
+function pesData(payload: Buffer): Buffer {
+  if (payload.length < 9 || payload[0] !== 0 || payload[1] !== 0 || payload[2] !== 1) return Buffer.alloc(0);
+  return payload.subarray(9 + payload[8]!);
+}
+
+const START_CODE = Buffer.from([0, 0, 1]);
+const hex2 = (n: number) => n.toString(16).padStart(2, '0');
+
+/** `avc1.PPCCLL` from the first H.264 SPS in Annex B bytes; undefined when none is whole yet. */
+function avcCodec(bytes: Buffer): string | undefined {
+  for (let i = bytes.indexOf(START_CODE); i !== -1; i = bytes.indexOf(START_CODE, i + 3)) {
+    if (i + 6 >= bytes.length) return undefined;
+    if ((bytes[i + 3]! & 0x1f) === 7)
+      return `avc1.${hex2(bytes[i + 4]!)}${hex2(bytes[i + 5]!)}${hex2(bytes[i + 6]!)}`;
+  }
+  return undefined;
+}
+/** The audio's RFC 6381 name from its stream type and first frame; null when it cannot be named. */
+function audioCodec(streamType: number, frame: Buffer): string | null {
+  switch (streamType) {
+    case 0x0f: // AAC in ADTS: the object type is the profile + 1
+      return frame.length >= 3 && frame[0] === 0xff && (frame[1]! & 0xf0) === 0xf0
+        ? `mp4a.40.${(frame[2]! >> 6) + 1}`
+        : null;
+    case 0x03:
+    case 0x04:
+      return 'mp4a.40.34';
+    case 0x81:
+      return 'ac-3';
+    case 0x87:
+      return 'ec-3';
+    default:
+      return null;
+  }
+}
+
 function pesPts(payload: Buffer): number | undefined {
   if (payload.length < 14 || payload[0] !== 0 || payload[1] !== 0 || payload[2] !== 1) return undefined;
   if ((payload[7]! & 0x80) === 0) return undefined;

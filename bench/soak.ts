@@ -9,7 +9,7 @@
 // result that no reported loss (`audio-lost`) covers; the slots held after the run, duplicate
 // batch jobs, RSS and heap slopes, handles left open and the longest wait.
 //
-//   npm run soak -- [--duration SEC | --speech SEC] [--clip SEC] [--pace X] [--period MS] [--json]
+//   npm run soak -- [--duration SEC | --speech SEC] [--clip SEC] [--pace X] [--period MS] [--gap MS] [--json]
 //
 // --duration: live runs start for this long (default 60 s). --speech: instead, each live
 // workload runs until it has transcribed this much speech. --clip: the speech of one live run
@@ -49,6 +49,12 @@ export interface SoakOptions {
   faultPeriodMs?: number;
   /** Longest any one operation may take before it counts as an unbounded wait. Default 60 s. */
   watchdogMs?: number;
+  /**
+   * Milliseconds between the operations of each fast, batch and TTS loop. Default 0: each goes
+   * as fast as the service answers (thousands of operations in a minute). A fault waits for the
+   * next operation it matches, so a gap changes how many operations run, not which faults they meet.
+   */
+  gapMs?: number;
   log?: (line: string) => void;
 }
 
@@ -536,6 +542,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
   };
 
+  /** Between two operations of a fast, batch or TTS loop. */
+  const gap = () =>
+    options.gapMs ? new Promise((resolve) => setTimeout(resolve, options.gapMs)) : undefined;
+
   const fast: SoakReport['fast'] = {};
   const fastLoop = async (transport: 'http' | 'socketio') => {
     const result = { runs: 0, ok: 0, errors: {}, lost: 0, duplicated: 0 };
@@ -555,6 +565,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       } catch (err) {
         count(result.errors, codeOf(err));
       }
+      await gap();
     }
   };
 
@@ -580,6 +591,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         if ((err as { ambiguous?: boolean }).ambiguous) submitted++;
         count(batch.errors, codeOf(err));
       }
+      await gap();
     }
   };
 
@@ -601,6 +613,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       } catch (err) {
         count(result.errors, codeOf(err));
       }
+      await gap();
     }
   };
 
@@ -727,6 +740,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     ...(clip !== undefined ? { clipSec: clip } : {}),
     pace: value('--pace', 4),
     faultPeriodMs: value('--period', 2000),
+    gapMs: value('--gap', 0),
     log: (line) => console.error(line),
   });
   console.log(args.includes('--json') ? JSON.stringify(report, null, 2) : formatReport(report));

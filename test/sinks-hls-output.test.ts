@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import { after, test } from 'node:test';
 import { captionRelay } from '../src/sinks/caption-relay.ts';
 import { hlsMount, hlsOutput } from '../src/sinks/hls-output.ts';
-import { ffmpeg } from './helpers/ffmpeg.ts';
+import { ffmpeg, transportStreamOf } from './helpers/ffmpeg.ts';
 import { parsePlaylist } from './helpers/hls.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'speechpipe-hls-out-'));
@@ -21,21 +21,16 @@ after(() => rm(root, { recursive: true, force: true }));
 
 /** `seconds` of MPEG-TS: a test picture with a keyframe every 0.5 s, and a tone. */
 const programme = (seconds: number, video = true) =>
-  ffmpeg([
-    ...(video ? ['-f', 'lavfi', '-i', 'testsrc2=size=160x120:rate=20'] : []),
-    '-f',
-    'lavfi',
-    '-i',
-    'sine=frequency=440:sample_rate=44100',
-    '-t',
-    String(seconds),
-    ...(video ? ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '10', '-pix_fmt', 'yuv420p'] : ['-vn']),
-    '-c:a',
-    'aac',
-    '-f',
-    'mpegts',
-    'pipe:1',
-  ]);
+  transportStreamOf({
+    seconds,
+    video,
+    fps: 20,
+    args: [
+      ...(video ? ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '10', '-pix_fmt', 'yuv420p'] : []),
+      '-c:a',
+      'aac',
+    ],
+  });
 
 const words = (text: string, start: number) =>
   text.split(' ').map((word, i) => ({ word, start_time: start + i * 0.3, end_time: start + i * 0.3 + 0.2 }));

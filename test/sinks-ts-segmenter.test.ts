@@ -13,30 +13,27 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { MPEG_CLOCK, type SegmenterEvent, TsSegmenter, targetDurationOf } from '../src/sinks/ts-segmenter.ts';
-import { ffmpeg } from './helpers/ffmpeg.ts';
+import { transportStreamOf } from './helpers/ffmpeg.ts';
 
 const run = promisify(execFile);
 
 /** 5 s of MPEG-TS: H.264 with a keyframe every second (or none: audio only), AAC, as ffmpeg muxes it. */
 const transportStream = (options: { video?: boolean; offsetSec?: number } = {}) =>
-  ffmpeg([
-    ...(options.video === false ? [] : ['-f', 'lavfi', '-i', 'testsrc2=size=160x120:rate=25']),
-    '-f',
-    'lavfi',
-    '-i',
-    'sine=frequency=440:sample_rate=44100',
-    '-t',
-    '5',
-    ...(options.video === false
-      ? []
-      : ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-pix_fmt', 'yuv420p']),
-    '-c:a',
-    'aac',
-    ...(options.offsetSec ? ['-output_ts_offset', String(options.offsetSec)] : []),
-    '-f',
-    'mpegts',
-    'pipe:1',
-  ]);
+  transportStreamOf({
+    seconds: 5,
+    video: options.video !== false,
+    args: [
+      ...(options.video === false
+        ? []
+        : ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-pix_fmt', 'yuv420p']),
+      '-c:a',
+      'aac',
+      ...(options.offsetSec ? ['-output_ts_offset', String(options.offsetSec)] : []),
+    ],
+  });
+
+/** `seconds` of lavfi's test pattern and tone, encoded with `args`, as MPEG-TS. */
+const encoded = (seconds: number, args: string[]) => transportStreamOf({ seconds, args });
 
 const withVideo = transportStream();
 const audioOnly = transportStream({ video: false });
@@ -204,17 +201,7 @@ test('bytes that are not a transport stream: no segment, no throw', () => {
 test('keyframes further apart than the target allows: segments are cut without one, none outlasts the target duration (RFC 8216 4.3.3.1)', async () => {
   // A keyframe every 3.6 s (as an encoder's default interval would be), B-frames reordering the
   // timestamps; target 2 s: the playlists say 2, so every segment must round to 2 s or less.
-  const ts = await ffmpeg([
-    '-f',
-    'lavfi',
-    '-i',
-    'testsrc2=size=160x120:rate=25',
-    '-f',
-    'lavfi',
-    '-i',
-    'sine=frequency=440:sample_rate=44100',
-    '-t',
-    '11',
+  const ts = await encoded(11, [
     '-c:v',
     'libx264',
     '-preset',
@@ -229,9 +216,6 @@ test('keyframes further apart than the target allows: segments are cut without o
     'yuv420p',
     '-c:a',
     'aac',
-    '-f',
-    'mpegts',
-    'pipe:1',
   ]);
   assert.equal(targetDurationOf(2), 2);
   const { segments, events } = cut(ts, [ts.length], 2);
@@ -265,22 +249,7 @@ test('keyframes within the target: every segment starts at one', async () => {
 
 test('the codecs are named from the first keyframe SPS and audio frame (RFC 6381), once, or not at all when one cannot be', async () => {
   const codecsOf = async (args: string[]) => {
-    const ts = await ffmpeg([
-      '-f',
-      'lavfi',
-      '-i',
-      'testsrc2=size=160x120:rate=25',
-      '-f',
-      'lavfi',
-      '-i',
-      'sine=frequency=440:sample_rate=44100',
-      '-t',
-      '2',
-      ...args,
-      '-f',
-      'mpegts',
-      'pipe:1',
-    ]);
+    const ts = await encoded(2, args);
     return cut(ts).events.flatMap((e) => (e.type === 'codecs' ? [e.codecs] : []));
   };
   // High profile (100 = 0x64), no constraint flags, level 3.1 (31 = 0x1f); AAC-LC (2).

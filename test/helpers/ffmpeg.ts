@@ -15,6 +15,33 @@ export async function ffmpeg(args: string[]): Promise<Buffer> {
   return stdout;
 }
 
+/**
+ * `seconds` of MPEG-TS from lavfi: a test picture at `fps` (none when `video` is false) and a
+ * 440 Hz tone, encoded with `args` (`-vn` is added without video).
+ */
+export function transportStreamOf(options: {
+  seconds: number;
+  video?: boolean;
+  fps?: number;
+  args: string[];
+}): Promise<Buffer> {
+  const video = options.video ?? true;
+  return ffmpeg([
+    ...(video ? ['-f', 'lavfi', '-i', `testsrc2=size=160x120:rate=${options.fps ?? 25}`] : []),
+    '-f',
+    'lavfi',
+    '-i',
+    'sine=frequency=440:sample_rate=44100',
+    '-t',
+    String(options.seconds),
+    ...(video ? [] : ['-vn']),
+    ...options.args,
+    '-f',
+    'mpegts',
+    'pipe:1',
+  ]);
+}
+
 /** A WAV (or other container) of a sine from lavfi, encoded with `codec`. */
 export function sineFile(options: {
   seconds: number;

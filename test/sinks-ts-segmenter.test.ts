@@ -234,8 +234,38 @@ test('keyframes further apart than the target allows: segments are cut without o
   );
   assert.equal(starts[0]!.keyframe, true, 'the first segment starts at a keyframe');
   for (const s of starts) assert.equal(keyframes.has(s.pts), s.keyframe, `segment at ${s.pts}`);
+  // Back on the keyframes after each cut without one: every keyframe starts a segment.
+  const startAt = new Set(starts.map((s) => s.pts));
+  for (const k of said.keyframes) assert.ok(startAt.has(k), `the keyframe at ${k} starts no segment`);
   // Back to back: the segments cover the media without a gap.
   for (let i = 1; i < segments.length; i++) assert.equal(segments[i]!.startPts, segments[i - 1]!.endPts);
+});
+
+test('keyframes 2.4 s apart with B-frames (within the ceiling of the target): once their interval is known, every segment starts at one', async () => {
+  const ts = await encoded(20, [
+    '-c:v',
+    'libx264',
+    '-preset',
+    'veryfast',
+    '-bf',
+    '3',
+    '-g',
+    '60',
+    '-sc_threshold',
+    '0',
+    '-pix_fmt',
+    'yuv420p',
+    '-c:a',
+    'aac',
+  ]);
+  const starts = cut(ts).events.flatMap((e) => (e.type === 'segment-start' ? [e] : []));
+  const second = (await probe(ts)).keyframes[1]!;
+  assert.ok(starts.length >= 8);
+  assert.deepEqual(
+    starts.filter((s) => s.pts >= second && !s.keyframe).map((s) => s.pts),
+    [],
+    'a segment after the second keyframe started without one',
+  );
 });
 
 test('keyframes within the target: every segment starts at one', async () => {
@@ -269,6 +299,8 @@ test('the codecs are named from the first keyframe SPS and audio frame (RFC 6381
   ]);
   assert.match(baseline!, /^avc1\.42[0-9a-f]{2}15,mp4a\.40\.34$/);
   assert.deepEqual(await codecsOf(['-vn', '-c:a', 'ac3']), ['ac-3']);
+  // MPEG audio Layer II (ffmpeg's MPEG-TS default, DVB) has the stream type of MP3: not named.
+  assert.deepEqual(await codecsOf(['-vn', '-c:a', 'mp2']), [undefined]);
   // HEVC has a longer name this segmenter does not read: no CODECS rather than a wrong one.
   assert.deepEqual(await codecsOf(['-c:v', 'libx265', '-x265-params', 'log-level=error', '-c:a', 'aac']), [
     undefined,

@@ -2,9 +2,12 @@
 // in (any chunking), events out: the streams the PMT lists, the first audio timestamp (zero of
 // the captions' timeline), and segments that each start at a video keyframe (or, with audio
 // only, at an audio packet) with the PAT and PMT, the bytes of each, and the timestamp where
-// each ends. No segment outlasts the playlists' target duration (RFC 8216 4.3.3.1: rounded,
-// at most the target, which never changes): one whose keyframe does not come in time is cut at
-// a video frame, and says it starts without one. No stream, no I/O: hlsOutput() is the adapter.
+// each ends. Segments keep within the playlists' target duration (RFC 8216 4.3.3.1: rounded,
+// at most the target; 6.2.1: which never changes): one whose keyframe does not come in time is
+// cut at a video frame, and says it starts without one. Cuts are at video frames only, so with
+// video a segment can still outlast the target where the video stops (a gap in the pictures,
+// audio going on after them) or has under two frames a second. No stream, no I/O: hlsOutput()
+// is the adapter.
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
 
@@ -97,6 +100,10 @@ export class TsSegmenter {
   #lastVideoPts: number | undefined;
   /** The longest step between video timestamps so far (a frame, or more with B-frames), capped. */
   #videoStep = 0;
+  /** The last video keyframe's timestamp, and the one before it: when the next one is due. */
+  #keyframes: [number | undefined, number | undefined] = [undefined, undefined];
+  /** The open segment started at a keyframe. */
+  #segmentKeyframe = false;
   /** The codecs, while they are being read: null for one that cannot be named. */
   #codecs: { video: string | null | undefined; audio: string | null | undefined; said: boolean } = {
     video: undefined,
@@ -111,7 +118,8 @@ export class TsSegmenter {
     if (!(target > 0 && Number.isFinite(target)))
       throw new InvalidArgumentError(`TsSegmenter: targetDurationSec must be > 0, got ${target}`);
     this.#target = Math.round(target * MPEG_CLOCK);
-    this.#ceiling = (targetDurationOf(target) + 0.5) * MPEG_CLOCK;
+    // Half a millisecond under T + 0.5 s: EXTINF is written to the millisecond, rounded.
+    this.#ceiling = (targetDurationOf(target) + 0.5) * MPEG_CLOCK - MPEG_CLOCK / 2000;
   }
 
   push(chunk: Buffer): SegmenterEvent[] {
@@ -213,8 +221,10 @@ export class TsSegmenter {
       this.#lastVideoPts = pts;
     }
     // Segments start where a player can start decoding: a video keyframe, or any audio packet
-    // when there is no video; a segment whose keyframe is late is cut at the last video frame
-    // that keeps it under the ceiling (a frame later would not).
+    // when there is no video. A segment whose keyframe comes too late (the last interval between
+    // keyframes says when the next is due) is cut at the last video frame that keeps it under
+    // the ceiling; the segment after it ends at the next keyframe, however short, so the
+    // segments are back on the keyframes after one interval.
     const keyframe = this.#video ? isVideo && randomAccess : isAudio;
     const start = this.#segmentStart;
     let cut: SegmenterEvent[] | undefined;
@@ -222,18 +232,35 @@ export class TsSegmenter {
       if (start === undefined) {
         if (keyframe) cut = [{ type: 'segment-start', pts, keyframe }];
       } else if (
-        (keyframe && pts - start >= this.#target) ||
-        (isVideo && pts - start + this.#videoStep >= this.#ceiling && pts > start)
+        (keyframe && pts > start && (pts - start >= this.#target || !this.#segmentKeyframe)) ||
+        (isVideo && !keyframe && pts > start && this.#lateKeyframe(pts, start))
       ) {
         cut = [
           { type: 'segment-end', pts },
           { type: 'segment-start', pts, keyframe },
         ];
       }
-      if (cut) this.#segmentStart = pts;
+      if (cut) {
+        this.#segmentStart = pts;
+        this.#segmentKeyframe = keyframe;
+      }
     }
+    if (isVideo && randomAccess && pts !== this.#keyframes[1]) this.#keyframes = [this.#keyframes[1], pts];
     if (this.#lastPts === undefined || pts > this.#lastPts) this.#lastPts = pts;
     return cut;
+  }
+
+  /**
+   * At video frame `pts` of the segment from `start`: the next frame could take the segment to
+   * the ceiling, and no keyframe is due before it (its interval so far says when the next one
+   * comes; until two were seen, none is).
+   */
+  #lateKeyframe(pts: number, start: number): boolean {
+    if (pts - start + this.#videoStep < this.#ceiling) return false;
+    const [before, last] = this.#keyframes;
+    if (before === undefined || last === undefined || last <= before) return true;
+    const due = last + (last - before);
+    return !(due > pts && due - start < this.#ceiling);
   }
 
   /** Names the codecs from the first audio frame and the first video keyframe's SPS. */
@@ -313,7 +340,6 @@ function pmtStreams(payload: Buffer): TsStream[] | undefined {
   return streams;
 }
 
-/** The PTS of a PES packet that starts in `payload`, when it has one. */
 /** The elementary stream's bytes in the first packet of a PES. */
 function pesData(payload: Buffer): Buffer {
   if (payload.length < 9 || payload[0] !== 0 || payload[1] !== 0 || payload[2] !== 1) return Buffer.alloc(0);
@@ -341,7 +367,13 @@ function audioCodec(streamType: number, frame: Buffer): string | null {
         : null;
     case 0x03:
     case 0x04:
-      return 'mp4a.40.34';
+      // MPEG audio: Layer III is MP3; Layer II (ffmpeg's MPEG-TS default, DVB) is not named.
+      return frame.length >= 2 &&
+        frame[0] === 0xff &&
+        (frame[1]! & 0xe0) === 0xe0 &&
+        ((frame[1]! >> 1) & 3) === 1
+        ? 'mp4a.40.34'
+        : null;
     case 0x81:
       return 'ac-3';
     case 0x87:
@@ -351,6 +383,7 @@ function audioCodec(streamType: number, frame: Buffer): string | null {
   }
 }
 
+/** The PTS of a PES packet that starts in `payload`, when it has one. */
 function pesPts(payload: Buffer): number | undefined {
   if (payload.length < 14 || payload[0] !== 0 || payload[1] !== 0 || payload[2] !== 1) return undefined;
   if ((payload[7]! & 0x80) === 0) return undefined;

@@ -10,8 +10,12 @@
 # emulator, Redis, Chromium, OBS, ffmpeg; SPEECHPIPE_TEST_CONCURRENCY changes it). The first
 # runner's report is printed after the rest's; the exit status fails if either fails.
 concurrency=${SPEECHPIPE_TEST_CONCURRENCY:-4}
+# Files given: those, in one runner. A reporter of one's own (its destination would be written
+# by both runners): every file, in one runner.
+one_runner=""
 for arg in "$@"; do
   case $arg in
+  --test-reporter*) one_runner=yes ;;
   -*) ;;
   *) exec node --test --test-concurrency="$concurrency" --import ./test/setup.ts "$@" ;;
   esac
@@ -31,17 +35,34 @@ for f in $(find test -name "*.test.ts" | sort); do
   *) rest="$rest $f" ;;
   esac
 done
+if [ -z "$first" ] || [ -n "$one_runner" ]; then
+  # shellcheck disable=SC2086
+  exec node --test --test-concurrency="$concurrency" --import ./test/setup.ts "$@" $first $rest
+fi
 report=$(mktemp)
-trap 'rm -f "$report"' EXIT
+# Both runners in the background, so that a signal to this shell (npm passes SIGTERM to it
+# alone) reaches them: a shell waiting on a foreground child would not run its trap until then.
 # shellcheck disable=SC2086
 node --test --test-concurrency=2 --import ./test/setup.ts "$@" $first >"$report" 2>&1 &
 long_pid=$!
 # shellcheck disable=SC2086
-node --test --test-concurrency="$concurrency" --import ./test/setup.ts "$@" $rest
+node --test --test-concurrency="$concurrency" --import ./test/setup.ts "$@" $rest &
+rest_pid=$!
+stop() {
+  kill "$long_pid" "$rest_pid" 2>/dev/null
+  rm -f "$report"
+  exit "$1"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
+trap 'stop 129' HUP
+wait "$rest_pid"
 rest_status=$?
 wait "$long_pid"
 long_status=$?
+trap - INT TERM HUP
 echo
 echo "# run beside the others:"
 cat "$report"
+rm -f "$report"
 [ "$rest_status" -eq 0 ] && [ "$long_status" -eq 0 ]

@@ -35,6 +35,13 @@ const transportStream = (options: { video?: boolean; offsetSec?: number } = {}) 
 /** `seconds` of lavfi's test pattern and tone, encoded with `args`, as MPEG-TS. */
 const encoded = (seconds: number, args: string[]) => transportStreamOf({ seconds, args });
 
+/** H.264 with a keyframe every `gop` frames (25 a second) and `bframes` B-frames, and AAC. */
+const gops = (seconds: number, gop: number, bframes: number) =>
+  encoded(seconds, [
+    ...['-c:v', 'libx264', '-preset', 'veryfast', '-bf', String(bframes), '-g', String(gop)],
+    ...['-sc_threshold', '0', '-pix_fmt', 'yuv420p', '-c:a', 'aac'],
+  ]);
+
 const withVideo = transportStream();
 const audioOnly = transportStream({ video: false });
 
@@ -201,22 +208,7 @@ test('bytes that are not a transport stream: no segment, no throw', () => {
 test('keyframes further apart than the target allows: segments are cut without one, none outlasts the target duration (RFC 8216 4.3.3.1)', async () => {
   // A keyframe every 3.6 s (as an encoder's default interval would be), B-frames reordering the
   // timestamps; target 2 s: the playlists say 2, so every segment must round to 2 s or less.
-  const ts = await encoded(11, [
-    '-c:v',
-    'libx264',
-    '-preset',
-    'veryfast',
-    '-bf',
-    '2',
-    '-g',
-    '90',
-    '-sc_threshold',
-    '0',
-    '-pix_fmt',
-    'yuv420p',
-    '-c:a',
-    'aac',
-  ]);
+  const ts = await gops(11, 90, 2);
   assert.equal(targetDurationOf(2), 2);
   const { segments, events } = cut(ts, [ts.length], 2);
   const said = await probe(ts);
@@ -242,22 +234,7 @@ test('keyframes further apart than the target allows: segments are cut without o
 });
 
 test('keyframes 2.4 s apart with B-frames (within the ceiling of the target): once their interval is known, every segment starts at one', async () => {
-  const ts = await encoded(20, [
-    '-c:v',
-    'libx264',
-    '-preset',
-    'veryfast',
-    '-bf',
-    '3',
-    '-g',
-    '60',
-    '-sc_threshold',
-    '0',
-    '-pix_fmt',
-    'yuv420p',
-    '-c:a',
-    'aac',
-  ]);
+  const ts = await gops(20, 60, 3);
   const starts = cut(ts).events.flatMap((e) => (e.type === 'segment-start' ? [e] : []));
   const second = (await probe(ts)).keyframes[1]!;
   assert.ok(starts.length >= 8);

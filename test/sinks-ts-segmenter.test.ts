@@ -245,6 +245,25 @@ test('keyframes 2.4 s apart with B-frames (within the ceiling of the target): on
   );
 });
 
+test('audio going on after the pictures end: cut at audio, no segment outlasts the target', async () => {
+  const ts = await encoded(13, [
+    ...['-filter_complex', '[0:v]trim=duration=10[v]', '-map', '[v]', '-map', '1:a'],
+    ...['-c:v', 'libx264', '-preset', 'veryfast', '-g', '50', '-pix_fmt', 'yuv420p', '-c:a', 'aac'],
+  ]);
+  const { segments, events } = cut(ts);
+  const starts = events.flatMap((e) => (e.type === 'segment-start' ? [e] : []));
+  for (const s of segments) {
+    const sec = (s.endPts - s.startPts) / MPEG_CLOCK;
+    assert.ok(sec < 2.5, `a segment of ${sec} s`);
+  }
+  // The last 3 s have no picture: at least one segment starts at audio after the video's end.
+  const videoEnd = starts.findLast((s) => s.keyframe)!.pts + 2 * MPEG_CLOCK;
+  assert.ok(
+    starts.some((s) => !s.keyframe && s.pts >= videoEnd),
+    'no cut at audio after the pictures',
+  );
+});
+
 test('keyframes within the target: every segment starts at one', async () => {
   const { events } = cut(await withVideo);
   const starts = events.filter((e) => e.type === 'segment-start');

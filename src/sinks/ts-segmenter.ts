@@ -4,10 +4,10 @@
 // only, at an audio packet) with the PAT and PMT, the bytes of each, and the timestamp where
 // each ends. Segments keep within the playlists' target duration (RFC 8216 4.3.3.1: rounded,
 // at most the target; 6.2.1: which never changes): one whose keyframe does not come in time is
-// cut at a video frame, and says it starts without one. Cuts are at video frames only, so with
-// video a segment can still outlast the target where the video stops (a gap in the pictures,
-// audio going on after them) or has under two frames a second. No stream, no I/O: hlsOutput()
-// is the adapter.
+// cut at a video frame, and says it starts without one; where the audio goes on after the
+// pictures, at audio. A segment can still outlast the target over a gap in the pictures (ffmpeg
+// writes the audio of the gap after the picture that ends it, so no cut point comes in time)
+// and with video of under two frames a second. No stream, no I/O: hlsOutput() is the adapter.
 
 import { InvalidArgumentError } from '../protocol/errors.ts';
 
@@ -226,14 +226,22 @@ export class TsSegmenter {
     // the ceiling; the segment after it ends at the next keyframe, however short, so the
     // segments are back on the keyframes after one interval.
     const keyframe = this.#video ? isVideo && randomAccess : isAudio;
+    // The pictures ended and the audio goes on (audio 0.2 s past the last picture, where a
+    // muxer interleaves audio behind the video): cut at audio instead.
+    const videoGone =
+      isAudio &&
+      this.#video !== undefined &&
+      this.#lastVideoPts !== undefined &&
+      pts - this.#lastVideoPts > MPEG_CLOCK / 5;
     const start = this.#segmentStart;
     let cut: SegmenterEvent[] | undefined;
-    if ((keyframe || isVideo) && this.#pat && this.#pmt) {
+    if ((keyframe || isVideo || videoGone) && this.#pat && this.#pmt) {
       if (start === undefined) {
         if (keyframe) cut = [{ type: 'segment-start', pts, keyframe }];
       } else if (
         (keyframe && pts > start && (pts - start >= this.#target || !this.#segmentKeyframe)) ||
-        (isVideo && !keyframe && pts > start && this.#lateKeyframe(pts, start))
+        (isVideo && !keyframe && pts > start && this.#lateKeyframe(pts, start)) ||
+        (videoGone && pts > start && pts - start + this.#audioGap >= this.#ceiling)
       ) {
         cut = [
           { type: 'segment-end', pts },

@@ -31,7 +31,7 @@ export interface HlsOutputOptions extends Omit<CaptionOptions, 'format'> {
   /**
    * Seconds a segment lasts at least (with video: up to the next keyframe after it). The
    * playlists' target duration is this rounded up (T), fixed for the whole presentation; a
-   * segment whose keyframe would come at T + 0.5 s or later is cut without one (see
+   * segment whose keyframe is not due before T + 0.5 s is cut without one (see
    * {@link HlsOutputStats.withoutKeyframe}). Default 2.
    */
   targetDurationSec?: number;
@@ -53,8 +53,9 @@ export interface HlsOutputStats {
   video: boolean | undefined;
   /**
    * Segments that start without a keyframe: the input's keyframes were further apart than the
-   * target duration allows (a player may show the start of such a segment late). Set the
-   * encoder's keyframe interval to `targetDurationSec` or less, or raise the target, to have none.
+   * target duration allows (a player may show the start of such a segment late), or the
+   * pictures ended before the audio. Set the encoder's keyframe interval to `targetDurationSec`
+   * or less, or raise the target, to have none from the first.
    */
   withoutKeyframe: number;
 }

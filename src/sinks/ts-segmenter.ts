@@ -41,7 +41,8 @@ export type SegmenterEvent =
   /**
    * The RFC 6381 codecs of the media (`avc1.64001f,mp4a.40.2`), once read from its first video
    * keyframe and audio frame, or undefined when one of them cannot be named (HEVC, MPEG-2
-   * video, LATM): a master playlist then lists no CODECS rather than a wrong one. Once.
+   * video, LATM, MPEG audio Layer II): a master playlist then lists no CODECS rather than a
+   * wrong one. Once.
    */
   | { type: 'codecs'; codecs: string | undefined }
   /** The segment ends at `pts`, where the next one begins (or its last sample's end). */
@@ -66,8 +67,8 @@ const AUDIO_TYPES = new Set([0x03, 0x04, 0x0f, 0x11, 0x81, 0x87]);
 export interface TsSegmenterOptions {
   /**
    * Seconds a segment lasts at least before the next keyframe cuts it. The playlists' target
-   * duration is this, rounded up (T): a segment whose next keyframe would make it last T + 0.5 s
-   * or more (its duration rounded above T) is cut at a video frame before that. Default 2.
+   * duration is this, rounded up (T): a segment whose next keyframe is not due before T + 0.5 s
+   * (its duration rounded would be above T) is cut at a video frame before that. Default 2.
    */
   targetDurationSec?: number;
 }

@@ -4,7 +4,10 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 
-function runFixture(name: string): Promise<{ code: number; output: string }> {
+function runFixture(
+  name: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -13,7 +16,7 @@ function runFixture(name: string): Promise<{ code: number; output: string }> {
         cwd: new URL('..', import.meta.url),
         timeout: 60_000,
         // A nested runner must not believe it reports to this one.
-        env: { ...process.env, NODE_TEST_CONTEXT: undefined, SPEECHPIPE_LEAK_GRACE_MS: '1000' },
+        env: { ...process.env, NODE_TEST_CONTEXT: undefined, SPEECHPIPE_LEAK_GRACE_MS: '1000', ...env },
       },
       (err, stdout, stderr) =>
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
@@ -30,4 +33,21 @@ test('a file that leaves a server open fails, naming the handle', async () => {
 test('a file that closes its server in after() passes', async () => {
   const { code, output } = await runFixture('tidy.fixture.ts');
   assert.equal(code, 0, output);
+});
+
+// The CI failure this guards against: test/sources-files.test.ts removes 16,000 directories in
+// its `after` hook, which under load took longer than the grace period, and the guard reported
+// the removal's own requests (FSReqCallback x12731) as handles left open.
+test('an after hook still doing file-system work past the grace period is not a leak', async () => {
+  const { code, output } = await runFixture('slow-hook.fixture.ts', { FIXTURE_WORK_MS: '2500' });
+  assert.equal(code, 0, output);
+});
+
+test('work that never ends is reported at the cap, naming the requests', async () => {
+  const { code, output } = await runFixture('slow-hook.fixture.ts', {
+    FIXTURE_WORK_MS: '60000',
+    SPEECHPIPE_LEAK_WORK_CAP_MS: '2000',
+  });
+  assert.notEqual(code, 0);
+  assert.match(output, /left handles open after its hooks: FSReq/);
 });

@@ -8,13 +8,19 @@
 //
 //   node bench/live-cpu.ts [--duration SEC] [--warmup SEC] [--rounds N] [--before DIR]
 //                          [--also NAME=DIR ...] [--transport http|socketio] [--concurrency N]
-//                          [--pace X] [--json]
+//                          [--pace X] [--pin] [--json]
+//
+// --pin (Linux, taskset): the emulator runs on the last CPU and every contender on CPU 0, so
+// that the service's work never shares a core with the client measured (on a 2-core machine
+// unpinned processes migrate between the cores, and each contender meets the emulator's
+// caches and wake-ups in its own way).
 //
 // --pace 50 --concurrency 8 keeps the client busy (frames go as fast as they are accepted): the
 // CPU per frame without the idle wake-ups of a live pace, steadier on a shared machine.
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,9 +38,25 @@ interface Service {
   apiKey: string;
 }
 
+/** Node with `args`, on CPU `cpu` alone when pinning (taskset), else where the system puts it. */
+function nodeCommand(args: string[], cpu: number | undefined): [string, string[]] {
+  return cpu === undefined
+    ? [process.execPath, args]
+    : ['taskset', ['-c', String(cpu), process.execPath, ...args]];
+}
+
+/** The CPU contenders run on when pinning; the service gets the last one. */
+const CLIENT_CPU = 0;
+
 /** A child process's stdout, parsed as JSON once it exited 0. */
-async function runChild(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<unknown> {
-  const child = spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+async function runChild(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  cpu: number | undefined,
+): Promise<unknown> {
+  const [command, argv] = nodeCommand(args, cpu);
+  const child = spawn(command, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -69,6 +91,7 @@ function cliContender(name: string, dir: string, options: RunOptions): Contender
         ],
         { ...process.env, API_URL: service.url, API_KEY: service.apiKey },
         dir,
+        options.pin ? CLIENT_CPU : undefined,
       )) as { client_cpu_seconds_per_audio_second: number; operations: { failed: number } };
       if (report.operations.failed > 0) throw new Error(`${name}: ${JSON.stringify(report.operations)}`);
       return report.client_cpu_seconds_per_audio_second;
@@ -94,6 +117,7 @@ function bareContender(options: RunOptions): Contender {
         ],
         process.env,
         ROOT,
+        options.pin ? CLIENT_CPU : undefined,
       )) as { client_cpu_seconds_per_audio_second: number; failed: number };
       if (report.failed > 0) throw new Error(`bare: ${report.failed} streams failed`);
       return report.client_cpu_seconds_per_audio_second;
@@ -102,8 +126,12 @@ function bareContender(options: RunOptions): Contender {
 }
 
 /** The emulator as `speechpipe bench` starts it: `speechpipe emulator`, a process of its own. */
-async function startService(): Promise<Service & { stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'], {
+async function startService(pin: boolean): Promise<Service & { stop(): Promise<void> }> {
+  const [command, argv] = nodeCommand(
+    [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'],
+    pin ? availableParallelism() - 1 : undefined,
+  );
+  const child = spawn(command, argv, {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -134,6 +162,8 @@ interface RunOptions {
   before?: string;
   /** More checkouts to run in the same rounds, by name. */
   also?: Record<string, string>;
+  /** The service on the last CPU, the contenders on CPU 0 (taskset; 2 CPUs or more). */
+  pin?: boolean;
   log?: (line: string) => void;
 }
 
@@ -160,7 +190,8 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
     ...(options.before ? [cliContender('before', options.before, options)] : []),
     ...Object.entries(options.also ?? {}).map(([name, dir]) => cliContender(name, dir, options)),
   ];
-  const service = await startService();
+  if (options.pin && availableParallelism() < 2) throw new Error('--pin needs 2 CPUs or more');
+  const service = await startService(options.pin === true);
   const rows: LiveCpuRow[] = [];
   try {
     const results = new Map<string, Record<string, number[]>>();
@@ -248,6 +279,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     transports: transport ? [transport as 'http' | 'socketio'] : ['http', 'socketio'],
     ...(before ? { before } : {}),
     also,
+    pin: args.includes('--pin'),
     log: (line) => console.error(line),
   });
   console.log(args.includes('--json') ? JSON.stringify(rows, null, 2) : formatLiveCpu(rows));

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { Admission, isAdmissionRejection, RetryPolicy } from '../src/client/index.ts';
 import { backoffDelay } from '../src/client/retry.ts';
@@ -201,6 +202,30 @@ test('admission: acquire holds a slot until release, abort leaves the queue', as
   const b = await admission.acquire('realtime_asr');
   b.release();
   admission.close();
+});
+
+test('admission: acquire listens to the caller and the client without a composite signal, and leaves no listener', async (t) => {
+  const any = t.mock.method(AbortSignal, 'any');
+  const admission = new Admission({ concurrency: { realtime_asr: 1 } });
+  const caller = new AbortController();
+  const a = await admission.acquire('realtime_asr', { signal: caller.signal });
+  assert.equal(getEventListeners(caller.signal, 'abort').length, 0, 'none once the slot is granted');
+  // Waiting: the caller's abort ends the wait with its reason, and its listener goes.
+  const waiting = admission.acquire('realtime_asr', { signal: caller.signal });
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(getEventListeners(caller.signal, 'abort').length, 1);
+  caller.abort(new Error('stop'));
+  await assert.rejects(waiting, /stop/);
+  assert.equal(getEventListeners(caller.signal, 'abort').length, 0);
+  // Waiting: the client's close() ends the wait too, and no listener is left on the caller's.
+  const other = new AbortController();
+  const closing = admission.acquire('realtime_asr', { signal: other.signal });
+  await new Promise((resolve) => setImmediate(resolve));
+  admission.close();
+  await assert.rejects(closing);
+  assert.equal(getEventListeners(other.signal, 'abort').length, 0);
+  a.release();
+  assert.equal(any.mock.callCount(), 0, 'AbortSignal.any per acquire');
 });
 
 test('backoff: full jitter under an exponential ceiling; Retry-After wins', () => {

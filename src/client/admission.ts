@@ -194,27 +194,38 @@ export class Admission {
   ): Promise<Slot> {
     const { signal } = options;
     const lane = this.#lane(workload);
-    const combined = signal ? AbortSignal.any([signal, this.#closed.signal]) : this.#closed.signal;
+    const closed = this.#closed.signal;
     // The signal ends the wait for a slot, not the holding of it: a slot is held until
     // release() (p-queue would free it on abort while the holder still uses it, e.g. while an
-    // aborted live session is still being ended at the service).
+    // aborted live session is still being ended at the service). A listener on each of the
+    // caller's signal and the client's closing one, not AbortSignal.any: a composite signal per
+    // operation is made, registered with both sources for garbage collection, and dropped.
     const waiting = new AbortController();
-    const stopWaiting = () => waiting.abort(combined.reason);
-    if (combined.aborted) stopWaiting();
-    else combined.addEventListener('abort', stopWaiting, { once: true });
+    const onSignal = () => waiting.abort(signal!.reason);
+    const onClosed = () => waiting.abort(closed.reason);
+    const unlisten = () => {
+      signal?.removeEventListener('abort', onSignal);
+      closed.removeEventListener('abort', onClosed);
+    };
+    if (signal?.aborted) onSignal();
+    else if (closed.aborted) onClosed();
+    else {
+      signal?.addEventListener('abort', onSignal, { once: true });
+      closed.addEventListener('abort', onClosed, { once: true });
+    }
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     let started!: () => void;
     const running = new Promise<void>((resolve) => (started = resolve));
     const task = lane.queue.add(
       () => {
-        combined.removeEventListener('abort', stopWaiting);
+        unlisten();
         started();
         return held;
       },
       { signal: waiting.signal, priority: options.retrying ? 1 : 0 },
     );
-    task.catch(() => combined.removeEventListener('abort', stopWaiting));
+    task.catch(unlisten);
     await Promise.race([running, task]);
     let released = false;
     let reported = false;

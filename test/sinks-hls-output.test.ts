@@ -120,6 +120,43 @@ test('a programme and its captions become a presentation: bounded by its window,
   assert.match(vtt, /That is all\./);
 });
 
+test('keyframes further apart than the target: segments cut between them are counted, the target holds', async () => {
+  const dir = join(root, 'sparse');
+  await mkdir(dir);
+  const hls = await hlsOutput({ dir, delaySec: 0, targetDurationSec: 0.5, windowSegments: 20 });
+  // A keyframe every 2 s (40 frames at 20 fps): a segment may not wait that long.
+  const ts = await transportStreamOf({
+    seconds: 4,
+    fps: 20,
+    args: [
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-g',
+      '40',
+      '-sc_threshold',
+      '0',
+      '-pix_fmt',
+      'yuv420p',
+      '-c:a',
+      'aac',
+    ],
+  });
+  await Promise.all([pipeline(Readable.from([ts]), hls.media), pipeline(Readable.from([]), hls)]);
+  const { segments, withoutKeyframe } = hls.stats();
+  const media = parsePlaylist(await readFile(join(dir, 'media.m3u8'), 'utf8'));
+  assert.equal(media.segments.length, segments);
+  // Keyframes at 0 and 2 s start two segments; every other segment starts between them.
+  assert.equal(withoutKeyframe, segments - 2, `${withoutKeyframe} of ${segments}`);
+  assert.ok(withoutKeyframe > 0);
+  assert.ok(
+    media.segments.every((seg) => Math.round(seg.duration) <= 1),
+    'every segment within the target',
+  );
+  assert.ok(!(await readFile(join(dir, 'master.m3u8'), 'utf8')).includes('#EXT-X-INDEPENDENT-SEGMENTS'));
+});
+
 test('served under /hls/: content types, CORS, playlists never cached, nothing outside the directory', async () => {
   const dir = join(root, 'served');
   await mkdir(dir);

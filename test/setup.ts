@@ -18,7 +18,13 @@ enableCompileCache();
 const compileCache = getCompileCacheDir();
 if (compileCache !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache;
 
-const GRACE_MS = Number(process.env.SPEECHPIPE_LEAK_GRACE_MS ?? 10_000);
+/** A positive number of milliseconds from the environment, else `fallback` (never NaN or 0). */
+function envMs(name: string, fallback: number): number {
+  const value = Number(process.env[name]);
+  return Number.isFinite(value) && value > 0 ? value : fallback;
+}
+
+const GRACE_MS = envMs('SPEECHPIPE_LEAK_GRACE_MS', 10_000);
 
 const count = (list: string[]) => {
   const m = new Map<string, number>();
@@ -39,9 +45,11 @@ function leaks(): string[] {
 
 // Requests in flight (a file's `after` removing a large tree issues thousands of them) are
 // work that ends by itself, not a leak: while any is pending the grace period starts again,
-// up to WORK_CAP_MS, so a slow hook under load is not reported as leaking its own requests.
-const WORK_CAP_MS = Number(process.env.SPEECHPIPE_LEAK_WORK_CAP_MS ?? 120_000);
-const isRequest = (entry: string) => /^FSReq|ReqWrap /.test(entry);
+// up to WORK_CAP_MS (never shorter than the grace period itself), so a slow hook under load is
+// not reported as leaking its own requests.
+const WORK_CAP_MS = Math.max(envMs('SPEECHPIPE_LEAK_WORK_CAP_MS', 120_000), GRACE_MS);
+/** `FSReqCallback x3`, `FSReqPromise x1`, `GetAddrInfoReqWrap x1`: a request, not a handle. */
+const isRequest = (entry: string) => /^(FSReq\w*|\w*ReqWrap) x\d+$/.test(entry);
 
 after(() => {
   const start = Date.now();

@@ -10,17 +10,17 @@
 //                          [--also NAME=DIR ...] [--transport http|socketio] [--concurrency N]
 //                          [--pace X] [--pin] [--json]
 //
-// --pin (Linux, taskset): the emulator runs on the last CPU and every contender on CPU 0, so
-// that the service's work never shares a core with the client measured (on a 2-core machine
-// unpinned processes migrate between the cores, and each contender meets the emulator's
-// caches and wake-ups in its own way).
+// --pin (Linux, taskset): the emulator runs on the last CPU allowed and every contender on the
+// first, so that the service's work never shares a core with the client measured (on a 2-core
+// machine unpinned processes migrate between the cores, and each contender meets the
+// emulator's caches and wake-ups in its own way).
 //
 // --pace 50 --concurrency 8 keeps the client busy (frames go as fast as they are accepted): the
 // CPU per frame without the idle wake-ups of a live pace, steadier on a shared machine.
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { availableParallelism } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -45,8 +45,26 @@ function nodeCommand(args: string[], cpu: number | undefined): [string, string[]
     : ['taskset', ['-c', String(cpu), process.execPath, ...args]];
 }
 
-/** The CPU contenders run on when pinning; the service gets the last one. */
-const CLIENT_CPU = 0;
+/**
+ * The CPUs this process may run on (`Cpus_allowed_list`: `0-1`, `2,4-5`), in order: under a
+ * cpuset or taskset they need not be 0..n-1.
+ */
+function allowedCpus(): number[] {
+  const line = /^Cpus_allowed_list:\s*(.+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '';
+  return line.split(',').flatMap((part) => {
+    const [from, to = from] = part.trim().split('-').map(Number);
+    return Number.isInteger(from) && Number.isInteger(to)
+      ? Array.from({ length: to! - from! + 1 }, (_, i) => from! + i)
+      : [];
+  });
+}
+
+/** When pinning: contenders on the first allowed CPU, the service on the last. */
+function pinning(): { client: number; service: number } {
+  const cpus = allowedCpus();
+  if (cpus.length < 2) throw new Error(`--pin needs 2 CPUs or more, this process may use ${cpus.length}`);
+  return { client: cpus[0]!, service: cpus.at(-1)! };
+}
 
 /** A child process's stdout, parsed as JSON once it exited 0. */
 async function runChild(
@@ -91,7 +109,7 @@ function cliContender(name: string, dir: string, options: RunOptions): Contender
         ],
         { ...process.env, API_URL: service.url, API_KEY: service.apiKey },
         dir,
-        options.pin ? CLIENT_CPU : undefined,
+        options.pin?.client,
       )) as { client_cpu_seconds_per_audio_second: number; operations: { failed: number } };
       if (report.operations.failed > 0) throw new Error(`${name}: ${JSON.stringify(report.operations)}`);
       return report.client_cpu_seconds_per_audio_second;
@@ -117,7 +135,7 @@ function bareContender(options: RunOptions): Contender {
         ],
         process.env,
         ROOT,
-        options.pin ? CLIENT_CPU : undefined,
+        options.pin?.client,
       )) as { client_cpu_seconds_per_audio_second: number; failed: number };
       if (report.failed > 0) throw new Error(`bare: ${report.failed} streams failed`);
       return report.client_cpu_seconds_per_audio_second;
@@ -126,20 +144,27 @@ function bareContender(options: RunOptions): Contender {
 }
 
 /** The emulator as `speechpipe bench` starts it: `speechpipe emulator`, a process of its own. */
-async function startService(pin: boolean): Promise<Service & { stop(): Promise<void> }> {
+async function startService(cpu: number | undefined): Promise<Service & { stop(): Promise<void> }> {
   const [command, argv] = nodeCommand(
     [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'],
-    pin ? availableParallelism() - 1 : undefined,
+    cpu,
   );
   const child = spawn(command, argv, {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
+  // A command that cannot start (no taskset, no CPU of that number) ends with no line.
+  let failed: Error | undefined;
+  child.once('error', (err) => (failed = err));
   let line = '';
   for await (const chunk of child.stdout) {
     line += chunk;
     if (line.includes('\n')) break;
   }
+  if (!line.includes('\n'))
+    throw new Error(
+      `the emulator did not start (${failed?.message ?? `${command} exited ${child.exitCode}`})`,
+    );
   const { url, apiKey } = JSON.parse(line.split('\n')[0]!) as Service;
   return {
     url,
@@ -162,8 +187,8 @@ interface RunOptions {
   before?: string;
   /** More checkouts to run in the same rounds, by name. */
   also?: Record<string, string>;
-  /** The service on the last CPU, the contenders on CPU 0 (taskset; 2 CPUs or more). */
-  pin?: boolean;
+  /** The CPUs of the contenders and of the service (taskset), from {@link pinning}. */
+  pin?: { client: number; service: number } | undefined;
   log?: (line: string) => void;
 }
 
@@ -190,8 +215,7 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
     ...(options.before ? [cliContender('before', options.before, options)] : []),
     ...Object.entries(options.also ?? {}).map(([name, dir]) => cliContender(name, dir, options)),
   ];
-  if (options.pin && availableParallelism() < 2) throw new Error('--pin needs 2 CPUs or more');
-  const service = await startService(options.pin === true);
+  const service = await startService(options.pin?.service);
   const rows: LiveCpuRow[] = [];
   try {
     const results = new Map<string, Record<string, number[]>>();
@@ -279,7 +303,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     transports: transport ? [transport as 'http' | 'socketio'] : ['http', 'socketio'],
     ...(before ? { before } : {}),
     also,
-    pin: args.includes('--pin'),
+    pin: args.includes('--pin') ? pinning() : undefined,
     log: (line) => console.error(line),
   });
   console.log(args.includes('--json') ? JSON.stringify(rows, null, 2) : formatLiveCpu(rows));

@@ -222,7 +222,7 @@ test('admission: acquire listens to the caller and the client without a composit
   const closing = admission.acquire('realtime_asr', { signal: other.signal });
   await new Promise((resolve) => setImmediate(resolve));
   admission.close();
-  await assert.rejects(closing);
+  await assert.rejects(closing, { code: 'ERR_CLIENT_CLOSED' });
   assert.equal(getEventListeners(other.signal, 'abort').length, 0);
   a.release();
   assert.equal(any.mock.callCount(), 0, 'AbortSignal.any per acquire');

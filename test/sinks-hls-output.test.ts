@@ -120,7 +120,7 @@ test('a programme and its captions become a presentation: bounded by its window,
   assert.match(vtt, /That is all\./);
 });
 
-test('keyframes further apart than the target: segments cut between them are counted, the target holds', async () => {
+test('keyframes further apart than the target: segments cut between them are counted, every one within the target', async () => {
   const dir = join(root, 'sparse');
   await mkdir(dir);
   const hls = await hlsOutput({ dir, delaySec: 0, targetDurationSec: 0.5, windowSegments: 20 });
@@ -150,11 +150,9 @@ test('keyframes further apart than the target: segments cut between them are cou
   // Keyframes at 0 and 2 s start two segments; every other segment starts between them.
   assert.equal(withoutKeyframe, segments - 2, `${withoutKeyframe} of ${segments}`);
   assert.ok(withoutKeyframe > 0);
-  assert.ok(
-    media.segments.every((seg) => Math.round(seg.duration) <= 1),
-    'every segment within the target',
-  );
-  assert.ok(!(await readFile(join(dir, 'master.m3u8'), 'utf8')).includes('#EXT-X-INDEPENDENT-SEGMENTS'));
+  assert.equal(media.targetDuration, 1);
+  for (const seg of media.segments)
+    assert.ok(Math.round(seg.duration) <= 1, `a segment of ${seg.duration} s`);
 });
 
 test('served under /hls/: content types, CORS, playlists never cached, nothing outside the directory', async () => {

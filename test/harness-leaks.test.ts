@@ -39,12 +39,13 @@ test('a file that closes its server in after() passes', async () => {
 // its `after` hook, which under load took longer than the grace period, and the guard reported
 // the removal's own requests (FSReqCallback x12731) as handles left open.
 test('an after hook still doing file-system work past the grace period is not a leak', async () => {
-  for (const env of [
+  const cases: Record<string, string>[] = [
     // Past the grace period (1 s), under the cap.
     { FIXTURE_WORK_MS: '2500', SPEECHPIPE_LEAK_WORK_CAP_MS: '60000' },
     // A cap set below the grace period does not shorten it.
     { FIXTURE_WORK_MS: '1500', SPEECHPIPE_LEAK_GRACE_MS: '2500', SPEECHPIPE_LEAK_WORK_CAP_MS: '500' },
-  ]) {
+  ];
+  for (const env of cases) {
     const { code, output } = await runFixture('slow-hook.fixture.ts', env);
     assert.equal(code, 0, `${JSON.stringify(env)}\n${output}`);
   }

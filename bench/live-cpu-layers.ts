@@ -5,9 +5,11 @@
 // service, printing CPU seconds per audio second; compare layers run in turn on the same service.
 //
 //   node bench/live-cpu-layers.ts bare|transport|session|stream URL API_KEY [SEC] [PACE] [CONCURRENCY]
+//                                 [WARMUP_SEC]
 //
 // Start the service with `node src/cli/main.ts emulator --stop-on-stdin-end` (it prints the URL
-// and key). The first 3 s are not counted; 8 streams are live at once, as the account allows.
+// and key). The first 3 s (WARMUP_SEC) are not counted; 8 streams are live at once, as the
+// account allows. `node bench/live-cpu.ts --layers ...` runs layers in its rounds.
 
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -26,15 +28,16 @@ import { type BareOptions, framesOf, socketStream } from './helpers/bare-live.ts
 
 type Plan = { pcm: Buffer; dueMs: number; final: boolean }[];
 const LAYERS = ['bare', 'transport', 'session', 'stream'] as const;
-const [layer, url, apiKey, seconds = '20', pace = '1', concurrency = '16'] = process.argv.slice(2);
+const [layer, url, apiKey, seconds = '20', pace = '1', concurrency = '16', warmupArg = '3'] =
+  process.argv.slice(2);
 if (!LAYERS.includes(layer as (typeof LAYERS)[number]) || !url || !apiKey) {
   process.stderr.write(
-    `usage: node bench/live-cpu-layers.ts ${LAYERS.join('|')} URL API_KEY [SEC] [PACE] [CONCURRENCY]\n`,
+    `usage: node bench/live-cpu-layers.ts ${LAYERS.join('|')} URL API_KEY [SEC] [PACE] [CONCURRENCY] [WARMUP_SEC]\n`,
   );
   process.exit(2);
 }
 const durationMs = Number(seconds) * 1000;
-const warmupMs = 3000;
+const warmupMs = Number(warmupArg) * 1000;
 const speed = Number(pace);
 const clips = await builtinMedia();
 const plans = clips.map((c) => framesOf(c.pcm, 3200, speed));

@@ -8,12 +8,23 @@
 //
 //   node bench/live-cpu.ts [--duration SEC] [--warmup SEC] [--rounds N] [--before DIR]
 //                          [--also NAME=DIR ...] [--transport http|socketio] [--concurrency N]
-//                          [--pace X] [--pin] [--json]
+//                          [--pace X] [--pin] [--together] [--layers L,...] [--json]
 //
 // --pin (Linux, taskset): the emulator runs on the last CPU allowed and every contender on the
 // first, so that the service's work never shares a core with the client measured (on a 2-core
 // machine unpinned processes migrate between the cores, and each contender meets the
 // emulator's caches and wake-ups in its own way).
+//
+// --layers transport,session,stream: also the layers of bench/live-cpu-layers.ts (Socket.IO
+// only; speechpipe's SocketTransport alone, a LiveSession, sttStream), as contenders named
+// `layer:NAME`, to see where the CPU above the bare loop goes.
+//
+// --together: the contenders of a round run at the same time, each on an account of its own
+// (so that each has the account's 8 streams), on the same CPU when pinned. Sequential rounds on
+// a shared virtual machine differ by up to 50 % for the same code: whatever the host does
+// meanwhile lands on one contender. Run together, contenders meet the same disturbance at the
+// same moment, and their ratio is steadier from round to round (each figure is then higher than
+// alone: the two share a core and its caches).
 //
 // --pace 50 --concurrency 8 keeps the client busy (frames go as fast as they are accepted): the
 // CPU per frame without the idle wake-ups of a live pace, steadier on a shared machine.
@@ -21,6 +32,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -143,12 +156,53 @@ function bareContender(options: RunOptions): Contender {
   };
 }
 
-/** The emulator as `speechpipe bench` starts it: `speechpipe emulator`, a process of its own. */
-async function startService(cpu: number | undefined): Promise<Service & { stop(): Promise<void> }> {
-  const [command, argv] = nodeCommand(
-    [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'],
-    cpu,
-  );
+/** One layer of bench/live-cpu-layers.ts (Socket.IO), from this checkout. */
+function layerContender(layer: string, options: RunOptions): Contender {
+  if (!['bare', 'transport', 'session', 'stream'].includes(layer))
+    throw new Error(`--layers: unknown layer ${layer} (bare, transport, session, stream)`);
+  return {
+    name: `layer:${layer}`,
+    async run(transport, service) {
+      if (transport !== 'socketio')
+        throw new Error('--layers measures Socket.IO only (--transport socketio)');
+      const report = (await runChild(
+        [
+          join(ROOT, 'bench/live-cpu-layers.ts'),
+          layer,
+          service.url,
+          service.apiKey,
+          String(options.durationSec),
+          String(options.pace),
+          String(options.concurrency),
+          String(options.warmupSec),
+        ],
+        process.env,
+        ROOT,
+        options.pin?.client,
+      )) as { client_cpu_seconds_per_audio_second: number };
+      return report.client_cpu_seconds_per_audio_second;
+    },
+  };
+}
+
+/**
+ * The emulator as `speechpipe bench` starts it: `speechpipe emulator`, a process of its own.
+ * With `accounts` > 1, that many accounts, one key each (`apiKeys`), the first as `apiKey`.
+ */
+async function startService(
+  cpu: number | undefined,
+  accounts = 1,
+): Promise<Service & { apiKeys: string[]; stop(): Promise<void> }> {
+  const dir = accounts > 1 ? await mkdtemp(join(tmpdir(), 'live-cpu-')) : undefined;
+  const keys = Array.from({ length: accounts }, (_, i) => `live-cpu-${i}-${process.pid}`);
+  const args = [join(ROOT, 'src/cli/main.ts'), 'emulator', '--stop-on-stdin-end'];
+  if (dir) {
+    const file = join(dir, 'accounts.json');
+    const entries = keys.map((key, i) => ({ key, account: `contender-${i}`, tier: 'enterprise' }));
+    await writeFile(file, JSON.stringify({ keys: entries }));
+    args.push('--accounts', file);
+  }
+  const [command, argv] = nodeCommand(args, cpu);
   const child = spawn(command, argv, {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -169,9 +223,11 @@ async function startService(cpu: number | undefined): Promise<Service & { stop()
   return {
     url,
     apiKey,
+    apiKeys: dir ? keys : [apiKey],
     async stop() {
       child.stdin.end();
       if (child.exitCode === null) await once(child, 'exit');
+      if (dir) await rm(dir, { recursive: true, force: true });
     },
   };
 }
@@ -187,6 +243,10 @@ interface RunOptions {
   before?: string;
   /** More checkouts to run in the same rounds, by name. */
   also?: Record<string, string>;
+  /** Layers of bench/live-cpu-layers.ts to run as contenders too (Socket.IO only). */
+  layers?: string[];
+  /** The contenders of a round run at the same time, each on an account of its own. */
+  together?: boolean;
   /** The CPUs of the contenders and of the service (taskset), from {@link pinning}. */
   pin?: { client: number; service: number } | undefined;
   log?: (line: string) => void;
@@ -214,8 +274,9 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
     bareContender(options),
     ...(options.before ? [cliContender('before', options.before, options)] : []),
     ...Object.entries(options.also ?? {}).map(([name, dir]) => cliContender(name, dir, options)),
+    ...(options.layers ?? []).map((layer) => layerContender(layer, options)),
   ];
-  const service = await startService(options.pin?.service);
+  const service = await startService(options.pin?.service, options.together ? contenders.length : 1);
   const rows: LiveCpuRow[] = [];
   try {
     const results = new Map<string, Record<string, number[]>>();
@@ -223,13 +284,28 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
       for (const transport of options.transports) {
         const table = results.get(transport) ?? {};
         results.set(transport, table);
+        const record = (name: string, value: number) => {
+          table[name] ??= [];
+          table[name]!.push(value);
+          log(`round ${round + 1} ${transport} ${name}: ${value.toFixed(5)} s CPU per audio s`);
+        };
+        if (options.together) {
+          // All at once, each on its own account (a different one each round).
+          const values = await Promise.all(
+            contenders.map((c, i) =>
+              c.run(transport, {
+                url: service.url,
+                apiKey: service.apiKeys[(i + round) % contenders.length]!,
+              }),
+            ),
+          );
+          for (const [i, c] of contenders.entries()) record(c.name, values[i]!);
+          continue;
+        }
         // A different first contender each round: a drift in the machine's load hits all alike.
         for (let i = 0; i < contenders.length; i++) {
           const c = contenders[(i + round) % contenders.length]!;
-          const value = await c.run(transport, service);
-          table[c.name] ??= [];
-          table[c.name]!.push(value);
-          log(`round ${round + 1} ${transport} ${c.name}: ${value.toFixed(5)} s CPU per audio s`);
+          record(c.name, await c.run(transport, service));
         }
       }
     }
@@ -304,6 +380,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     ...(before ? { before } : {}),
     also,
     pin: args.includes('--pin') ? pinning() : undefined,
+    together: args.includes('--together'),
+    layers: value('--layers')?.split(',').filter(Boolean) ?? [],
     log: (line) => console.error(line),
   });
   console.log(args.includes('--json') ? JSON.stringify(rows, null, 2) : formatLiveCpu(rows));

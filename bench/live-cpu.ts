@@ -15,9 +15,9 @@
 // machine unpinned processes migrate between the cores, and each contender meets the
 // emulator's caches and wake-ups in its own way).
 //
-// --layers transport,session,stream: also the layers of bench/live-cpu-layers.ts (Socket.IO
-// only; speechpipe's SocketTransport alone, a LiveSession, sttStream), as contenders named
-// `layer:NAME`, to see where the CPU above the bare loop goes.
+// --layers transport,session,stream: also the layers of bench/live-cpu-layers.ts (in the
+// Socket.IO rounds only; speechpipe's SocketTransport alone, a LiveSession, sttStream), as
+// contenders named `layer:NAME`, to see where the CPU above the bare loop goes.
 //
 // --together: the contenders of a round run at the same time, each on an account of its own
 // (so that each has the account's 8 streams), on the same CPU when pinned. Sequential rounds on
@@ -42,6 +42,8 @@ const TARGET = 0.8;
 
 interface Contender {
   name: string;
+  /** The transports it measures (default both). */
+  transports?: ('http' | 'socketio')[];
   /** Runs one round; resolves with CPU seconds per audio second. */
   run(transport: 'http' | 'socketio', service: Service): Promise<number>;
 }
@@ -162,9 +164,8 @@ function layerContender(layer: string, options: RunOptions): Contender {
     throw new Error(`--layers: unknown layer ${layer} (bare, transport, session, stream)`);
   return {
     name: `layer:${layer}`,
-    async run(transport, service) {
-      if (transport !== 'socketio')
-        throw new Error('--layers measures Socket.IO only (--transport socketio)');
+    transports: ['socketio'],
+    async run(_transport, service) {
       const report = (await runChild(
         [
           join(ROOT, 'bench/live-cpu-layers.ts'),
@@ -282,6 +283,7 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
     const results = new Map<string, Record<string, number[]>>();
     for (let round = 0; round < options.rounds; round++) {
       for (const transport of options.transports) {
+        const running = contenders.filter((c) => c.transports?.includes(transport) ?? true);
         const table = results.get(transport) ?? {};
         results.set(transport, table);
         const record = (name: string, value: number) => {
@@ -292,19 +294,19 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
         if (options.together) {
           // All at once, each on its own account (a different one each round).
           const values = await Promise.all(
-            contenders.map((c, i) =>
+            running.map((c, i) =>
               c.run(transport, {
                 url: service.url,
                 apiKey: service.apiKeys[(i + round) % contenders.length]!,
               }),
             ),
           );
-          for (const [i, c] of contenders.entries()) record(c.name, values[i]!);
+          for (const [i, c] of running.entries()) record(c.name, values[i]!);
           continue;
         }
         // A different first contender each round: a drift in the machine's load hits all alike.
-        for (let i = 0; i < contenders.length; i++) {
-          const c = contenders[(i + round) % contenders.length]!;
+        for (let i = 0; i < running.length; i++) {
+          const c = running[(i + round) % running.length]!;
           record(c.name, await c.run(transport, service));
         }
       }

@@ -23,8 +23,8 @@
 // (so that each has the account's 8 streams), on the same CPU when pinned. Sequential rounds on
 // a shared virtual machine differ by up to 50 % for the same code: whatever the host does
 // meanwhile lands on one contender. Run together, contenders meet the same disturbance at the
-// same moment, and their ratio is steadier from round to round (each figure is then higher than
-// alone: the two share a core and its caches).
+// same moment, and their ratio is steadier from round to round (compare ratios, not figures
+// across runs: each contender is measured beside the others).
 //
 // --pace 50 --concurrency 8 keeps the client busy (frames go as fast as they are accepted): the
 // CPU per frame without the idle wake-ups of a live pace, steadier on a shared machine.
@@ -292,8 +292,9 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
           log(`round ${round + 1} ${transport} ${name}: ${value.toFixed(5)} s CPU per audio s`);
         };
         if (options.together) {
-          // All at once, each on its own account (a different one each round).
-          const values = await Promise.all(
+          // All at once, each on its own account (a different one each round). Every one ends
+          // before a failure is thrown: none is left running against a stopped service.
+          const settled = await Promise.allSettled(
             running.map((c, i) =>
               c.run(transport, {
                 url: service.url,
@@ -301,7 +302,9 @@ export async function runLiveCpu(options: RunOptions): Promise<LiveCpuRow[]> {
               }),
             ),
           );
-          for (const [i, c] of running.entries()) record(c.name, values[i]!);
+          for (const s of settled) if (s.status === 'rejected') throw s.reason;
+          for (const [i, c] of running.entries())
+            record(c.name, (settled[i] as PromiseFulfilledResult<number>).value);
           continue;
         }
         // A different first contender each round: a drift in the machine's load hits all alike.

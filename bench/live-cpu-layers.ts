@@ -2,14 +2,15 @@
 // the same pace sent by the bare loop of bench/helpers/bare-live.ts (socket.io-client alone),
 // by speechpipe's SocketTransport, by a LiveSession (retry policy, admission, channel), and by
 // sttStream fed by a paced source of the same frames. One layer per process, against a running
-// service, printing CPU seconds per audio second; compare layers run in turn on the same service.
+// service, printing CPU seconds per audio second. Compare layers run on the same service, best
+// at the same time (`node bench/live-cpu.ts --together --layers ...`, each on its own account).
 //
 //   node bench/live-cpu-layers.ts bare|transport|session|stream URL API_KEY [SEC] [PACE] [CONCURRENCY]
 //                                 [WARMUP_SEC]
 //
 // Start the service with `node src/cli/main.ts emulator --stop-on-stdin-end` (it prints the URL
 // and key). The first 3 s (WARMUP_SEC) are not counted; 8 streams are live at once, as the
-// account allows. `node bench/live-cpu.ts --layers ...` runs layers in its rounds.
+// account allows.
 
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -25,14 +26,14 @@ import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
 import { sttStream } from '../src/transforms/live-stream.ts';
 import { cutFrames } from '../src/transforms/to-frames.ts';
 import { type BareOptions, framesOf, socketStream } from './helpers/bare-live.ts';
+import { isLiveLayer, LIVE_LAYERS } from './helpers/live-layers.ts';
 
 type Plan = { pcm: Buffer; dueMs: number; final: boolean }[];
-const LAYERS = ['bare', 'transport', 'session', 'stream'] as const;
 const [layer, url, apiKey, seconds = '20', pace = '1', concurrency = '16', warmupArg = '3'] =
   process.argv.slice(2);
-if (!LAYERS.includes(layer as (typeof LAYERS)[number]) || !url || !apiKey) {
+if (!isLiveLayer(layer) || !url || !apiKey) {
   process.stderr.write(
-    `usage: node bench/live-cpu-layers.ts ${LAYERS.join('|')} URL API_KEY [SEC] [PACE] [CONCURRENCY] [WARMUP_SEC]\n`,
+    `usage: node bench/live-cpu-layers.ts ${LIVE_LAYERS.join('|')} URL API_KEY [SEC] [PACE] [CONCURRENCY] [WARMUP_SEC]\n`,
   );
   process.exit(2);
 }

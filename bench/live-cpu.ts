@@ -36,6 +36,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isLiveLayer, LIVE_LAYERS } from './helpers/live-layers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TARGET = 0.8;
@@ -160,8 +161,7 @@ function bareContender(options: RunOptions): Contender {
 
 /** One layer of bench/live-cpu-layers.ts (Socket.IO), from this checkout. */
 function layerContender(layer: string, options: RunOptions): Contender {
-  if (!['bare', 'transport', 'session', 'stream'].includes(layer))
-    throw new Error(`--layers: unknown layer ${layer} (bare, transport, session, stream)`);
+  if (!isLiveLayer(layer)) throw new Error(`--layers: unknown layer ${layer} (${LIVE_LAYERS.join(', ')})`);
   return {
     name: `layer:${layer}`,
     transports: ['socketio'],

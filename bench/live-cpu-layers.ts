@@ -1,12 +1,14 @@
 // Where a live Socket.IO stream's client CPU goes, layer by layer (issue 23): the same frames at
 // the same pace sent by the bare loop of bench/helpers/bare-live.ts (socket.io-client alone),
-// by speechpipe's SocketTransport, by a LiveSession (retry policy, admission, channel), and by
+// by speechpipe's SocketTransport, by its SocketLiveChannel, by a LiveSession on that channel
+// alone (`session-core`: the session's state, queue and retry policy, without the client's
+// admission or start deadline), by a LiveSession of a client (admission, deadline), and by
 // sttStream fed by a paced source of the same frames. One layer per process, against a running
 // service, printing CPU seconds per audio second. Compare layers run on the same service, best
 // at the same time (`node bench/live-cpu.ts --together --layers ...`, each on its own account).
 //
-//   node bench/live-cpu-layers.ts bare|transport|session|stream URL API_KEY [SEC] [PACE] [CONCURRENCY]
-//                                 [WARMUP_SEC]
+//   node bench/live-cpu-layers.ts bare|transport|channel|session-core|session|stream URL API_KEY
+//                                 [SEC] [PACE] [CONCURRENCY] [WARMUP_SEC]
 //
 // Start the service with `node src/cli/main.ts emulator --stop-on-stdin-end` (it prints the URL
 // and key). The first 3 s (WARMUP_SEC) are not counted; 8 streams are live at once, as the
@@ -18,10 +20,15 @@ import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { builtinMedia } from '../src/benchmark/media.ts';
 import { liveSource } from '../src/benchmark/run.ts';
+import { RetryPolicy } from '../src/client/attempts.ts';
 import { createClient } from '../src/client/client.ts';
+import { type LiveDeps, LiveSession } from '../src/client/live.ts';
+import type { ChannelListener } from '../src/client/live-channel.ts';
+import { SocketLiveChannel } from '../src/client/live-socket.ts';
 import { SocketTransport } from '../src/client/socket.ts';
 import { resolveConfig } from '../src/protocol/config.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
+import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
 import { resolveSocketEvents } from '../src/protocol/socket-events.ts';
 import { sttStream } from '../src/transforms/live-stream.ts';
 import { cutFrames } from '../src/transforms/to-frames.ts';
@@ -84,8 +91,61 @@ async function viaTransport(plan: Plan, start: number): Promise<void> {
   }
 }
 
-async function viaSession(plan: Plan, start: number): Promise<void> {
-  const session = client.live.stt({ transport: 'socketio', language: 'en' });
+/** A stream's channel on a connection of its own, as the client makes it. */
+function socketChannel(streamId: string, listener: ChannelListener): SocketLiveChannel {
+  return new SocketLiveChannel(
+    {
+      connection: () => new SocketTransport(config, events),
+      operation,
+      event: events.audioStream,
+      resultEvent: events.transcriptionResult,
+      streamId,
+      acks: true,
+      ackTimeoutMs: 30_000,
+    },
+    listener,
+  );
+}
+
+async function viaChannel(plan: Plan, start: number): Promise<void> {
+  const uuid = randomUUID();
+  const id = Buffer.from(uuid.replaceAll('-', ''), 'hex');
+  let resolve!: () => void;
+  const final = new Promise<void>((r) => (resolve = r));
+  // As a session passes its own signal to every send.
+  const abort = new AbortController();
+  const channel = socketChannel(uuid, {
+    record: (record) => {
+      if ((record as { is_final?: boolean }).is_final) resolve();
+    },
+    failed: () => {},
+  });
+  try {
+    for (let i = 0; i < plan.length; i++) {
+      await paced(plan, start, i);
+      const { pcm, final: isFinal } = plan[i]!;
+      await channel.send(
+        encodeFrame({ streamId: id, isStart: i === 0, isFinal, language: 'en', pcm }),
+        abort.signal,
+      );
+    }
+    await final;
+  } finally {
+    channel.close();
+  }
+}
+
+/** A session's dependencies with nothing of the client's: no admission, no start deadline. */
+const coreDeps: LiveDeps = {
+  channel: (_kind, _transport, listener, o) => socketChannel(o.streamId, listener),
+  policy: new RetryPolicy(),
+  limits: DEFAULT_LIMITS,
+  startDeadlineMs: Number.POSITIVE_INFINITY,
+};
+
+async function viaSession(plan: Plan, start: number, core: boolean): Promise<void> {
+  const options = { transport: 'socketio', language: 'en' } as const;
+  const session = core ? new LiveSession('stt', coreDeps, options) : client.live.stt(options);
   for (let i = 0; i < plan.length; i++) {
     await paced(plan, start, i);
     await session.send(plan[i]!.pcm, { final: plan[i]!.final });
@@ -102,11 +162,11 @@ async function viaStream(k: number, start: number): Promise<void> {
   );
 }
 
-// The bare loop and the transport take a slot of 8 themselves; the client's admission does it
-// for the session and the stream.
+// The layers below the client take a slot of 8 themselves; the client's admission does it for
+// the session and the stream.
 let free = 8;
 const waiting: (() => void)[] = [];
-const own = layer === 'bare' || layer === 'transport';
+const own = layer !== 'session' && layer !== 'stream';
 const t0 = performance.now();
 let cpuAtWarmup = process.cpuUsage();
 const warmup = setTimeout(() => (cpuAtWarmup = process.cpuUsage()), warmupMs);
@@ -125,7 +185,9 @@ const worker = async () => {
     try {
       if (layer === 'bare') await socketStream({ url, apiKey } as BareOptions, plans[k]!, start);
       else if (layer === 'transport') await viaTransport(plans[k]!, start);
-      else if (layer === 'session') await viaSession(plans[k]!, start);
+      else if (layer === 'channel') await viaChannel(plans[k]!, start);
+      else if (layer === 'session-core' || layer === 'session')
+        await viaSession(plans[k]!, start, layer === 'session-core');
       else await viaStream(k, start);
       if (counted) {
         audio += clips[k]!.seconds;

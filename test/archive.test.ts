@@ -166,6 +166,37 @@ test('transcribeArchive: every input ends in an event, then the summary; resume 
   assert.ok(again.every((e) => e.type !== 'started'));
 });
 
+test('resume transcribes again what another service did: the manifest records which service answered', async () => {
+  const out = join(root, 'out-service');
+  const options = { out, mode: 'fast', language: 'en', formats: ['json'] } as const;
+  const summaryOf = async (extra: { service?: string; resume?: boolean }) =>
+    (await all(transcribeArchive([archive], { client, ...options, ...extra }))).at(-1) as ArchiveSummary;
+  assert.equal((await summaryOf({})).done, 3);
+  // By default, the client's API URL.
+  const first = await readManifest(out);
+  assert.deepEqual(
+    first.map((e) => e.settings?.service),
+    [client.config.apiUrl, client.config.apiUrl, client.config.apiUrl],
+  );
+  // Another service (the emulator with another engine, a deployment): every input again.
+  const elsewhere = await summaryOf({ service: 'emulator:pocketsphinx', resume: true });
+  assert.equal(elsewhere.done, 3);
+  assert.equal(elsewhere.alreadyDone, 0);
+  // The same one again: nothing to do.
+  const same = await summaryOf({ service: 'emulator:pocketsphinx', resume: true });
+  assert.equal(same.alreadyDone, 3);
+  assert.equal(same.done, 0);
+  // Entries written before the service was recorded match any service.
+  const lines = (await readManifest(out)).map((e) => {
+    const { service: _service, ...settings } = e.settings!;
+    return JSON.stringify({ ...e, settings });
+  });
+  await writeFile(join(out, 'manifest.ndjson'), `${lines.join('\n')}\n`);
+  const older = await summaryOf({ resume: true });
+  assert.equal(older.alreadyDone, 3);
+  assert.equal(older.done, 0);
+});
+
 test('live, batch and fast give every word of the same file', async () => {
   const file = join(root, 'modes');
   await mkdir(file, { recursive: true });

@@ -28,11 +28,17 @@ export interface ArchiveSettings {
   language: Language;
   /** Whether words are labelled with speakers. */
   speakers: boolean;
+  /**
+   * What answered: a resumed run against another service (another API_URL, the built-in
+   * emulator with another engine) transcribes again. Undefined: not compared.
+   */
+  service?: string | undefined;
 }
 
 /** The settings alone, from anything that holds them. */
 export function settingsOf(options: ArchiveSettings): ArchiveSettings {
-  return { mode: options.mode, language: options.language, speakers: options.speakers };
+  const { mode, language, speakers, service } = options;
+  return service === undefined ? { mode, language, speakers } : { mode, language, speakers, service };
 }
 
 /** The walk's choices an archive run passes on: which files it takes and how it treats links. */
@@ -57,6 +63,14 @@ export interface ArchiveRunOptions extends ArchiveWalkOptions {
   language?: Language;
   /** Label speakers (live and batch). Default false. */
   speakers?: boolean;
+  /**
+   * What answers the run's requests, recorded with each manifest entry: with `resume`, an input
+   * done by another service is transcribed again (and a batch job submitted to another service
+   * is not waited for). `transcribeArchive()` defaults it to its client's API URL; the CLI names
+   * its built-in emulator by engine (`emulator:generated`, `emulator:pocketsphinx`). Entries
+   * written without one (by earlier versions) match any service. In a cluster: none (not compared).
+   */
+  service?: string;
   /** Default `['vtt', 'json']`. */
   formats?: readonly ArchiveFormat[];
   /**
@@ -93,6 +107,7 @@ export function resolveArchiveRun(options: ArchiveRunOptions): ArchiveRun {
     mode: options.mode ?? 'live',
     language: options.language ?? 'auto',
     speakers: options.speakers ?? false,
+    service: options.service,
     formats: [...(options.formats ?? DEFAULT_ARCHIVE_FORMATS)],
     resume: options.resume === true,
     jobTimeoutMs: options.jobTimeoutMs,

@@ -51,7 +51,7 @@ export async function* transcribeArchive(
   options: TranscribeArchiveOptions,
 ): AsyncGenerator<ArchiveEvent | ArchiveSummary, void, undefined> {
   const began = performance.now();
-  const run = resolveArchiveRun(options);
+  const run = resolveArchiveRun({ ...options, service: options.service ?? options.client.config.apiUrl });
   const store = await openArchiveStore(run);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);

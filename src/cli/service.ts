@@ -9,6 +9,12 @@ export interface Service {
   client: SpeechClient;
   /** `emulator` when the built-in one is running. */
   kind: 'deployment' | 'emulator';
+  /**
+   * What answers, as an archive's manifest records it: the API URL, or `emulator:<engine>` for
+   * the built-in emulator (whose address changes from run to run, and whose words depend on
+   * its engine).
+   */
+  name: string;
   close(): Promise<void>;
 }
 
@@ -23,7 +29,7 @@ export async function openService(
 ): Promise<Service> {
   if (env.API_URL) {
     const client = createClient({ env });
-    return { client, kind: 'deployment', close: () => client.close() };
+    return { client, kind: 'deployment', name: client.config.apiUrl, close: () => client.close() };
   }
   // Loaded only when it runs: a command talking to API_URL never loads the server side.
   const { startEmulator } = await import('../emulator/index.ts');
@@ -38,6 +44,7 @@ export async function openService(
   return {
     client,
     kind: 'emulator',
+    name: `emulator:${emulator.engine}`,
     async close() {
       await client.close();
       await emulator.close();

@@ -233,6 +233,7 @@ export async function run(args: string[]): Promise<number> {
       for await (const event of transcribeArchive(inputs, {
         ...runOptionsOf(options),
         client: service.client,
+        service: service.name,
         ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
         signal: controller.signal,
       })) {

@@ -16,6 +16,8 @@ export interface ManifestSettings {
   mode: string;
   language: string;
   speakers: boolean;
+  /** What answered (the API URL, `emulator:<engine>`); absent in entries of older runs. */
+  service?: string;
 }
 
 /**
@@ -54,8 +56,15 @@ export interface ManifestEntry {
 /** Compact on open when there are more than this many lines and most are superseded. */
 const COMPACT_MIN_LINES = 1000;
 
+/** Same settings; a service is compared only when both name one (older entries name none). */
 function sameSettings(a: ManifestSettings | undefined, b: ManifestSettings): boolean {
-  return a !== undefined && a.mode === b.mode && a.language === b.language && a.speakers === b.speakers;
+  return (
+    a !== undefined &&
+    a.mode === b.mode &&
+    a.language === b.language &&
+    a.speakers === b.speakers &&
+    (a.service === undefined || b.service === undefined || a.service === b.service)
+  );
 }
 
 /**

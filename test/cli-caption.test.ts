@@ -280,3 +280,30 @@ test('raw PCM on standard input needs its encoding, --sample-rate and --channels
     assert.match(run.stderr, message);
   }
 });
+
+test('an input file that is not there, or a port in use: bad usage (exit 2), before anything is served', async () => {
+  for (const [input, message] of [
+    [join(root, 'nope.wav'), /no such file: .*nope\.wav/],
+    [root, /is a directory/],
+  ] as const) {
+    const run = await runCli(['caption', input, '--port', '0']);
+    assert.equal(run.code, 2, run.stderr);
+    assertBadUsage(run.stderr, 'caption', input);
+    assert.match(run.stderr, message);
+    assert.equal(run.stdout, '', 'no URL printed: nothing was served');
+  }
+  const wav = join(root, 'taken.wav');
+  await writeFile(wav, await speechWav('Hello there.'));
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    const { port } = server.address() as AddressInfo;
+    const run = await runCli(['caption', wav, '--port', String(port)]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(.*EADDRINUSE`));
+    assert.equal(run.stdout, '');
+  } finally {
+    server.close();
+  }
+});

@@ -6,8 +6,8 @@
 // into OBS Studio's stream as CEA-608 closed captions (--obs), and to a YouTube Live stream
 // (--youtube).
 
-import { createWriteStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { createWriteStream, type Stats } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { isAuthFailure } from '../client/retry.ts';
@@ -36,7 +36,7 @@ import { tee } from '../transforms/tee.ts';
 import { toCaptions } from '../transforms/to-captions.ts';
 import { toFrames } from '../transforms/to-frames.ts';
 import { openService, type Service } from './service.ts';
-import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
+import { badUsage, listenErrorCode, parseCommandArgs, UsageError } from './usage.ts';
 
 /** A relay runs for days: sessions may keep failing this long (an outage) before it gives up. */
 const RELAY_RESTART_WITHIN_MS = 10 * 60_000;
@@ -276,10 +276,30 @@ async function* readUntil(
 const describe = (err: unknown) =>
   `${(err as { code?: string }).code ?? 'ERR_UNKNOWN'}: ${err instanceof Error ? err.message : String(err)}`;
 
+/**
+ * A file input that is not there (or is a directory): bad usage, said before anything starts
+ * (ffmpeg would fail only once the captions were being served). Standard input, what
+ * `--input-format` names (a device, lavfi) and URLs (`rtmp://`, `file:`) are ffmpeg's to open.
+ */
+async function checkInputFile(input: string, inputFormat: string | undefined): Promise<void> {
+  if (input === '-' || inputFormat !== undefined || /^[a-z][a-z0-9+.-]*:/i.test(input)) return;
+  let info: Stats;
+  try {
+    info = await stat(input);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    throw new UsageError(
+      code === 'ENOENT' ? `no such file: ${input}` : `cannot read ${input} (${String(code)})`,
+    );
+  }
+  if (info.isDirectory()) throw new UsageError(`${input} is a directory: caption takes one input`);
+}
+
 export async function run(args: string[]): Promise<number> {
   let options: Options;
   try {
     options = parse(args);
+    await checkInputFile(options.input, options.inputFormat);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     return badUsage('caption', err);
@@ -367,14 +387,23 @@ export async function run(args: string[]): Promise<number> {
         ...(options.language === 'ar' || options.language === 'en' ? { language: options.language } : {}),
       });
     }
-    relay = await captionRelay({
-      ...(hls ? { mounts: [hls.mount] } : {}),
-      port: options.port,
-      host: options.host,
-      ...(options.cors === undefined ? {} : { cors: options.cors }),
-      // The page's lang where one language is captioned (codeswitch mixes two; auto is unknown).
-      ...(options.language === 'ar' || options.language === 'en' ? { lang: options.language } : {}),
-    });
+    try {
+      relay = await captionRelay({
+        ...(hls ? { mounts: [hls.mount] } : {}),
+        port: options.port,
+        host: options.host,
+        ...(options.cors === undefined ? {} : { cors: options.cors }),
+        // The page's lang where one language is captioned (codeswitch mixes two; auto is unknown).
+        ...(options.language === 'ar' || options.language === 'en' ? { lang: options.language } : {}),
+      });
+    } catch (err) {
+      // A port in use or not allowed, a host that is not this machine's: bad usage, as for the
+      // emulator.
+      const code = listenErrorCode(err);
+      if (code === undefined) throw err;
+      log(`speechpipe caption: cannot listen on ${options.host}:${options.port} (${(err as Error).message})`);
+      return 2;
+    }
     const hlsUrl = hls ? `${relay.url}${hls.mount.prefix}master.m3u8` : undefined;
     process.stdout.write(`${JSON.stringify({ url: relay.url, ...(hlsUrl ? { hls: hlsUrl } : {}) })}\n`);
     log(`captions at ${relay.url}/ (events: ${relay.url}/events)${hlsUrl ? `; HLS at ${hlsUrl}` : ''}`);

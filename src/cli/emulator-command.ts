@@ -22,7 +22,7 @@ import { CAPABILITIES, engineWords } from '../emulator/types.ts';
 import { MIN_API_KEY_LENGTH } from '../protocol/config.ts';
 import { ConfigError, InvalidArgumentError } from '../protocol/errors.ts';
 import { nextStopSignal } from './signals.ts';
-import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
+import { badUsage, listenErrorCode, parseCommandArgs, UsageError } from './usage.ts';
 
 /** An example file shipped with the package (examples/ beside src/ and dist/), as a path. */
 const example = (name: string) => fileURLToPath(new URL(`../../examples/${name}`, import.meta.url));
@@ -60,16 +60,6 @@ limit per tier (the accounts file's limits win).
 Exit code: 0 when stopped by SIGINT or SIGTERM (a server's normal end: it has no work to cut
 short), 1 when it fails, 2 on bad usage, environment or file.
 `;
-
-/** Why a server cannot listen where it was told to: the address, not the emulator. */
-const LISTEN_ERRORS: ReadonlySet<string> = new Set([
-  'EADDRINUSE',
-  'EADDRNOTAVAIL',
-  'EACCES',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EAI_NONAME',
-]);
 
 /** A file the command was given that it cannot use: bad usage (exit 2), the file named. */
 class BadFileError extends Error {}
@@ -181,8 +171,8 @@ export async function run(args: string[]): Promise<number> {
     // A bad file, or a bad setting (a TTS_MAX_INPUT_CHARACTERS_* value that is not a positive
     // integer), or an address it cannot listen on (a port in use or not allowed, a host that
     // does not resolve or is not this machine's): bad usage or environment.
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' && LISTEN_ERRORS.has(code)) {
+    const code = listenErrorCode(err);
+    if (code !== undefined) {
       process.stderr.write(
         `speechpipe emulator: cannot listen on ${options.host}:${port} (${code}: ${(err as Error).message})\n`,
       );

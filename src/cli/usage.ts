@@ -7,6 +7,22 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 /** The exit code of bad usage, for every command. */
 export const USAGE_EXIT = 2;
 
+/** Why a server cannot listen where it was told to: the address (bad usage), not the server. */
+const LISTEN_ERRORS: ReadonlySet<string> = new Set([
+  'EADDRINUSE',
+  'EADDRNOTAVAIL',
+  'EACCES',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_NONAME',
+]);
+
+/** The code of a failure to listen on the address a command was given, else undefined. */
+export function listenErrorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && LISTEN_ERRORS.has(code) ? code : undefined;
+}
+
 /** A mistake in the command line: shown with {@link badUsage}, exit 2. */
 export class UsageError extends Error {
   override name = 'UsageError';

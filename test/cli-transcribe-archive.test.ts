@@ -3,6 +3,7 @@
 // refused key stops the run at the first file with one message.
 
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -160,6 +161,9 @@ test('a refused key: the run stops at the first file with one message, exit 2, n
   assert.equal(run.stderr.match(/AUTH_UNAUTHORIZED/g)?.length, 1, run.stderr);
   assert.match(run.stderr, /not attempted.*--resume/);
   assert.match(run.stdout, /0 done, 0 failed, 0 skipped, 6 not attempted/);
+  // Nothing was recorded, so no manifest was written: the summary does not point to one.
+  assert.ok(!existsSync(join(out, 'manifest.ndjson')));
+  assert.match(run.stdout, /manifest: none written \(nothing recorded\)/);
   assert.ok(!run.stderr.includes('a-key-the-service-does-not-know'), 'the key is never printed');
 });
 

@@ -164,6 +164,29 @@ test('--text-file, --list-voices, a refused voice and bad usage', async () => {
   }
 });
 
+test('pieces longer than the account takes: the refusal says which --max-chars to run with', async () => {
+  const emulator = await startEmulator({
+    keys: [{ key: 'test-key-hobby-0123', account: 'hobby', tier: 'free' }],
+    limits: { ttsInputCharacters: { free: 40 } },
+  });
+  try {
+    const out = join(root, 'too-long.wav');
+    const text = 'This sentence is longer than forty characters, and so is this one, as you can hear.';
+    const env = { API_URL: emulator.url, API_KEY: 'test-key-hobby-0123' };
+    const run = await cli([text, '--out', out], env);
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /CHARACTER_COUNT_EXCEEDED/);
+    assert.match(run.stderr, /run again with --max-chars 40\b/);
+    assert.ok(!existsSync(out));
+    // As it says: every piece within the account's limit.
+    const again = await cli([text, '--out', out, '--max-chars', '40'], env);
+    assert.equal(again.code, 0, again.stderr);
+    assert.ok(existsSync(out));
+  } finally {
+    await emulator.close();
+  }
+});
+
 test('a key the service refuses is bad environment: exit 2, the key not shown, no file', async () => {
   const emulator = await startEmulator();
   try {

@@ -28,6 +28,9 @@ export async function openService(
   { transcribes = true }: { transcribes?: boolean } = {},
 ): Promise<Service> {
   if (env.API_URL) {
+    // Said in the command's terms (the library's message names its `apiKey` option).
+    if (!env.API_KEY?.trim())
+      throw new ConfigError('API_URL is set but API_KEY is not: set API_KEY to the key of that service');
     const client = createClient({ env });
     return { client, kind: 'deployment', name: client.config.apiUrl, close: () => client.close() };
   }

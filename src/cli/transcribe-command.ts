@@ -1,6 +1,7 @@
 // `speechpipe transcribe`: transcribe files or whole directories to captions and JSON, with a
 // resumable manifest: every input ends with its results written or a recorded reason.
 
+import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
   ARCHIVE_FORMATS,
@@ -251,7 +252,9 @@ export async function run(args: string[]): Promise<number> {
     return 130;
   }
   const notAttempted = summary.notAttempted > 0 ? `, ${summary.notAttempted} not attempted` : '';
-  process.stdout.write(`${countsText(summary)}${notAttempted}; manifest: ${summary.manifest}\n`);
+  // A run that recorded nothing (a key refused at the first input) wrote no manifest.
+  const manifest = existsSync(summary.manifest) ? summary.manifest : 'none written (nothing recorded)';
+  process.stdout.write(`${countsText(summary)}${notAttempted}; manifest: ${manifest}\n`);
   if (summary.stopped !== undefined) {
     const refused = summary.stopped.code !== 'ERR_SERVICE_UNREACHABLE';
     process.stderr.write(

@@ -280,6 +280,13 @@ export async function run(args: string[]): Promise<number> {
   } catch (err) {
     const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
     log(`speechpipe tts: ${code}: ${err instanceof Error ? err.message : String(err)}`);
+    // The account's limit is lower than the pieces sent (an account of another tier, a
+    // deployment's own limit): say what to change.
+    const limit = (err as { data?: { limit?: unknown } }).data?.limit;
+    if (code === 'CHARACTER_COUNT_EXCEEDED')
+      log(
+        `the service takes fewer characters a request than --max-chars ${options.maxChars}: run again with --max-chars ${typeof limit === 'number' ? limit : 'N'}`,
+      );
     if (signal.aborted) return 130;
     // The service refused the key (401) or what it may do (403): bad environment, as for every command.
     return isAuthFailure(err) ? 2 : 1;

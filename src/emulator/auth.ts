@@ -28,10 +28,11 @@ export class KeyRegistry {
       if (k.key.trim() !== k.key || !/^[\x20-\x7e]+$/.test(k.key))
         throw new RangeError('an emulator key must be visible ASCII without surrounding spaces');
       if (this.#keys.has(k.key)) throw new RangeError('an emulator key is listed twice');
-      for (const c of k.capabilities) {
+      const capabilities = k.capabilities ?? CAPABILITIES;
+      for (const c of capabilities) {
         if (!CAPABILITIES.includes(c)) throw new RangeError(`unknown capability ${JSON.stringify(c)}`);
       }
-      this.#keys.set(k.key, { ...k, capabilities: [...k.capabilities] });
+      this.#keys.set(k.key, { ...k, capabilities: [...capabilities] });
     }
     this.first = this.#keys.get(list[0]!.key)!;
   }
@@ -52,7 +53,7 @@ export class KeyRegistry {
   /** 403 unless `key` carries the capability of `op`. */
   authorize(key: EmulatorKey, op: OperationName): void {
     const needed = capabilityOf(op);
-    if (!key.capabilities.includes(needed)) {
+    if (!(key.capabilities ?? CAPABILITIES).includes(needed)) {
       throw reject('AUTH_FORBIDDEN', `the API key lacks the ${needed} capability`);
     }
   }

@@ -35,8 +35,8 @@ export interface EmulatorKey {
   account: string;
   /** The account tier (the TTS text limit). */
   tier: Tier;
-  /** The operations the key may use; others are refused with 403. */
-  capabilities: Capability[];
+  /** The operations the key may use; others are refused with 403. Default all four, as in the accounts file. */
+  capabilities?: Capability[];
 }
 
 /** What a fault rule does to a request it matches. */

@@ -41,7 +41,14 @@ async function demoArchive(): Promise<string> {
 // The built-in emulator recognizes speech when it can: the transcripts are of what was said.
 process.env.SPEECHPIPE_EMULATOR_ENGINE ??= 'auto';
 
-const candidate = process.env.SPEECHPIPE_MEDIA ?? join(root, '..', 'shared', 'media');
+const given = process.env.SPEECHPIPE_MEDIA;
+// A directory named on purpose that is not there is a mistake (a typo), not a reason to
+// transcribe something else: only the default falls back to the demo archive.
+if (given !== undefined && given !== '' && !existsSync(given)) {
+  console.error(`speechpipe main job: SPEECHPIPE_MEDIA=${given}: no such directory`);
+  process.exit(2);
+}
+const candidate = given || join(root, '..', 'shared', 'media');
 const archive = existsSync(candidate) ? candidate : await demoArchive();
 if (archive !== candidate)
   console.error(`no media at ${candidate}: transcribing a generated demo archive instead`);

@@ -160,6 +160,19 @@ test('the main job writes what the README says, where it says, and what the emul
   );
   assert.ok(lines.includes(`these are the built-in emulator's answers: ${words} (docs/emulator.md)`), stderr);
   assert.match(stderr, /^results: \S+\/out\/transcripts\/<input>\.vtt, \.srt, \.txt and \.json/m);
+
+  // A SPEECHPIPE_MEDIA that is not there is a mistake to say, not a demo to transcribe instead.
+  const typo = join(work, 'medai');
+  const failed = await run(process.execPath, [join(copy, 'examples', 'main-job.ts')], {
+    cwd: copy,
+    env: { ...env, SPEECHPIPE_MEDIA: typo },
+  }).then(
+    () => assert.fail('a SPEECHPIPE_MEDIA that is not there must fail the job'),
+    (err: { code?: number; stderr?: string }) => err,
+  );
+  assert.equal(failed.code, 2, failed.stderr);
+  assert.match(failed.stderr ?? '', /SPEECHPIPE_MEDIA=\S+medai: no such directory/);
+  assert.ok(!existsSync(join(copy, 'out', 'demo-archive')), 'no demo archive made');
 });
 
 /** Every `speechpipe <command> ...` line of a synopsis block: the command and its long options. */

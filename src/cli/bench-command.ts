@@ -22,7 +22,7 @@ import { SpeechpipeError, type SpeechServiceError } from '../protocol/errors.ts'
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import { badUsage, parseCommandArgs, UsageError } from './usage.ts';
 
-export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts --transport http|socketio
+export const USAGE = `usage: speechpipe bench --workload live|diarization|fast|batch|tts [--transport http|socketio]
                        (--concurrency N | --rate R) --duration SEC [options]
        speechpipe bench --compare A.json B.json
 

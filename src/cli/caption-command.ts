@@ -57,7 +57,7 @@ export const USAGE = `usage: speechpipe caption <input> [options]
                         --sample-rate N and --channels N
   --language L          auto, en, ar, codeswitch (default auto)
   --speakers            label speakers (realtime diarization)
-  --transport T         socketio (default: the lower caption latency, see the README) or http
+  --transport T         socketio (default: the lower caption latency, see docs/cli.md) or http
   --port N              the relay's port (default 8080; 0: any free port)
   --host H              address to bind (default 127.0.0.1)
   --out FILE            also write the captions to FILE as they are made (.vtt or .srt)

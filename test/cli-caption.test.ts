@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -299,10 +299,15 @@ test('an input file that is not there, or a port in use: bad usage (exit 2), bef
   await once(server, 'listening');
   try {
     const { port } = server.address() as AddressInfo;
-    const run = await runCli(['caption', wav, '--port', String(port)]);
+    // An earlier run's presentation in the --hls directory: nothing is done, so it stays.
+    const hls = join(root, 'hls-kept');
+    await mkdir(hls, { recursive: true });
+    await writeFile(join(hls, 'master.m3u8'), '#EXTM3U\n');
+    const run = await runCli(['caption', wav, '--port', String(port), '--hls', hls]);
     assert.equal(run.code, 2, run.stderr);
     assert.match(run.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(.*EADDRINUSE`));
     assert.equal(run.stdout, '');
+    assert.equal(await readFile(join(hls, 'master.m3u8'), 'utf8'), '#EXTM3U\n');
   } finally {
     server.close();
   }

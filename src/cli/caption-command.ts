@@ -8,6 +8,7 @@
 
 import { createWriteStream, type Stats } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { isAuthFailure } from '../client/retry.ts';
@@ -15,7 +16,7 @@ import { SpeechpipeError } from '../protocol/errors.ts';
 import { isLanguage, type Language } from '../protocol/languages.ts';
 import type { CaptionDeliveryStats } from '../sinks/caption-delivery.ts';
 import { type CaptionRelay, captionRelay, isCorsOrigin } from '../sinks/caption-relay.ts';
-import { type HlsOutput, hlsOutput } from '../sinks/hls-output.ts';
+import { type HlsOutput, hlsMount, hlsOutput } from '../sinks/hls-output.ts';
 import { type ObsCaptions, obsCaptions } from '../sinks/obs-captions.ts';
 import { type YoutubeCaptions, youtubeCaptions } from '../sinks/youtube-captions.ts';
 import { liveInput, NETWORK_URL } from '../sources/live-input.ts';
@@ -380,16 +381,12 @@ export async function run(args: string[]): Promise<number> {
     }
     service = await openService(process.env, log);
     const client = service.client;
-    if (options.hls !== undefined) {
-      hls = await hlsOutput({
-        dir: options.hls,
-        delaySec: options.delaySec,
-        ...(options.language === 'ar' || options.language === 'en' ? { language: options.language } : {}),
-      });
-    }
+    // The relay listens first: an address it cannot take is bad usage before anything is done
+    // (the HLS output clears an earlier run's playlists from its directory).
+    const hlsDir = options.hls === undefined ? undefined : resolve(options.hls);
     try {
       relay = await captionRelay({
-        ...(hls ? { mounts: [hls.mount] } : {}),
+        ...(hlsDir === undefined ? {} : { mounts: [hlsMount(hlsDir)] }),
         port: options.port,
         host: options.host,
         ...(options.cors === undefined ? {} : { cors: options.cors }),
@@ -403,6 +400,13 @@ export async function run(args: string[]): Promise<number> {
       if (code === undefined) throw err;
       log(`speechpipe caption: cannot listen on ${options.host}:${options.port} (${(err as Error).message})`);
       return 2;
+    }
+    if (hlsDir !== undefined) {
+      hls = await hlsOutput({
+        dir: hlsDir,
+        delaySec: options.delaySec,
+        ...(options.language === 'ar' || options.language === 'en' ? { language: options.language } : {}),
+      });
     }
     const hlsUrl = hls ? `${relay.url}${hls.mount.prefix}master.m3u8` : undefined;
     process.stdout.write(`${JSON.stringify({ url: relay.url, ...(hlsUrl ? { hls: hlsUrl } : {}) })}\n`);

@@ -118,6 +118,32 @@ test('isDone: the same input, settings and outputs; pendingJob: a job to wait fo
   assert.equal(manifest.pendingJob(file('b'), batch), undefined, 'a job that failed is not waited for again');
 });
 
+test('a service recorded with the settings: done and pending jobs are of that service only; none recorded matches any', async () => {
+  const manifest = await Manifest.open(join(root, 'service.ndjson'));
+  const here = { ...settings, service: 'https://speech.example/v1' };
+  const there = { ...settings, service: 'emulator:generated' };
+  await manifest.record({ ...done('a', ['a.vtt']), settings: here });
+  assert.ok(manifest.isDone(file('a'), { settings: here, outputs: ['a.vtt'] }));
+  assert.ok(!manifest.isDone(file('a'), { settings: there, outputs: ['a.vtt'] }), 'another service');
+  assert.ok(manifest.isDone(file('a'), { settings, outputs: ['a.vtt'] }), 'a run that names no service');
+  // A batch job submitted to one service is not waited for on another (it has no such job).
+  const batch = { ...here, mode: 'batch' };
+  const id = '3b241101-e2bb-4255-8caf-4136c566a962';
+  await manifest.record({
+    input: 'b',
+    size: 10,
+    mtimeMs: 1000,
+    settings: batch,
+    status: 'submitted',
+    jobId: id,
+  });
+  assert.equal(manifest.pendingJob(file('b'), batch), id);
+  assert.equal(manifest.pendingJob(file('b'), { ...batch, service: 'emulator:generated' }), undefined);
+  // An entry of an earlier version, without a service, matches any.
+  await manifest.record({ ...done('c', ['c.vtt']), settings });
+  assert.ok(manifest.isDone(file('c'), { settings: there, outputs: ['c.vtt'] }));
+});
+
 test('compaction where writes take only part of what they are given (a disk filling up): nothing is cut', async (t) => {
   const path = join(root, 'short-writes.ndjson');
   const lines: string[] = [];

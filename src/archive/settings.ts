@@ -68,7 +68,8 @@ export interface ArchiveRunOptions extends ArchiveWalkOptions {
    * done by another service is transcribed again (and a batch job submitted to another service
    * is not waited for). `transcribeArchive()` defaults it to its client's API URL; the CLI names
    * its built-in emulator by engine (`emulator:generated`, `emulator:pocketsphinx`). Entries
-   * written without one (by earlier versions) match any service. In a cluster: none (not compared).
+   * written without one (by earlier versions) match any service. Not in a cluster, whose workers
+   * each talk to a service of their own.
    */
   service?: string;
   /** Default `['vtt', 'json']`. */

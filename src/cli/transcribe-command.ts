@@ -41,7 +41,8 @@ export const USAGE = `usage: speechpipe transcribe <file|dir>... --out DIR [opti
   --job-timeout SEC     batch: stop waiting for a job after this long (default 14400); the
                         job id is recorded, and --resume waits for that job again
   --resume              skip inputs the manifest says are done, unchanged, with the same
-                        mode, language and speakers, and whose outputs asked for exist;
+                        mode, language, speakers and service (not compared with --queue),
+                        and whose outputs asked for exist;
                         wait for batch jobs an earlier run submitted instead of submitting again;
                         remove the temporary files a killed run left in DIR
   --follow-symlinks     follow symlinks wherever they lead (default: a file symlink only when

@@ -22,7 +22,10 @@ import { followRun, type Tracked } from './follow.ts';
 import { type ArchiveJobData, archiveJobId, workloadOf } from './queue-jobs.ts';
 
 /** Options of {@link enqueueArchive}: the run's settings, as a local run's, and the queue's. */
-export interface EnqueueArchiveOptions extends ClusterConnectionOptions, ArchiveRunOptions {
+export interface EnqueueArchiveOptions
+  extends ClusterConnectionOptions,
+    // Each worker talks to a service of its own: which one answered is not recorded.
+    Omit<ArchiveRunOptions, 'service'> {
   /**
    * Operations in flight across all workers (the account's concurrency for the mode's
    * workload), set on the queue as its global concurrency. Default: the interface's plan

@@ -14,7 +14,7 @@ test('the example files parse, and startEmulator takes what they give', async ()
   const accounts = accountsFromJson(await example('emulator-accounts.json'));
   const faults = faultRulesFromJson(await example('emulator-faults.json'));
   assert.deepEqual(
-    accounts.keys.map((k) => [k.account, k.tier, k.capabilities?.length]),
+    accounts.keys.map((k) => [k.account, k.tier, k.capabilities.length]),
     [
       ['acme', 'enterprise', 4],
       ['acme', 'enterprise', 1],

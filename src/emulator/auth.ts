@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { OperationName } from '../protocol/operations.ts';
 import { reject } from './rejection.ts';
-import { CAPABILITIES, type Capability, type EmulatorKey } from './types.ts';
+import { CAPABILITIES, type Capability, type EmulatorKey, type EmulatorKeyOptions } from './types.ts';
 
 /** The capability each operation needs. Fast transcription is a Realtime HTTP operation. */
 export function capabilityOf(op: OperationName): Capability {
@@ -18,7 +18,7 @@ export class KeyRegistry {
   readonly #keys = new Map<string, EmulatorKey>();
   readonly first: EmulatorKey;
 
-  constructor(keys: readonly EmulatorKey[] | undefined) {
+  constructor(keys: readonly EmulatorKeyOptions[] | undefined) {
     const list = keys && keys.length > 0 ? keys : [defaultKey()];
     for (const k of list) {
       if (typeof k.key !== 'string' || k.key.trim() === '')
@@ -53,7 +53,7 @@ export class KeyRegistry {
   /** 403 unless `key` carries the capability of `op`. */
   authorize(key: EmulatorKey, op: OperationName): void {
     const needed = capabilityOf(op);
-    if (!(key.capabilities ?? CAPABILITIES).includes(needed)) {
+    if (!key.capabilities.includes(needed)) {
       throw reject('AUTH_FORBIDDEN', `the API key lacks the ${needed} capability`);
     }
   }

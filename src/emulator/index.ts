@@ -28,6 +28,7 @@ export type {
   Capability,
   Emulator,
   EmulatorKey,
+  EmulatorKeyOptions,
   EmulatorOptions,
   EmulatorStats,
   FaultAction,

@@ -22,7 +22,7 @@ import { chosenEngine } from './engine/pocketsphinx.ts';
 import { validateRule } from './faults.ts';
 import { newRequestId, Rejection } from './rejection.ts';
 import { type SharedLayout, SharedState } from './shared-state.ts';
-import type { EmulatorKey, EmulatorOptions, EmulatorStats, FaultRule } from './types.ts';
+import type { EmulatorKeyOptions, EmulatorOptions, EmulatorStats, FaultRule } from './types.ts';
 
 /** What one thread of a several-thread emulator knows of the others. */
 export interface ThreadMember {
@@ -278,7 +278,7 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
   if ('contentPolicy' in rest)
     throw new RangeError('contentPolicy (a function) cannot be given to worker threads');
   // Every thread must accept the same keys: the random default key is made once, here.
-  const keys: EmulatorKey[] = rest.keys?.length
+  const keys: EmulatorKeyOptions[] = rest.keys?.length
     ? rest.keys
     : [
         {

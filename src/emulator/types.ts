@@ -35,9 +35,12 @@ export interface EmulatorKey {
   account: string;
   /** The account tier (the TTS text limit). */
   tier: Tier;
-  /** The operations the key may use; others are refused with 403. Default all four, as in the accounts file. */
-  capabilities?: Capability[];
+  /** The operations the key may use; others are refused with 403. */
+  capabilities: Capability[];
 }
+
+/** A key as `EmulatorOptions.keys` takes it: `capabilities` default all four, as in the accounts file. */
+export type EmulatorKeyOptions = Omit<EmulatorKey, 'capabilities'> & { capabilities?: Capability[] };
 
 /** What a fault rule does to a request it matches. */
 export type FaultAction =
@@ -112,7 +115,7 @@ export interface EmulatorOptions {
    * Default: one random key, account `default`, tier `standard`, every capability. A key must be
    * visible ASCII without surrounding spaces (as a header carries it) and listed once (RangeError).
    */
-  keys?: EmulatorKey[];
+  keys?: EmulatorKeyOptions[];
   /** Limit overrides (fractional seconds allowed, so tests can shrink windows). */
   limits?: LimitOverrides;
   /**

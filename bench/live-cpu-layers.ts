@@ -111,14 +111,20 @@ async function viaChannel(plan: Plan, start: number): Promise<void> {
   const uuid = randomUUID();
   const id = Buffer.from(uuid.replaceAll('-', ''), 'hex');
   let resolve!: () => void;
-  const final = new Promise<void>((r) => (resolve = r));
+  let reject!: (err: unknown) => void;
+  const final = new Promise<void>((r, j) => {
+    resolve = r;
+    reject = j;
+  });
+  final.catch(() => {}); // awaited below, unless a send fails first
   // As a session passes its own signal to every send.
   const abort = new AbortController();
   const channel = socketChannel(uuid, {
     record: (record) => {
       if ((record as { is_final?: boolean }).is_final) resolve();
     },
-    failed: () => {},
+    // A dropped connection or a refusal ends the stream (the bench would wait for good).
+    failed: (err) => reject(err),
   });
   try {
     for (let i = 0; i < plan.length; i++) {

@@ -147,7 +147,8 @@ export class Admission {
   constructor(options: AdmissionOptions = {}) {
     this.#now = options.now ?? Date.now;
     this.#probeAfterMs = options.probeAfterMs ?? 10_000;
-    this.#backoff = options.backoff ?? { baseMs: 500, maxMs: 30_000 };
+    // A partial backoff keeps the other defaults (given `maxMs` alone, the pause still starts at 500 ms).
+    this.#backoff = { baseMs: 500, maxMs: 30_000, ...options.backoff };
     for (const workload of WORKLOADS) {
       const limit = options.concurrency?.[workload] ?? DEFAULT_LIMITS.accountConcurrency[workload];
       if (!Number.isSafeInteger(limit) || limit < 1)

@@ -6,6 +6,7 @@
 
 import { DeadlineExceededError, TransportError } from '../protocol/errors.ts';
 import type { Workload } from '../protocol/limits.ts';
+import { MAX_TIMER_MS } from '../protocol/options.ts';
 import { type Admission, isAdmissionRejection, type Slot } from './admission.ts';
 import {
   anySignal,
@@ -165,9 +166,6 @@ export class Deadline {
 const noop = () => {};
 /** `keepSlot` of an attempt that holds no slot. */
 const noSlot = () => () => Promise.resolve();
-
-/** The longest delay a Node timer keeps (a longer one fires after 1 ms). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** What the policy shares with the client. */
 export interface RetryPolicyOptions {

@@ -24,6 +24,7 @@ import {
 } from '../protocol/jobs.ts';
 import type { Language } from '../protocol/languages.ts';
 import type { Limits } from '../protocol/limits.ts';
+import { MAX_TIMER_MS } from '../protocol/options.ts';
 import { isUuid } from '../protocol/uuid.ts';
 import { unwrap } from '../protocol/validate.ts';
 import { isAdmissionRejection } from './admission.ts';
@@ -176,9 +177,6 @@ export interface BatchDeps {
   /** Defaults of `deadlineMs` and `timeoutMs`. */
   deadlines?: Partial<Pick<OperationDeadlines, 'batchSubmit' | 'batchGet' | 'batchWait'>>;
 }
-
-/** The longest delay a Node timer keeps (a longer one fires after 1 ms). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function flag(value: boolean | undefined): string | undefined {
   return value === undefined ? undefined : value ? 'true' : 'false';

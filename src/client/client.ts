@@ -13,6 +13,7 @@ import {
   type Tier,
   type Workload,
 } from '../protocol/limits.ts';
+import { checkChoiceOption, MAX_TIMER_MS } from '../protocol/options.ts';
 import { resolveSocketEvents, type SocketEventNames } from '../protocol/socket-events.ts';
 import {
   Admission,
@@ -291,9 +292,6 @@ export class SpeechClient {
   }
 }
 
-/** The longest delay a timer can wait: a longer one fires at once (Node clamps it to 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
-
 /** `record` without its `undefined` entries (which would hide the defaults they are spread over). */
 function defined<T extends object>(record: T | undefined): Partial<T> {
   return Object.fromEntries(Object.entries(record ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -319,11 +317,25 @@ function checkTimingOptions(options: ClientOptions): void {
   const retry = options.retry ?? {};
   if (retry.maxAttempts !== undefined && !(Number.isSafeInteger(retry.maxAttempts) && retry.maxAttempts >= 1))
     throw new RangeError('retry.maxAttempts must be a positive integer');
-  for (const name of ['baseMs', 'maxMs', 'factor'] as const) {
-    const value = retry[name];
-    if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0))
-      throw new RangeError(`retry.${name} must be a finite number >= 0`);
-  }
+  const finite = (prefix: string, values: Record<string, unknown>) => {
+    for (const [name, value] of Object.entries(values))
+      if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0))
+        throw new RangeError(`${prefix}.${name} must be a finite number >= 0`);
+  };
+  finite('retry', { baseMs: retry.baseMs, maxMs: retry.maxMs, factor: retry.factor });
+  const admission = options.admission ?? {};
+  const { maxRetries, probeAfterMs, backoff } = admission;
+  if (maxRetries !== undefined && !(Number.isSafeInteger(maxRetries) && maxRetries >= 0))
+    throw new RangeError('admission.maxRetries must be an integer >= 0');
+  if (
+    probeAfterMs !== undefined &&
+    !(typeof probeAfterMs === 'number' && probeAfterMs > 0 && probeAfterMs <= MAX_TIMER_MS)
+  )
+    throw new RangeError(
+      `admission.probeAfterMs must be a number of milliseconds > 0 and <= ${MAX_TIMER_MS}`,
+    );
+  finite('admission.backoff', { baseMs: backoff?.baseMs, maxMs: backoff?.maxMs, factor: backoff?.factor });
+  checkChoiceOption('createClient', 'onAmbiguousSubmit', options.onAmbiguousSubmit, ['fail', 'resubmit']);
 }
 
 /** A client from options, else `API_KEY`, `API_URL`, `API_PATH`. */

@@ -11,6 +11,9 @@ export type LiveKind = 'stt' | 'diarization';
 /** How a live session talks to the service: HTTP requests, one per frame, or Socket.IO. */
 export type LiveTransport = 'http' | 'socketio';
 
+/** The transports of a live session (options are checked against them). */
+export const LIVE_TRANSPORTS: readonly LiveTransport[] = ['http', 'socketio'];
+
 /**
  * The record type of a live session of kind `K`: ASR records for `stt`, diarization records otherwise.
  */

@@ -22,6 +22,7 @@ import {
 import type { Language } from '../protocol/languages.ts';
 import type { Limits } from '../protocol/limits.ts';
 import type { OperationName } from '../protocol/operations.ts';
+import { checkChoiceOption, checkNumberOption, MAX_TIMER_MS } from '../protocol/options.ts';
 import { validateAsrRecord, validateDiarizationRecord } from '../protocol/records.ts';
 import { idToBytes, randomUuid } from '../protocol/uuid.ts';
 import type { Validation } from '../protocol/validate.ts';
@@ -31,6 +32,7 @@ import { DEFAULT_DEADLINES } from './deadlines.ts';
 import type { ChannelFactory, LiveChannel } from './live-channel.ts';
 import type { LiveSessionEvents } from './live-events.ts';
 import {
+  LIVE_TRANSPORTS,
   type LiveKind,
   type LiveRecord,
   type LiveTransport,
@@ -94,7 +96,7 @@ export interface LiveSessionOptions {
   /**
    * Longest the session's opening may take: waiting again in the admission queue after
    * refusals, and its first frame's attempts (not the wait for a first slot in the client's own
-   * queue). Default 120 s.
+   * queue). Default the client's `deadlines.liveStart` (120 s).
    */
   startDeadlineMs?: number;
   /**
@@ -154,9 +156,21 @@ export interface SendOptions {
   signal?: AbortSignal;
 }
 
+/** Bad options fail when the session is made (typed), not as another behaviour later. */
+function checkSessionOptions(options: LiveSessionOptions): void {
+  const caller = 'live session';
+  checkChoiceOption(caller, 'transport', options.transport, LIVE_TRANSPORTS);
+  checkNumberOption(caller, 'maxRateRetries', options.maxRateRetries, { integer: true });
+  checkNumberOption(caller, 'highWaterMark', options.highWaterMark, { integer: true, min: 1 });
+  for (const name of ['ackTimeoutMs', 'finalTimeoutMs', 'endTimeoutMs'] as const)
+    checkNumberOption(caller, name, options[name], { above: true, max: MAX_TIMER_MS });
+  checkNumberOption(caller, 'startDeadlineMs', options.startDeadlineMs, { above: true, infinite: true });
+}
+
 /**
  * Events: `record` (each record, in arrival order), `final` (the `is_final` record),
- * `error` (the session failed; also the rejection of `done`).
+ * `error` (the session failed; also the rejection of `done`), `rate-limited` (a frame refused
+ * with 429 SESSION_BYTE_RATE_EXCEEDED, sent again after its Retry-After).
  */
 export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<LiveSessionEvents<K>> {
   /** `stt` or `diarization`. */
@@ -222,6 +236,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    */
   constructor(kind: K, deps: LiveDeps, options: LiveSessionOptions = {}) {
     super();
+    checkSessionOptions(options);
     this.kind = kind;
     this.#deps = deps;
     this.transport = options.transport ?? 'http';

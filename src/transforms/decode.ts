@@ -20,6 +20,7 @@ import type { UnitWalker } from '../audio/unit-walker.ts';
 import { WavReader } from '../audio/wav.ts';
 import { WebmOpusDemuxer } from '../audio/webm-opus.ts';
 import { InvalidArgumentError, ProtocolError } from '../protocol/errors.ts';
+import { checkChoiceOption } from '../protocol/options.ts';
 import { LIVE_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
 import type { ResamplePool } from '../workers/resample-pool.ts';
@@ -211,6 +212,7 @@ export function decode(options: DecodeOptions = {}): DecodeStream {
     sampleRate: options.sampleRate ?? LIVE_SAMPLE_RATE,
     channels: options.channels ?? 1,
   });
+  checkChoiceOption('decode', 'ffmpeg', options.ffmpeg, ['fallback', 'always', 'never']);
   const mode = options.ffmpeg ?? 'fallback';
   if (options.input) {
     if (!Object.hasOwn(RAW_SAMPLE, options.input.encoding)) {

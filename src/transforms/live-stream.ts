@@ -14,7 +14,7 @@ import { Duplex } from 'node:stream';
 import { MediaError } from '../audio/media-error.ts';
 import { closingSignalOf, type SpeechClient } from '../client/client.ts';
 import type { LiveSession, LiveSessionOptions } from '../client/live.ts';
-import type { LiveKind, LiveTransport } from '../client/live-types.ts';
+import { LIVE_TRANSPORTS, type LiveKind, type LiveTransport } from '../client/live-types.ts';
 import { anySignal, type BackoffOptions, isRetryableFailure, sleep } from '../client/retry.ts';
 import {
   IncompleteStreamError,
@@ -24,6 +24,7 @@ import {
 } from '../protocol/errors.ts';
 import { CLOSING_PCM_BYTES, KEEPALIVE_PCM_BYTES } from '../protocol/frame.ts';
 import type { Language } from '../protocol/languages.ts';
+import { checkChoiceOption, checkNumberOption, MAX_TIMER_MS } from '../protocol/options.ts';
 import type { AsrRecord, DiarizationRecord } from '../protocol/records.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import type { TypedStream } from '../protocol/typed-stream.ts';
@@ -66,9 +67,9 @@ export interface LiveStreamOptions {
   /** Language of the sessions (default: each frame's language). */
   language?: Language;
   /**
-   * Start a fresh session after a retryable failure (408, 409, a 5xx or any refusal the service
-   * marks retryable, a broken answer, a lost connection, a final record that never came).
-   * Default true.
+   * Start a fresh session after a retryable failure (a 408, a 409, any refusal the service marks
+   * retryable, a 5xx included unless it says otherwise; a broken answer, a lost connection, a
+   * final record that never came). Default true.
    */
   restart?: boolean;
   /**
@@ -261,9 +262,8 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#options = options;
     this.#open = options.sessions ?? ((k, o) => client!.live.open(k, o));
     this.#closing = client ? closingSignalOf(client) : undefined;
+    checkLiveStreamOptions(`${kind}Stream`, options);
     const coalesceMs = options.coalesceMs ?? ((options.transport ?? 'http') === 'http' ? 1000 : 0);
-    if (!(coalesceMs >= 0) || !Number.isFinite(coalesceMs))
-      throw new InvalidArgumentError(`${kind}Stream: coalesceMs must be a number >= 0, got ${coalesceMs}`);
     this.#joiner = new FrameJoiner(Math.round((coalesceMs * LIVE_BYTES_PER_SECOND) / 2000) * 2);
     this.#budget = new RestartBudget({
       maxRestarts: options.maxRestarts,
@@ -789,6 +789,25 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#keepaliveDue = undefined;
     if (this.#keepalive) clearTimeout(this.#keepalive);
     this.#keepalive = undefined;
+  }
+}
+
+/** Bad options fail at once, typed (see `checkNumberOption`), not as another behaviour later. */
+function checkLiveStreamOptions(caller: string, options: LiveStreamOptions): void {
+  checkChoiceOption(caller, 'transport', options.transport, LIVE_TRANSPORTS);
+  const timer = { max: MAX_TIMER_MS };
+  checkNumberOption(caller, 'coalesceMs', options.coalesceMs, timer);
+  checkNumberOption(caller, 'keepaliveMs', options.keepaliveMs, timer);
+  checkNumberOption(caller, 'maxRestarts', options.maxRestarts, { integer: true, infinite: true });
+  checkNumberOption(caller, 'restartWithinMs', options.restartWithinMs, { infinite: true });
+  checkNumberOption(caller, 'rotateAfterSec', options.rotateAfterSec, { above: true });
+  checkNumberOption(caller, 'forceRotateAfterSec', options.forceRotateAfterSec, { above: true });
+  checkNumberOption(caller, 'restartBackoff.baseMs', options.restartBackoff?.baseMs);
+  checkNumberOption(caller, 'restartBackoff.maxMs', options.restartBackoff?.maxMs, timer);
+  checkNumberOption(caller, 'restartBackoff.factor', options.restartBackoff?.factor);
+  if (options.replayBuffer) {
+    checkNumberOption(caller, 'replayBuffer.maxSec', options.replayBuffer.maxSec);
+    checkNumberOption(caller, 'replayBuffer.maxBytes', options.replayBuffer.maxBytes, { integer: true });
   }
 }
 

@@ -5,6 +5,7 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { InvalidArgumentError } from '../protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../protocol/limits.ts';
+import { MAX_TIMER_MS } from '../protocol/options.ts';
 import { LIVE_BYTES_PER_SECOND } from '../protocol/socket-events.ts';
 import type { AudioFrame } from './to-frames.ts';
 
@@ -113,9 +114,6 @@ export class Pacer {
 
 /** How far a paced stream with no burst may catch up after waiting past its turn. */
 const CATCH_UP_MS = 1000;
-
-/** The longest delay setTimeout takes as given. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Options of {@link pace}. */
 export interface PaceOptions extends PacerOptions {

@@ -311,6 +311,8 @@ export function renderCaptions(input: readonly CaptionWord[] | JobV2Done, option
  * header, given at once (before any input, so a stream cut before its first cue still has it).
  */
 export function toCaptions(options: CaptionOptions): Transform {
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgumentError("toCaptions needs its options: toCaptions({ format: 'vtt' | 'srt' })");
   const builder = new CaptionBuilder(options);
   const labels = builder.layout.labels;
   let index = 0;

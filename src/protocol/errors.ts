@@ -216,7 +216,10 @@ export class ProtocolError extends SpeechpipeError {
   }
 }
 
-/** Codes of `TransportError`; `ERR_CLIENT_CLOSED` (the caller closed the client) is the only one not retryable by default. */
+/**
+ * Codes of `TransportError`: retryable by default, except `ERR_CLIENT_CLOSED` (the caller closed
+ * the client) and `ERR_DEADLINE_EXCEEDED` (the caller's own bound, see `DeadlineExceededError`).
+ */
 export type TransportErrorCode =
   | 'ERR_CONNECT'
   | 'ERR_TIMEOUT'

@@ -385,3 +385,20 @@ test('admission: a lowered concurrency whose slots are all held by long operatio
   assert.equal(stats.raises, 1);
   admission.close();
 });
+
+test('admission: a backoff given in part keeps the other defaults (the first pause up to 500 ms, not 250)', async () => {
+  // A refusal without Retry-After pauses the workload for a random time below the ceiling:
+  // with the documented 500 ms base, 20 pauses all under 250 ms would happen once in a million.
+  const pauses: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const admission = new Admission({ backoff: { maxMs: 30_000, factor: 1 } });
+    admission.onRejection((r) => pauses.push(r.pauseMs));
+    const slot = await admission.acquire('batch');
+    slot.rejected(new SpeechServiceError({ status: 429, code: 'RATE_LIMIT_EXCEEDED', retryable: true }), 0);
+    slot.release();
+    admission.close();
+  }
+  assert.equal(pauses.length, 20);
+  assert.ok(Math.max(...pauses) > 250, `pauses ${pauses.map(Math.round).join(', ')}`);
+  assert.ok(Math.max(...pauses) < 500);
+});

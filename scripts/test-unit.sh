@@ -13,9 +13,23 @@ concurrency=${SPEECHPIPE_TEST_CONCURRENCY:-4}
 # Files given: those, in one runner. A reporter of one's own (its destination would be written
 # by both runners): every file, in one runner.
 one_runner=""
+# An option written with its value apart (--test-name-pattern resume) takes the next argument:
+# that is its value, not a file.
+value_next=""
 for arg in "$@"; do
+  if [ -n "$value_next" ]; then
+    value_next=""
+    continue
+  fi
   case $arg in
-  --test-reporter*) one_runner=yes ;;
+  --test-reporter=* | --test-reporter-destination=*) one_runner=yes ;;
+  --test-reporter | --test-reporter-destination)
+    one_runner=yes
+    value_next=yes
+    ;;
+  --test-name-pattern | --test-skip-pattern | --test-concurrency | --test-timeout | --test-shard | \
+    --import | --require | --experimental-test-coverage-include | --test-coverage-include | \
+    --test-coverage-exclude) value_next=yes ;;
   -*) ;;
   *) exec node --test --test-concurrency="$concurrency" --import ./test/setup.ts "$@" ;;
   esac

@@ -40,9 +40,12 @@ before(async () => {
   studio = await startObs(join(root, 'home'), rtmp.url);
 });
 after(async () => {
-  await studio?.stop();
-  await rtmp?.stop();
-  if (!process.env.KEEP_OBS) await rm(root, { recursive: true, force: true });
+  // Each is stopped whatever the other did, and only then is the directory removed (retried:
+  // a process's last write can still land in it as it goes), so that no failure here leaves
+  // OBS, Xvfb or nginx running.
+  const stopped = await Promise.allSettled([studio?.stop(), rtmp?.stop()]);
+  if (!process.env.KEEP_OBS) await rm(root, { recursive: true, force: true, maxRetries: 5 });
+  for (const s of stopped) if (s.status === 'rejected') throw s.reason;
 });
 
 async function endAndWait(sink: ObsCaptions, events: UtteranceEvent[]): Promise<void> {

@@ -160,7 +160,7 @@ export interface SendOptions {
 function checkSessionOptions(options: LiveSessionOptions): void {
   const caller = 'live session';
   checkChoiceOption(caller, 'transport', options.transport, LIVE_TRANSPORTS);
-  checkNumberOption(caller, 'maxRateRetries', options.maxRateRetries, { integer: true });
+  checkNumberOption(caller, 'maxRateRetries', options.maxRateRetries, { integer: true, infinite: true });
   checkNumberOption(caller, 'highWaterMark', options.highWaterMark, { integer: true, min: 1 });
   for (const name of ['ackTimeoutMs', 'finalTimeoutMs', 'endTimeoutMs'] as const)
     checkNumberOption(caller, name, options[name], { above: true, max: MAX_TIMER_MS });

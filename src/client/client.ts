@@ -13,7 +13,7 @@ import {
   type Tier,
   type Workload,
 } from '../protocol/limits.ts';
-import { checkChoiceOption, MAX_TIMER_MS } from '../protocol/options.ts';
+import { checkChoiceOption, checkNumberOption, MAX_TIMER_MS, type NumberRule } from '../protocol/options.ts';
 import { resolveSocketEvents, type SocketEventNames } from '../protocol/socket-events.ts';
 import {
   Admission,
@@ -304,37 +304,20 @@ function defined<T extends object>(record: T | undefined): Partial<T> {
  * @throws RangeError
  */
 function checkTimingOptions(options: ClientOptions): void {
-  for (const [name, value] of Object.entries(options.timeouts ?? {})) {
-    if (value === undefined) continue;
-    if (typeof value !== 'number' || !(value > 0 && value <= MAX_TIMER_MS))
-      throw new RangeError(`timeouts.${name} must be a number of milliseconds > 0 and <= ${MAX_TIMER_MS}`);
+  const check = (name: string, value: unknown, rule: NumberRule) =>
+    checkNumberOption('createClient', name, value, { ...rule, range: true });
+  for (const [name, value] of Object.entries(options.timeouts ?? {}))
+    check(`timeouts.${name}`, value, { above: true, max: MAX_TIMER_MS });
+  for (const [name, value] of Object.entries(options.deadlines ?? {}))
+    check(`deadlines.${name}`, value, { above: true, infinite: true });
+  const { retry = {}, admission = {} } = options;
+  check('retry.maxAttempts', retry.maxAttempts, { integer: true, min: 1 });
+  for (const name of ['baseMs', 'maxMs', 'factor'] as const) {
+    check(`retry.${name}`, retry[name], {});
+    check(`admission.backoff.${name}`, admission.backoff?.[name], {});
   }
-  for (const [name, value] of Object.entries(options.deadlines ?? {})) {
-    if (value === undefined) continue;
-    if (typeof value !== 'number' || !(value > 0))
-      throw new RangeError(`deadlines.${name} must be a number of milliseconds > 0`);
-  }
-  const retry = options.retry ?? {};
-  if (retry.maxAttempts !== undefined && !(Number.isSafeInteger(retry.maxAttempts) && retry.maxAttempts >= 1))
-    throw new RangeError('retry.maxAttempts must be a positive integer');
-  const finite = (prefix: string, values: Record<string, unknown>) => {
-    for (const [name, value] of Object.entries(values))
-      if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0))
-        throw new RangeError(`${prefix}.${name} must be a finite number >= 0`);
-  };
-  finite('retry', { baseMs: retry.baseMs, maxMs: retry.maxMs, factor: retry.factor });
-  const admission = options.admission ?? {};
-  const { maxRetries, probeAfterMs, backoff } = admission;
-  if (maxRetries !== undefined && !(Number.isSafeInteger(maxRetries) && maxRetries >= 0))
-    throw new RangeError('admission.maxRetries must be an integer >= 0');
-  if (
-    probeAfterMs !== undefined &&
-    !(typeof probeAfterMs === 'number' && probeAfterMs > 0 && probeAfterMs <= MAX_TIMER_MS)
-  )
-    throw new RangeError(
-      `admission.probeAfterMs must be a number of milliseconds > 0 and <= ${MAX_TIMER_MS}`,
-    );
-  finite('admission.backoff', { baseMs: backoff?.baseMs, maxMs: backoff?.maxMs, factor: backoff?.factor });
+  check('admission.maxRetries', admission.maxRetries, { integer: true });
+  check('admission.probeAfterMs', admission.probeAfterMs, { above: true, max: MAX_TIMER_MS });
   checkChoiceOption('createClient', 'onAmbiguousSubmit', options.onAmbiguousSubmit, ['fail', 'resubmit']);
 }
 

@@ -20,11 +20,13 @@ export interface NumberRule {
   infinite?: boolean;
   /** Largest allowed: {@link MAX_TIMER_MS} for a delay a timer waits. */
   max?: number;
+  /** Throw a `RangeError` (as `createClient` does for its numeric settings). */
+  range?: boolean;
 }
 
 /**
- * Throws `InvalidArgumentError` (`caller: name must be ...`) unless `value` is undefined or a
- * number the rule allows.
+ * Throws `InvalidArgumentError` (`caller: name must be ...`; a `RangeError` with `rule.range`)
+ * unless `value` is undefined or a number the rule allows.
  */
 export function checkNumberOption(caller: string, name: string, value: unknown, rule: NumberRule = {}): void {
   if (value === undefined) return;
@@ -40,9 +42,8 @@ export function checkNumberOption(caller: string, name: string, value: unknown, 
   if (ok) return;
   const kind = rule.integer ? 'an integer' : 'a number';
   const bound = `${rule.above ? '>' : '>='} ${min}${rule.max === undefined ? '' : ` and <= ${rule.max}`}`;
-  throw new InvalidArgumentError(
-    `${caller}: ${name} must be ${kind} ${bound}${rule.infinite ? ' (or Infinity)' : ''}, got ${describe(value)}`,
-  );
+  const message = `${caller}: ${name} must be ${kind} ${bound}${rule.infinite ? ' (or Infinity)' : ''}, got ${describe(value)}`;
+  throw rule.range ? new RangeError(message) : new InvalidArgumentError(message);
 }
 
 /** Throws `InvalidArgumentError` unless `value` is undefined or one of `allowed`. */

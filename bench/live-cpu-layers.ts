@@ -62,19 +62,37 @@ async function paced(plan: Plan, start: number, i: number): Promise<void> {
   if (wait > 0) await sleep(wait);
 }
 
+/**
+ * A stream's end as the layers below the session see it: the record with `is_final`, or the
+ * failure (an error event, a dropped connection) that ends it first, so no run waits for good.
+ */
+function completion(): { done: Promise<void>; record(value: unknown): void; fail(err: unknown): void } {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const done = new Promise<void>((r, j) => {
+    resolve = r;
+    reject = j;
+  });
+  done.catch(() => {}); // awaited after the frames, unless a send fails first
+  return {
+    done,
+    record: (value) => {
+      if ((value as { is_final?: boolean }).is_final) resolve();
+    },
+    fail: reject,
+  };
+}
+
 async function viaTransport(plan: Plan, start: number): Promise<void> {
   const transport = new SocketTransport(config, events);
   const uuid = randomUUID();
   const id = Buffer.from(uuid.replaceAll('-', ''), 'hex');
-  let resolve!: () => void;
-  const final = new Promise<void>((r) => (resolve = r));
+  const end = completion();
   const unroute = transport.route(uuid, {
     operation,
-    onResult: (_event, record) => {
-      if ((record as { is_final?: boolean }).is_final) resolve();
-    },
-    onError: () => {},
-    onDisconnect: () => {},
+    onResult: (_event, record) => end.record(record),
+    onError: end.fail,
+    onDisconnect: end.fail,
   });
   try {
     for (let i = 0; i < plan.length; i++) {
@@ -84,7 +102,7 @@ async function viaTransport(plan: Plan, start: number): Promise<void> {
       const ack = await transport.emitWithAck(operation, events.audioStream, frame);
       if (transport.ackError(ack, operation)) throw new Error('frame refused');
     }
-    await final;
+    await end.done;
   } finally {
     unroute();
     transport.close();
@@ -110,22 +128,10 @@ function socketChannel(streamId: string, listener: ChannelListener): SocketLiveC
 async function viaChannel(plan: Plan, start: number): Promise<void> {
   const uuid = randomUUID();
   const id = Buffer.from(uuid.replaceAll('-', ''), 'hex');
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const final = new Promise<void>((r, j) => {
-    resolve = r;
-    reject = j;
-  });
-  final.catch(() => {}); // awaited below, unless a send fails first
+  const end = completion();
   // As a session passes its own signal to every send.
   const abort = new AbortController();
-  const channel = socketChannel(uuid, {
-    record: (record) => {
-      if ((record as { is_final?: boolean }).is_final) resolve();
-    },
-    // A dropped connection or a refusal ends the stream (the bench would wait for good).
-    failed: (err) => reject(err),
-  });
+  const channel = socketChannel(uuid, { record: end.record, failed: end.fail });
   try {
     for (let i = 0; i < plan.length; i++) {
       await paced(plan, start, i);
@@ -135,7 +141,7 @@ async function viaChannel(plan: Plan, start: number): Promise<void> {
         abort.signal,
       );
     }
-    await final;
+    await end.done;
   } finally {
     channel.close();
   }

@@ -59,7 +59,8 @@ export class KeyRegistry {
   }
 }
 
-function defaultKey(): EmulatorKey {
+/** The key of an emulator given none: random, all four capabilities. */
+export function defaultKey(): EmulatorKey {
   return {
     key: `emu_${randomBytes(18).toString('base64url')}`,
     account: 'default',

@@ -17,7 +17,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { type Dispatcher, Pool } from 'undici';
-import { KeyRegistry } from './auth.ts';
+import { defaultKey, KeyRegistry } from './auth.ts';
 import { chosenEngine } from './engine/pocketsphinx.ts';
 import { validateRule } from './faults.ts';
 import { newRequestId, Rejection } from './rejection.ts';
@@ -278,16 +278,7 @@ export async function startEmulatorWorkers(options: EmulatorWorkersOptions): Pro
   if ('contentPolicy' in rest)
     throw new RangeError('contentPolicy (a function) cannot be given to worker threads');
   // Every thread must accept the same keys: the random default key is made once, here.
-  const keys: EmulatorKeyOptions[] = rest.keys?.length
-    ? rest.keys
-    : [
-        {
-          key: `emu_${Buffer.from(crypto.getRandomValues(new Uint8Array(18))).toString('base64url')}`,
-          account: 'default',
-          tier: 'standard',
-          capabilities: ['batch', 'realtime_asr', 'diarization', 'tts'],
-        },
-      ];
+  const keys: EmulatorKeyOptions[] = rest.keys?.length ? rest.keys : [defaultKey()];
   // Refused here, as one thread refuses them (a RangeError), before any thread starts.
   new KeyRegistry(keys);
   const layout: SharedLayout = {

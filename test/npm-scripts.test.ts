@@ -4,7 +4,8 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -92,6 +93,30 @@ test('npm run test:unit -- FILE runs that file alone, with the handle check of e
   const ran = [...both.stdout.matchAll(/^# Subtest: (.*)$/gm)].map((m) => m[1]).sort();
   assert.deepEqual(ran, ['passes and tidies up', 'passes but leaks', 'test/fixtures/leaky.fixture.ts']);
   assert.match(both.stdout + both.stderr, /left handles open after its hooks: TCPServerWrap x1/);
+});
+
+test('test:unit: an option with its value apart is not taken for a file (no file given: every test file)', async (t) => {
+  // A `node` that prints how it was called stands in for the runners.
+  const bin = mkdtempSync(join(tmpdir(), 'speechpipe-fake-node-'));
+  t.after(() => rmSync(bin, { recursive: true, force: true }));
+  writeFileSync(join(bin, 'node'), '#!/bin/sh\necho "node $*"\n', { mode: 0o755 });
+  const run = (args: string[]) => sh('sh', ['scripts/test-unit.sh', ...args], { PATH: `${bin}:${env.PATH}` });
+  for (const pattern of [['--test-name-pattern', 'resume'], ['--test-name-pattern=resume']]) {
+    const { code, stdout } = await run(pattern);
+    assert.equal(code, 0, stdout);
+    const calls = stdout.split('\n').filter((l) => l.startsWith('node '));
+    assert.equal(calls.length, 2, `two runners, the long files beside the rest:\n${stdout}`);
+    for (const call of calls) assert.ok(call.includes(pattern.join(' ')), call);
+    assert.match(stdout, / test\/archive\.test\.ts /, "every test file, not Node's default glob");
+  }
+  // A file given after the option: that file alone, in one runner.
+  const one = await run(['--test-name-pattern', 'resume', 'test/archive.test.ts']);
+  assert.deepEqual(
+    one.stdout.split('\n').filter((l) => l.startsWith('node ')),
+    [
+      'node --test --test-concurrency=4 --import ./test/setup.ts --test-name-pattern resume test/archive.test.ts',
+    ],
+  );
 });
 
 test('npm run bench -- --help says how to run the suites, lists them, and runs none', async () => {

@@ -312,6 +312,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     this.#inUse();
     if (this.#error !== undefined) throw this.#error;
     if (this.#sentFinal) throw new InvalidArgumentError('send() after the final frame');
+    if (this.#state === 'finished') throw this.#endedEarly();
     this.#checkSize(pcm);
     // Encoding validates the chunk: it comes before any change of state. Up to the queueing
     // below nothing awaits, so concurrent calls take `first` and `final` in call order.
@@ -360,6 +361,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
    */
   async #transmit(frame: Buffer, first: boolean, signal: AbortSignal | undefined): Promise<void> {
     if (this.#error !== undefined) throw this.#error;
+    if (this.#state === 'finished') throw this.#endedEarly();
     const workload = liveWorkload(this.kind);
     try {
       await this.#waitForConsumer(signal);
@@ -401,8 +403,20 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
       if ((frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
     } catch (err) {
       this.#fail(err);
-      throw this.#error;
+      // A final record that came while the frame was on its way closed the channel under it.
+      throw this.#error ?? this.#endedEarly();
     }
+  }
+
+  /**
+   * A frame after the service ended the stream with its final record, before the final frame:
+   * the frame was not heard (or its records will not be), so the stream is incomplete for it.
+   */
+  #endedEarly(): IncompleteStreamError {
+    return new IncompleteStreamError(
+      `${this.#operation}: stream ${this.id} ended (its final record came) before the final frame; a frame sent after it was not transcribed`,
+      { operation: this.#operation, id: this.id, received: this.#receivedRecords },
+    );
   }
 
   /**

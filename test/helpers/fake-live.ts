@@ -19,7 +19,6 @@ import {
 } from '../../src/protocol/errors.ts';
 import { decodeFrame, type LiveFrame } from '../../src/protocol/frame.ts';
 import { DEFAULT_LIMITS } from '../../src/protocol/limits.ts';
-import type { AsrRecord, DiarizationRecord } from '../../src/protocol/records.ts';
 import type { LiveSessionFactory } from '../../src/transforms/live-stream.ts';
 
 /** What a fault does to the frame it matches. */
@@ -32,6 +31,13 @@ export type FakeFaultAction =
   | { type: 'lost' }
   /** The final frame is accepted and its records come, but the final record never does. */
   | { type: 'dropFinal' }
+  /**
+   * A frame that is not final is accepted, and the service ends the stream there: its answer
+   * holds the stream's last records, the final record included (a service that retired it).
+   */
+  | { type: 'finalEarly' }
+  /** The frame is accepted; its records come, followed by each of these (as the service sent them). */
+  | { type: 'extra'; records: (stream: string) => unknown[] }
   /** The frame is never answered: the send waits until it is aborted or the channel cancelled. */
   | { type: 'stall' };
 
@@ -247,8 +253,9 @@ class FakeChannel implements LiveChannel {
       );
       return;
     }
-    const records: (AsrRecord | DiarizationRecord)[] = stream.engine.push(frame.pcm);
-    if (frame.isFinal) {
+    const records: unknown[] = stream.engine.push(frame.pcm);
+    if (fault?.type === 'extra') records.push(...fault.records(frame.streamId));
+    if (frame.isFinal || fault?.type === 'finalEarly') {
       const last = stream.engine.finish();
       if (fault?.type === 'dropFinal') records.push(...last.filter((r) => !r.is_final));
       else {

@@ -1,0 +1,158 @@
+// sttStream and diarizationStream at the edges of the live protocol, against the fake service
+// (real LiveSessions, the real retry policy, no network): records the service should not send,
+// answers shaped oddly, a consumer or a destroy at the wrong moment. Nothing the source said is
+// lost without its range reported, nothing is left held, nothing hangs.
+
+import assert from 'node:assert/strict';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { test } from 'node:test';
+import { Admission } from '../src/client/admission.ts';
+import { RetryPolicy } from '../src/client/attempts.ts';
+import { LiveSession } from '../src/client/live.ts';
+import type { ChannelListener, LiveChannel } from '../src/client/live-channel.ts';
+import { IncompleteStreamError } from '../src/protocol/errors.ts';
+import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
+import type { AsrRecord, DiarizationRecord, WordSegment } from '../src/protocol/records.ts';
+import {
+  diarizationStream,
+  type LiveStreamOptions,
+  type LiveTranscriptionStream,
+  type LostAudio,
+  type SessionChange,
+  sttStream,
+} from '../src/transforms/live-stream.ts';
+import { toFrames } from '../src/transforms/to-frames.ts';
+import { FakeLiveService } from './helpers/fake-live.ts';
+import { speechWithPauses } from './helpers/speech.ts';
+import { diffWords } from './helpers/word-diff.ts';
+
+const pcm = await speechWithPauses(
+  [
+    'The quick brown fox jumps over the lazy dog.',
+    'A journey of a thousand miles begins with a single step.',
+    'Nothing is lost and nothing is said twice.',
+  ],
+  600,
+);
+
+interface Run {
+  records: (AsrRecord | DiarizationRecord)[];
+  words: WordSegment[];
+  changes: SessionChange[];
+  lost: LostAudio[];
+  error: unknown;
+  stream: LiveTranscriptionStream;
+}
+
+async function run(
+  service: FakeLiveService,
+  options: Partial<LiveStreamOptions> & { kind?: 'stt' | 'diarization' } = {},
+): Promise<Run> {
+  const { kind = 'stt', ...rest } = options;
+  const make = kind === 'stt' ? sttStream : diarizationStream;
+  const stream = make({
+    sessions: service.sessions({ finalTimeoutMs: 200, endTimeoutMs: 100 }),
+    coalesceMs: 0,
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+    ...rest,
+  });
+  const out: Run = { records: [], words: [], changes: [], lost: [], error: undefined, stream };
+  stream.on('session', (c: SessionChange) => out.changes.push(c));
+  stream.on('audio-lost', ({ start_time, end_time }: LostAudio) => out.lost.push({ start_time, end_time }));
+  out.error = await pipeline(
+    Readable.from([pcm]),
+    toFrames({ language: 'en', frameMs: 250 }),
+    stream,
+    new Writable({
+      objectMode: true,
+      write(record: AsrRecord | DiarizationRecord, _e, cb) {
+        out.records.push(record);
+        if ('words' in record && (record.is_speech_final || record.is_final)) out.words.push(...record.words);
+        cb();
+      },
+    }),
+  ).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  return out;
+}
+
+const reference = await run(new FakeLiveService());
+
+test('a final record before the final frame (the service ended the stream): a fresh session goes on, every word once, nothing lost', {
+  timeout: 10_000,
+}, async () => {
+  const service = new FakeLiveService();
+  service.fault({ nth: 8, action: { type: 'finalEarly' } });
+  const r = await run(service);
+  assert.equal(r.error, undefined, String(r.error));
+  assert.deepEqual(r.lost, []);
+  const diff = diffWords(reference.words, r.words);
+  assert.equal(diff.lost, 0, JSON.stringify(diff));
+  assert.equal(diff.duplicated, 0, JSON.stringify(diff));
+  assert.equal(r.records.filter((x) => x.is_final).length, 1, 'one final record downstream');
+  assert.equal(r.records.at(-1)!.is_final, true);
+  assert.equal(service.stats.live, 0);
+  assert.equal(service.stats.channelsOpen, 0);
+  assert.equal(service.running(), 0);
+});
+
+test('diarization: a final record before the final frame; a fresh session goes on, nothing lost', {
+  timeout: 10_000,
+}, async () => {
+  const service = new FakeLiveService();
+  service.fault({ nth: 8, action: { type: 'finalEarly' } });
+  const r = await run(service, { kind: 'diarization' });
+  assert.equal(r.error, undefined, String(r.error));
+  assert.deepEqual(r.lost, []);
+  assert.equal(r.records.filter((x) => x.is_final).length, 1, 'one final record downstream');
+  assert.equal(service.stats.live, 0);
+  assert.equal(service.running('diarization'), 0);
+});
+
+test('a session whose final record came before its final frame refuses later frames with an IncompleteStreamError, also one already on its way', async () => {
+  const id = '0b0e4a5c-7d3a-4c1e-9f55-3b2d7f1f0a11';
+  let listener!: ChannelListener;
+  const pending: ((err: Error) => void)[] = [];
+  let sends = 0;
+  const channel: LiveChannel = {
+    send: () => {
+      sends++;
+      if (sends === 1) return Promise.resolve();
+      return new Promise<void>((_resolve, reject) => pending.push(reject));
+    },
+    pause() {},
+    resume() {},
+    cancel: async () => {},
+    close() {
+      for (const reject of pending.splice(0)) reject(new Error('channel closed'));
+    },
+  };
+  const admission = new Admission();
+  const session = new LiveSession(
+    'stt',
+    {
+      channel: (_k, _t, l) => {
+        listener = l;
+        return channel;
+      },
+      policy: new RetryPolicy({ admission }),
+      admission,
+      limits: DEFAULT_LIMITS,
+    },
+    { streamId: id },
+  );
+  await session.send(Buffer.alloc(3200));
+  const second = session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
+  await new Promise((resolve) => setImmediate(resolve));
+  listener.record({ id, seq: 1, transcription: '', words: [], is_speech_final: true, is_final: true });
+  const inFlight = await second;
+  assert.ok(inFlight instanceof IncompleteStreamError, String(inFlight));
+  const after = await session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
+  assert.ok(after instanceof IncompleteStreamError, String(after));
+  assert.equal(session.state, 'finished');
+  await session.ended;
+  admission.close();
+});

@@ -11,7 +11,7 @@ import { Admission } from '../src/client/admission.ts';
 import { RetryPolicy } from '../src/client/attempts.ts';
 import { LiveSession } from '../src/client/live.ts';
 import type { ChannelListener, LiveChannel } from '../src/client/live-channel.ts';
-import { IncompleteStreamError } from '../src/protocol/errors.ts';
+import { IncompleteStreamError, SpeechServiceError } from '../src/protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, WordSegment } from '../src/protocol/records.ts';
 import {
@@ -155,4 +155,88 @@ test('a session whose final record came before its final frame refuses later fra
   assert.equal(session.state, 'finished');
   await session.ended;
   admission.close();
+});
+
+/** `pcm` as 250 ms frames, the last one final. */
+function framesOf(audio: Buffer): { pcm: Buffer; language: 'en'; isFinal: boolean }[] {
+  const size = 8000;
+  const out = [];
+  for (let at = 0; at < audio.length; at += size)
+    out.push({
+      pcm: audio.subarray(at, at + size),
+      language: 'en' as const,
+      isFinal: at + size >= audio.length,
+    });
+  return out;
+}
+
+const isKeepalive = (f: { pcm: Buffer; isFinal: boolean }) =>
+  !f.isFinal && f.pcm.length === 3200 && f.pcm.every((b) => b === 0);
+
+test("frames written while a refused keepalive waits out the refusal's Retry-After wait behind it: no session sooner, every word once", {
+  timeout: 10_000,
+}, async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    match: isKeepalive,
+    action: {
+      type: 'refuse',
+      error: new SpeechServiceError({
+        status: 503,
+        code: 'SERVER_DEPENDENCY_FAILURE',
+        retryable: true,
+        retryAfterMs: 300,
+      }),
+    },
+  });
+  const stream = sttStream({
+    sessions: service.sessions({ finalTimeoutMs: 200, endTimeoutMs: 100 }),
+    coalesceMs: 0,
+    keepaliveMs: 20,
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+  });
+  const changes: (SessionChange & { at: number })[] = [];
+  const lost: LostAudio[] = [];
+  stream.on('session', (c: SessionChange) => changes.push({ ...c, at: performance.now() }));
+  stream.on('audio-lost', (l: LostAudio) => lost.push(l));
+  const words: WordSegment[] = [];
+  const records: AsrRecord[] = [];
+  stream.on('data', (r: AsrRecord) => {
+    records.push(r);
+    if (r.is_speech_final || r.is_final) words.push(...r.words);
+  });
+  const failed = new Promise<number>((resolve) =>
+    stream.once('session-error', () => resolve(performance.now())),
+  );
+  const done = new Promise<unknown>((resolve) => {
+    stream.once('close', () => resolve(undefined));
+    stream.once('error', resolve);
+  });
+  const frames = framesOf(pcm);
+  const half = Math.floor(frames.length / 2);
+  const write = (f: (typeof frames)[number]) =>
+    new Promise<void>((resolve, reject) => stream.write(f, (err) => (err ? reject(err) : resolve())));
+  for (const f of frames.slice(0, half)) await write(f);
+  // The source stalls: the keepalive is refused, its restart waits; the source comes back.
+  const failedAt = await failed;
+  for (const f of frames.slice(half)) stream.write(f);
+  stream.end();
+  assert.equal(await done, undefined);
+  assert.deepEqual(lost, []);
+  assert.equal(changes.length, 1, JSON.stringify(changes));
+  assert.ok(
+    changes[0]!.at - failedAt >= 290,
+    `a new session ${changes[0]!.at - failedAt} ms after a Retry-After of 300`,
+  );
+  const diff = diffWords(reference.words, words);
+  assert.equal(diff.lost, 0, JSON.stringify(diff));
+  assert.equal(diff.duplicated, 0, JSON.stringify(diff));
+  // The sessions heard the source's audio once: the source's bytes, plus keepalive silence.
+  const heard = [...service.heard.values()].flat().reduce((n, b) => n + b.length, 0);
+  const replayed = changes.reduce((n, c) => n + (c.replaySec ?? 0) * 32000, 0);
+  assert.ok(
+    heard - replayed - pcm.length <= 2 * 3200 + 640,
+    `heard ${heard}, source ${pcm.length}, replayed ${replayed}`,
+  );
+  assert.equal(records.at(-1)!.is_final, true);
 });

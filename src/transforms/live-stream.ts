@@ -235,7 +235,7 @@ class LiveStream<K extends LiveKind> extends Duplex {
   #keepaliveDue: number | undefined;
   #keepaliveLanguage: Language | undefined;
   #writing: Promise<void> = Promise.resolve();
-  /** Frames written and not yet sent: a keepalive neither starts nor re-arms meanwhile. */
+  /** Sends queued or in flight (frames written, a keepalive): a keepalive neither starts nor re-arms meanwhile. */
   #pendingWrites = 0;
   /** The writable side ended (`_final`): no keepalive from now on. */
   #finishing = false;
@@ -765,9 +765,14 @@ class LiveStream<K extends LiveKind> extends Duplex {
     this.#keepaliveDue = undefined;
     const language = this.#keepaliveLanguage!;
     if (!this.#session || !this.#keepaliveAllowed) return;
-    // 100 ms of silence keeps the session from expiring while the source stalls.
+    // 100 ms of silence keeps the session from expiring while the source stalls. It is a send
+    // in flight like a frame's: a frame written meanwhile goes after it, never beside it (two
+    // sends at once would both restart a failed session, one without its pause, and share
+    // its replay).
+    this.#pendingWrites++;
     this.#writing = this.#writing
       .then(() => this.#send(Buffer.alloc(KEEPALIVE_PCM_BYTES), false, language, true))
+      .finally(this.#wrote)
       .then(
         () => {
           this.emit('keepalive');

@@ -240,3 +240,40 @@ test("frames written while a refused keepalive waits out the refusal's Retry-Aft
   );
   assert.equal(records.at(-1)!.is_final, true);
 });
+
+test('a session whose consumer holds off reading for longer than finalTimeoutMs after the final frame is not failed for the records it held off', {
+  timeout: 10_000,
+}, async () => {
+  const service = new FakeLiveService();
+  // The answer to the final frame holds a few records before the final one.
+  const provisional = (id: string) => ({
+    id,
+    seq: 0,
+    transcription: '',
+    words: [],
+    is_speech_final: false,
+    is_final: false,
+  });
+  service.fault({
+    match: (f) => f.isFinal,
+    action: { type: 'extra', records: (id) => [provisional(id), provisional(id), provisional(id)] },
+  });
+  const session = service.sessions({ finalTimeoutMs: 100, endTimeoutMs: 100, highWaterMark: 1 })('stt', {});
+  let finalSent = false;
+  const records: AsrRecord[] = [];
+  const reading = (async () => {
+    for await (const r of session) {
+      records.push(r as AsrRecord);
+      // Once the final frame is accepted, the consumer is slow (a sink that stalls).
+      if (finalSent) await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+  })();
+  const frames = framesOf(pcm);
+  for (const f of frames) await session.send(f.pcm, { final: f.isFinal });
+  finalSent = true;
+  const [outcome] = await Promise.allSettled([reading]);
+  assert.equal(outcome.status, 'fulfilled', String((outcome as PromiseRejectedResult).reason));
+  assert.equal(records.at(-1)!.is_final, true);
+  await session.ended;
+  assert.equal(service.running(), 0);
+});

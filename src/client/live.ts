@@ -89,7 +89,8 @@ export interface LiveSessionOptions {
   /**
    * Longest wait for the `is_final` record once the final frame was accepted, counted again
    * from each record that comes meanwhile: past it the session fails with
-   * `IncompleteStreamError` (a lost final record, a connection gone quiet). Default the
+   * `IncompleteStreamError` (a lost final record, a connection gone quiet). Time the consumer
+   * holds off records (`pause()`, a full `records()` buffer) is not counted. Default the
    * client's `timeouts.liveFinalMs` (30 s).
    */
   finalTimeoutMs?: number;
@@ -209,6 +210,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   >;
   /** Bounds the wait for the final record (see `finalTimeoutMs`). */
   #finalTimer: NodeJS.Timeout | undefined;
+  /** The final frame was accepted: its final record is awaited (see `finalTimeoutMs`). */
+  #awaitingFinal = false;
   readonly #abort = new AbortController();
   #resolveDone!: (record: LiveRecord<K>) => void;
   #rejectDone!: (err: unknown) => void;
@@ -400,7 +403,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         },
       });
       this.#sentFrames++;
-      if ((frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) this.#armFinalWait();
+      if ((frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) {
+        this.#awaitingFinal = true;
+        this.#armFinalWait();
+      }
     } catch (err) {
       this.#fail(err);
       // A final record that came while the frame was on its way closed the channel under it.
@@ -471,12 +477,14 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   pause(): void {
     this.#paused = true;
     this.#channel.pause();
+    if (this.#awaitingFinal) this.#armFinalWait();
   }
 
   /** The channel reads records while the consumer takes them (see `highWaterMark`, `pause()`). */
   #flow(): void {
     if (this.#consumerFull) this.#channel.pause();
     else this.#channel.resume();
+    if (this.#awaitingFinal) this.#armFinalWait();
   }
 
   /**
@@ -516,7 +524,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     this.#wake?.();
     this.emit('record', record);
     if (record.is_final) this.#finish(record);
-    else if (this.#finalTimer) this.#armFinalWait();
+    else if (this.#awaitingFinal) this.#armFinalWait();
   }
 
   /** The consumer holds as many records as it wants (or paused): hold off sending. */
@@ -544,6 +552,10 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   #armFinalWait(): void {
     if (this.#state === 'finished' || this.#error !== undefined) return;
     clearTimeout(this.#finalTimer);
+    this.#finalTimer = undefined;
+    // While the consumer holds off records, the channel reads none: the silence is ours, not
+    // the service's, and the wait starts again once the consumer takes records.
+    if (this.#consumerFull) return;
     const ms = this.#options.finalTimeoutMs;
     this.#finalTimer = setTimeout(() => {
       this.#finalTimer = undefined;

@@ -25,7 +25,7 @@ import {
 import { toFrames } from '../src/transforms/to-frames.ts';
 import { FakeLiveService } from './helpers/fake-live.ts';
 import { speechWithPauses } from './helpers/speech.ts';
-import { diffWords } from './helpers/word-diff.ts';
+import { diffWords, lostWords } from './helpers/word-diff.ts';
 
 const pcm = await speechWithPauses(
   [
@@ -277,3 +277,54 @@ test('a session whose consumer holds off reading for longer than finalTimeoutMs 
   await session.ended;
   assert.equal(service.running(), 0);
 });
+
+for (const kind of ['stt', 'diarization'] as const) {
+  test(`${kind}: a record timed far past the audio its session was sent hides no later word or segment`, {
+    timeout: 10_000,
+  }, async () => {
+    const clean = kind === 'stt' ? reference : await run(new FakeLiveService(), { kind });
+    const service = new FakeLiveService();
+    // Schema-valid, and nonsense: 1000 s into a stream sent a second of audio.
+    const bogus = (id: string) =>
+      kind === 'stt'
+        ? {
+            id,
+            seq: 0,
+            transcription: 'bogus',
+            words: [{ word: 'bogus', start_time: 999, end_time: 1000 }],
+            is_speech_final: true,
+            is_final: false,
+          }
+        : {
+            id,
+            final_segments: [{ start_time: 999, end_time: 1000, speaker: 'S9' }],
+            active_segments: [],
+            is_final: false,
+          };
+    service.fault({ nth: 4, action: { type: 'extra', records: (id) => [bogus(id)] } });
+    // A failure later: what was not finalised is heard again, and must not count as finalised.
+    service.fault({ nth: 20, action: { type: 'cut' } });
+    const r = await run(service, { kind });
+    assert.equal(r.error, undefined, String(r.error));
+    assert.deepEqual(r.lost, []);
+    if (kind === 'stt') {
+      // The record said the audio sent so far (1.25 s at most) was final: a claim about that
+      // audio cannot be told from a true one. Any later word is heard.
+      const lost = lostWords(clean.words, r.words);
+      assert.deepEqual(
+        lost.filter((w) => w.end_time > 1.25),
+        [],
+      );
+    } else {
+      const closed = (x: Run) =>
+        x.records
+          .flatMap((y) => (y as DiarizationRecord).final_segments)
+          .filter((s) => s.start_time > 1.25 && s.start_time < 999)
+          .reduce((n, s) => n + ((s.end_time ?? s.start_time) - s.start_time), 0);
+      assert.ok(
+        Math.abs(closed(r) - closed(clean)) < 0.5,
+        `${closed(r)} s of segments against ${closed(clean)}`,
+      );
+    }
+  });
+}

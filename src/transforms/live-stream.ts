@@ -541,9 +541,18 @@ class LiveStream<K extends LiveKind> extends Duplex {
     filler: boolean,
     again = false,
   ): Promise<void> {
-    return session
-      .send(pcm, final ? FINAL : NOT_FINAL)
-      .then(() => this.#acceptedBy(pcm, final, filler, again));
+    const clock = this.#clock;
+    clock.sending = pcm.length / LIVE_BYTES_PER_SECOND;
+    return session.send(pcm, final ? FINAL : NOT_FINAL).then(
+      () => {
+        clock.sending = 0;
+        this.#acceptedBy(pcm, final, filler, again);
+      },
+      (err: unknown) => {
+        clock.sending = 0;
+        throw err;
+      },
+    );
   }
 
   #acceptedBy(pcm: Buffer, final: boolean, filler: boolean, again: boolean): void {
@@ -683,24 +692,32 @@ class LiveStream<K extends LiveKind> extends Duplex {
     const committedBefore = replay?.committed;
     const continued = record.is_final && this.#lastSession !== session;
     const last = record.is_final && !continued;
+    // A record finalises no audio past what its session was sent, whatever times it gives.
+    const sent = clock.sentSec;
+    const limit = clock.toPipeline(sent);
     let out: AsrRecord | DiarizationRecord;
     if (this.kind === 'stt') {
       let asr = record as AsrRecord;
       if (record.is_final) replay?.commitAll();
       else if (asr.is_speech_final && asr.words.length > 0)
-        replay?.commit(latestEnd(asr.words, (w) => w.end_time));
+        replay?.commit(
+          Math.min(
+            sent,
+            latestEnd(asr.words, (w) => w.end_time),
+          ),
+        );
       if (continued) asr = continuedAsr(asr);
       this.#heard(session, asr.is_speech_final);
-      out = this.#emitted.newWords(clock.shiftAsr(asr));
+      out = this.#emitted.newWords(clock.shiftAsr(asr), limit);
     } else {
       let diarization = record as DiarizationRecord;
       if (record.is_final) replay?.commitAll();
       else if (diarization.final_segments.length > 0)
-        replay?.commit(latestEnd(diarization.final_segments, segmentEnd));
+        replay?.commit(Math.min(sent, latestEnd(diarization.final_segments, segmentEnd)));
       if (continued) diarization = continuedDiarization(diarization, this.#closingSec);
       // Nobody speaking: a place to cut.
       this.#heard(session, diarization.active_segments.length === 0);
-      out = this.#emitted.newSegments(clock.shiftDiarization(diarization, index));
+      out = this.#emitted.newSegments(clock.shiftDiarization(diarization, index), limit);
     }
     if (!replay || record.is_final || replay.committed > committedBefore!) this.#budget.progress();
     // The stream's final record says what audio was lost for good, if any.

@@ -33,10 +33,20 @@ export class SessionClock {
   readonly offsetSec: number;
   /** Seconds of audio the session accepted, keepalive silence included. */
   sec = 0;
+  /** Seconds of the frame on its way to the session (sent, not accepted yet). */
+  sending = 0;
   readonly #fillers: Filler[] = [];
 
   constructor(offsetSec: number) {
     this.offsetSec = offsetSec;
+  }
+
+  /**
+   * Session time up to which the session was sent audio: no record of it can be about later
+   * audio (over Socket.IO a frame's records may come before its acknowledgement).
+   */
+  get sentSec(): number {
+    return this.sec + this.sending;
   }
 
   /** The session accepted `bytes` of PCM; `filler`: silence of our own, not the source's. */
@@ -136,24 +146,31 @@ export class EmittedWatermark {
     return this.#until;
   }
 
-  /** `record` without the words emitted already; committed words raise the watermark. */
-  newWords(record: AsrRecord): AsrRecord {
+  /**
+   * `record` without the words emitted already; committed words raise the watermark, never past
+   * `limit`: the end of the audio their session was sent (a word timed past it cannot be of
+   * it, and would hide every later word).
+   */
+  newWords(record: AsrRecord, limit = Number.POSITIVE_INFINITY): AsrRecord {
     const until = this.#until;
     const words = record.words.filter((w) => (w.start_time + w.end_time) / 2 > until);
     if ((record.is_speech_final || record.is_final) && words.length > 0)
       this.#until = Math.max(
         until,
-        latestEnd(words, (w) => w.end_time),
+        Math.min(
+          limit,
+          latestEnd(words, (w) => w.end_time),
+        ),
       );
     if (words.length === record.words.length) return record;
     return { ...record, words, transcription: words.map((w) => w.word).join(' ') };
   }
 
   /** As {@link EmittedWatermark.newWords}, for closed diarization segments. */
-  newSegments(record: DiarizationRecord): DiarizationRecord {
+  newSegments(record: DiarizationRecord, limit = Number.POSITIVE_INFINITY): DiarizationRecord {
     const until = this.#until;
     const segments = record.final_segments.filter((s) => (s.start_time + segmentEnd(s)) / 2 > until);
-    if (segments.length > 0) this.#until = Math.max(until, latestEnd(segments, segmentEnd));
+    if (segments.length > 0) this.#until = Math.max(until, Math.min(limit, latestEnd(segments, segmentEnd)));
     if (segments.length === record.final_segments.length) return record;
     return { ...record, final_segments: segments };
   }

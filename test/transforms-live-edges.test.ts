@@ -157,6 +157,85 @@ test('a session whose final record came before its final frame refuses later fra
   admission.close();
 });
 
+/** A session on a channel whose sends the test answers, and the listener its records go to. */
+function scriptedSession(send: (n: number, frame: Buffer) => Promise<void>) {
+  const id = '5f0c2b1e-8a7d-4e3f-b1c2-9d8e7f6a5b4c';
+  const pending: ((err: Error) => void)[] = [];
+  let sends = 0;
+  const channel: LiveChannel = {
+    send: (frame) =>
+      new Promise<void>((resolve, reject) => {
+        pending.push(reject);
+        send(++sends, frame).then(resolve, reject);
+      }),
+    pause() {},
+    resume() {},
+    cancel: async () => {},
+    close() {
+      for (const reject of pending.splice(0)) reject(new Error('channel closed'));
+    },
+  };
+  const admission = new Admission();
+  const box: { listener?: ChannelListener } = {};
+  const session = new LiveSession(
+    'stt',
+    {
+      channel: (_k, _t, l) => {
+        box.listener = l;
+        return channel;
+      },
+      policy: new RetryPolicy({ admission }),
+      admission,
+      limits: DEFAULT_LIMITS,
+    },
+    { streamId: id },
+  );
+  const final = () =>
+    box.listener!.record({ id, seq: 1, transcription: '', words: [], is_speech_final: true, is_final: true });
+  return { session, final, admission };
+}
+
+test("a frame waiting out a 429's Retry-After when the final record comes ends then, not after the wait", {
+  timeout: 10_000,
+}, async () => {
+  const refusal = new SpeechServiceError({
+    status: 429,
+    code: 'SESSION_BYTE_RATE_EXCEEDED',
+    retryable: true,
+    retryAfterMs: 30_000,
+  });
+  const { session, final, admission } = scriptedSession(async (n) => {
+    if (n === 2) throw refusal;
+  });
+  await session.send(Buffer.alloc(3200));
+  const waiting = session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  final();
+  const err = await waiting;
+  assert.ok(err instanceof IncompleteStreamError, String(err));
+  await session.ended;
+  assert.equal(session.state, 'finished');
+  admission.close();
+});
+
+test('the final record coming before the final frame is acknowledged: that frame was heard, its send resolves', async () => {
+  let acknowledge!: () => void;
+  const { session, final, admission } = scriptedSession((n) =>
+    n === 2 ? new Promise<void>((resolve) => (acknowledge = resolve)) : Promise.resolve(),
+  );
+  await session.send(Buffer.alloc(3200));
+  const last = session.send(Buffer.alloc(3200), { final: true });
+  await new Promise((resolve) => setImmediate(resolve));
+  final();
+  await last;
+  acknowledge();
+  const record = await session.done;
+  assert.equal(record.is_final, true);
+  assert.equal(session.framesSent, 2);
+  await session.ended;
+  admission.close();
+});
+
 /** `pcm` as 250 ms frames, the last one final. */
 function framesOf(audio: Buffer): { pcm: Buffer; language: 'en'; isFinal: boolean }[] {
   const size = 8000;

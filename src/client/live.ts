@@ -224,6 +224,8 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   #unlisten: (() => void)[] = [];
   #sentFinal = false;
   #sentFrames = 0;
+  /** Frames in #transmit (queued behind the consumer, in the policy's backoff, or on the wire). */
+  #transmitting = 0;
   #receivedRecords = 0;
   // Async iteration (opt-in via records()).
   #buffer: LiveRecord<K>[] | undefined;
@@ -366,6 +368,7 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
     if (this.#error !== undefined) throw this.#error;
     if (this.#state === 'finished') throw this.#endedEarly();
     const workload = liveWorkload(this.kind);
+    this.#transmitting++;
     try {
       await this.#waitForConsumer(signal);
       await this.#deps.policy.run({
@@ -408,9 +411,17 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
         this.#armFinalWait();
       }
     } catch (err) {
+      // The final record came while the final frame was on its way (a service may send a
+      // frame's records before its acknowledgement): it answers that frame, which was heard.
+      if ((this.#state as LiveState) === 'finished' && (frame[16]! & FRAME_FLAG_IS_FINAL) !== 0) {
+        this.#sentFrames++;
+        return;
+      }
       this.#fail(err);
       // A final record that came while the frame was on its way closed the channel under it.
       throw this.#error ?? this.#endedEarly();
+    } finally {
+      this.#transmitting--;
     }
   }
 
@@ -571,6 +582,9 @@ export class LiveSession<K extends LiveKind = LiveKind> extends EventEmitter<Liv
   #finish(record: LiveRecord<K>): void {
     this.#state = 'finished';
     this.#serviceOpen = false;
+    // A frame still under way (waiting out a 429's Retry-After, say) will not be heard: it ends
+    // now, not when its wait is over, which would hold the session's end as long.
+    if (this.#transmitting > 0) this.#abort.abort(this.#endedEarly());
     this.#cleanup();
     this.#wake?.();
     this.#drained();

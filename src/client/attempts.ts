@@ -293,8 +293,11 @@ export class RetryPolicy {
             const failure = this.#settled(err, plan.signal, deadline);
             if (failure) throw failure;
             if (slot && isAdmissionRejection(err)) {
-              // Nothing was consumed: back to the queue, ahead of new work, after the pause.
-              const requeued = (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
+              // Nothing was consumed: back to the queue, ahead of new work, after the pause. Not
+              // a refusal the service marks not retryable (a quota spent): the service's flag
+              // decides, for admission too (the workload still pauses for the others).
+              const requeued =
+                err.retryable && (plan.repeatable?.() ?? true) && refusals < this.#maxAdmissionRetries;
               // A Retry-After the deadline would cut short leads to no attempt: fail now.
               const late = deadline.cutsShort(err.retryAfterMs ?? 0);
               slot.rejected(err, refusals, requeued && !late);

@@ -1,0 +1,109 @@
+// The retry policy and admission control on paths the other files do not take, against small
+// local servers: a 429 the service marks not retryable, concurrency raised again by operations
+// of every kind that the service accepted, a slot given back when an operation that holds it
+// ends while its reader holds it unread, and Socket.IO refusals decided by their `retryable`.
+
+import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import { type TestContext, test } from 'node:test';
+import {
+  Admission,
+  type ClientOptions,
+  createClient,
+  RetryPolicy,
+  type SpeechClient,
+} from '../src/client/index.ts';
+import { SpeechServiceError } from '../src/protocol/errors.ts';
+import type { Workload } from '../src/protocol/limits.ts';
+import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
+import { httpServer, socketServer } from './helpers/hostile-servers.ts';
+
+const wav = wavOf(speechPcm([{ speech: 0.2 }]));
+
+function client(t: TestContext, url: string, options: ClientOptions = {}): SpeechClient {
+  const c = createClient({
+    apiUrl: url,
+    apiKey: 'test-key',
+    env: {},
+    retry: { baseMs: 5, maxMs: 10 },
+    ...options,
+    admission: { backoff: { baseMs: 5, maxMs: 10 }, ...options.admission },
+  });
+  t.after(() => c.close());
+  return c;
+}
+
+const lane = (c: SpeechClient | Admission, workload: Workload) =>
+  (c instanceof Admission ? c.stats() : c.admissionStats()).find((s) => s.workload === workload)!;
+
+function errorBody(code: string, retryable: boolean): Record<string, unknown> {
+  return { error: code.toLowerCase(), code, detail: code, retryable, timestamp: new Date().toISOString() };
+}
+
+function answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+test('a 429 the service marks not retryable is returned, not waited out in the queue (both transports)', {
+  timeout: 10_000,
+}, async (t) => {
+  for (const code of ['RATE_LIMIT_EXCEEDED', 'CONCURRENCY_LIMIT_EXCEEDED']) {
+    const { url, requests } = await httpServer(t, (_req, res) =>
+      answer(res, 429, errorBody(code, false), { 'retry-after': '0' }),
+    );
+    const c = client(t, url);
+    for (const run of [() => c.batch.submit(wav), () => c.tts.synthesize({ text: 'Hello.' })]) {
+      const before = requests();
+      const err = await run().catch((e: unknown) => e);
+      assert.ok(err instanceof SpeechServiceError, String(err));
+      assert.equal(err.code, code);
+      assert.equal(err.retryable, false);
+      // Before, the refusal went back to the queue up to admission.maxRetries (100) times.
+      assert.equal(requests() - before, 1, `${code}: one request`);
+    }
+  }
+  let refusals = 0;
+  const url = await socketServer(t, (io) =>
+    io.on('connection', (socket) =>
+      socket.on('tts_request', (_body: unknown, ack: (a: unknown) => void) => {
+        refusals++;
+        ack({ ok: false, error: errorBody('CONCURRENCY_LIMIT_EXCEEDED', false) });
+      }),
+    ),
+  );
+  const c = client(t, url);
+  const err = await c.tts.synthesize({ text: 'Hello.', transport: 'socketio' }).catch((e: unknown) => e);
+  assert.ok(err instanceof SpeechServiceError && err.code === 'CONCURRENCY_LIMIT_EXCEEDED', String(err));
+  assert.equal(refusals, 1);
+  assert.equal(lane(c, 'tts').running, 0);
+});
+
+test('the policy: an admission refusal marked not retryable ends the operation, the workload paused for others', async () => {
+  const admission = new Admission({ backoff: { baseMs: 5, maxMs: 10 } });
+  const policy = new RetryPolicy({ admission });
+  let attempts = 0;
+  const refusal = new SpeechServiceError({
+    status: 429,
+    code: 'SESSION_SLOTS_EXHAUSTED',
+    retryable: false,
+    retryAfterMs: 50,
+  });
+  const err = await policy
+    .run({
+      operation: 'stt.http',
+      workload: 'realtime_asr',
+      run: async () => {
+        attempts++;
+        throw refusal;
+      },
+    })
+    .catch((e: unknown) => e);
+  assert.equal(err, refusal);
+  assert.equal(attempts, 1);
+  const stats = lane(admission, 'realtime_asr');
+  assert.equal(stats.running + stats.queued, 0);
+  assert.equal(stats.retries, 0);
+  assert.equal(stats.paused, true, 'the refusal still pauses the workload');
+  admission.close();
+});

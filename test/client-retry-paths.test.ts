@@ -4,8 +4,9 @@
 // ends while its reader holds it unread, and Socket.IO refusals decided by their `retryable`.
 
 import assert from 'node:assert/strict';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type TestContext, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import {
   Admission,
   type ClientOptions,
@@ -15,6 +16,7 @@ import {
 } from '../src/client/index.ts';
 import { SpeechServiceError } from '../src/protocol/errors.ts';
 import type { Workload } from '../src/protocol/limits.ts';
+import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
 import { httpServer, socketServer } from './helpers/hostile-servers.ts';
 
@@ -106,4 +108,32 @@ test('the policy: an admission refusal marked not retryable ends the operation, 
   assert.equal(stats.retries, 0);
   assert.equal(stats.paused, true, 'the refusal still pauses the workload');
   admission.close();
+});
+
+test('batch: accepted submissions raise a concurrency a refusal lowered, as other operations do', {
+  timeout: 10_000,
+}, async (t) => {
+  let refused = false;
+  let running = 0;
+  const { url } = await httpServer(t, (_req: IncomingMessage, res: ServerResponse) => {
+    if (running >= 1 && !refused) {
+      refused = true;
+      answer(res, 429, errorBody('CONCURRENCY_LIMIT_EXCEEDED', true), { 'retry-after': '0' });
+      return;
+    }
+    running++;
+    setTimeout(() => {
+      running--;
+      answer(res, 200, { jobId: randomUuid(), status: 'queued' });
+    }, 20);
+  });
+  const c = client(t, url, { concurrency: { batch: 2 }, admission: { probeAfterMs: 300 } });
+  await Promise.all([c.batch.submit(wav), c.batch.submit(wav)]);
+  assert.equal(lane(c, 'batch').concurrency, 1, 'the refusal lowered it');
+  await delay(350); // past the cool-down
+  // One at a time: nothing waits, so no probe raises it; only the submissions accepted can.
+  for (let i = 0; i < 3; i++) await c.batch.submit(wav);
+  // Before, a batch submission never reported its 200: concurrency stayed at 1 for good.
+  assert.equal(lane(c, 'batch').concurrency, 2);
+  assert.equal(lane(c, 'batch').raises, 1);
 });

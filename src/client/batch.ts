@@ -248,7 +248,7 @@ export class BatchApi {
           }
           return unreadable || isRetryableFailure(err);
         },
-        run: async ({ signal }) => {
+        run: async ({ signal, accepted }) => {
           const stream = source.open();
           if (!stream)
             throw new TransportError(
@@ -285,6 +285,8 @@ export class BatchApi {
             if (err.status >= 500) err.ambiguous = true;
             throw err;
           }
+          // The service took the submission: a success for admission (raises a lowered concurrency).
+          accepted();
           // A body that breaks off is ambiguous: the job was created before the answer. So is a
           // 200 whose body cannot be read as the acknowledgement.
           try {

@@ -137,3 +137,30 @@ test('batch: accepted submissions raise a concurrency a refusal lowered, as othe
   assert.equal(lane(c, 'batch').concurrency, 2);
   assert.equal(lane(c, 'batch').raises, 1);
 });
+
+test('Socket.IO TTS whose audio ends with its acknowledgement counts as accepted: concurrency rises again', {
+  timeout: 10_000,
+}, async (t) => {
+  let requests = 0;
+  const url = await socketServer(t, (io) =>
+    io.on('connection', (socket) =>
+      socket.on('tts_request', (body: { id: string }, ack: (a: unknown) => void) => {
+        if (requests++ === 0) {
+          ack({ ok: false, error: { ...errorBody('CONCURRENCY_LIMIT_EXCEEDED', true), retry_after: 0 } });
+          return;
+        }
+        // A short synthesis: all its audio, then the acknowledgement.
+        socket.emit('tts_audio', { id: body.id, audio: Buffer.alloc(480), is_final: true });
+        ack({ ok: true });
+      }),
+    ),
+  );
+  const c = client(t, url, { concurrency: { tts: 2 }, admission: { probeAfterMs: 300 } });
+  const first = await c.tts.synthesizeToBuffer({ text: 'Hello.', transport: 'socketio' });
+  assert.equal(first.pcm.length, 480);
+  assert.equal(lane(c, 'tts').concurrency, 1, 'the refusal lowered it');
+  await delay(350);
+  for (let i = 0; i < 3; i++) await c.tts.synthesizeToBuffer({ text: 'Hello.', transport: 'socketio' });
+  // Before, the slot was given back before the success was told, and a released slot counts none.
+  assert.equal(lane(c, 'tts').concurrency, 2);
+});

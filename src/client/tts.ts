@@ -220,9 +220,11 @@ export class TtsApi {
       options.transport === 'socketio'
         ? await this.#socket(body, scoped, done)
         : await this.#http(body, scoped, done);
+    // The 200 or the acknowledgement came: a success for admission, reported before the slot
+    // may be given back (a released slot counts no success, and the audio may be over already).
+    attempt.accepted();
     release = attempt.keepSlot();
     if (ended) void release();
-    attempt.accepted(); // the 200 or the acknowledgement came
     return synthesis;
   }
 

@@ -14,7 +14,7 @@ import {
   RetryPolicy,
   type SpeechClient,
 } from '../src/client/index.ts';
-import { SpeechServiceError } from '../src/protocol/errors.ts';
+import { DeadlineExceededError, SpeechServiceError } from '../src/protocol/errors.ts';
 import type { Workload } from '../src/protocol/limits.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
@@ -164,3 +164,42 @@ test('Socket.IO TTS whose audio ends with its acknowledgement counts as accepted
   // Before, the slot was given back before the success was told, and a released slot counts none.
   assert.equal(lane(c, 'tts').concurrency, 2);
 });
+
+for (const how of ['abort', 'deadline', 'close'] as const) {
+  test(`fast: ${how} after the first record while the records are held unread gives the slot back`, {
+    timeout: 10_000,
+  }, async (t) => {
+    const { url, requests } = await httpServer(t, (req, res) => {
+      const id = new URL(req.url!, 'http://x').searchParams.get('id');
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      // One record, then nothing: the final one never comes.
+      res.write(`${JSON.stringify({ id, seq: 0, transcription: 'hello', words: [], is_final: false })}\n`);
+    });
+    const c = client(t, url, { concurrency: { fast: 1 } });
+    const ctl = new AbortController();
+    t.after(() => ctl.abort());
+    const records = c.fast.transcribe(wav, {
+      signal: ctl.signal,
+      deadlineMs: how === 'deadline' ? 200 : 60_000,
+    });
+    const first = await records.next();
+    assert.equal(first.value?.transcription, 'hello');
+    assert.equal(lane(c, 'fast').running, 1);
+    if (how === 'abort') ctl.abort(new Error('stop'));
+    if (how === 'close') await c.close();
+    // The iterator is neither read nor returned (it is left to the garbage collector).
+    await delay(how === 'deadline' ? 400 : 50);
+    // Before, the slot stayed held until the iterator was read or returned: with concurrency 1,
+    // every later fast transcription waited for it for good.
+    assert.equal(lane(c, 'fast').running, 0);
+    if (how === 'close') return;
+    const next = c.fast.transcribe(wav, { signal: AbortSignal.timeout(2_000) });
+    assert.equal((await next.next()).value?.transcription, 'hello', 'the next one is admitted');
+    await next.return(undefined);
+    assert.equal(requests(), 2);
+    // The one left unread fails with its reason when it is read after all.
+    await assert.rejects(records.next(), (err: unknown) =>
+      how === 'abort' ? (err as Error).message === 'stop' : err instanceof DeadlineExceededError,
+    );
+  });
+}

@@ -101,7 +101,12 @@ export class FastApi {
     const repeatable = () => socketio || source.reopenable;
     let audio: Buffer | undefined;
     let runs = 0;
-    let started: { records: AsyncGenerator<FastRecord>; first: FastRecord | undefined; release: () => void };
+    let started: {
+      records: AsyncGenerator<FastRecord>;
+      first: FastRecord | undefined;
+      release: () => void;
+      signal: AbortSignal;
+    };
     try {
       started = await this.#deps.policy.run({
         operation,
@@ -118,7 +123,12 @@ export class FastApi {
           // Up to the first record nothing was delivered: a failure may be retried.
           const first = await records.next();
           const release = attempt.keepSlot();
-          return { records, first: first.done ? undefined : first.value, release: () => void release() };
+          return {
+            records,
+            first: first.done ? undefined : first.value,
+            release: () => void release(),
+            signal: attempt.signal,
+          };
         },
       });
     } catch (err) {
@@ -126,7 +136,12 @@ export class FastApi {
       if (isAdmissionRejection(err) && !repeatable()) throw oneShotRejection(err as SpeechServiceError);
       throw err;
     }
-    const { records, first, release } = started;
+    const { records, first, release, signal } = started;
+    // The caller's abort, the deadline or the client's close ends the transcription whether or
+    // not its records are read again: the slot is given back at once, not when the iterator is
+    // next read or returned (a consumer that holds it unread would hold the slot for good).
+    if (signal.aborted) release();
+    else signal.addEventListener('abort', release, { once: true });
     try {
       if (first === undefined) return;
       yield first;
@@ -136,6 +151,7 @@ export class FastApi {
         if (record.is_final) return;
       }
     } finally {
+      signal.removeEventListener('abort', release);
       deadline.clear();
       release();
       await records.return(undefined);

@@ -203,3 +203,28 @@ for (const how of ['abort', 'deadline', 'close'] as const) {
     );
   });
 }
+
+test('listVoices: a refusal the service marks retryable is tried again; one marked not retryable is not', {
+  timeout: 10_000,
+}, async (t) => {
+  const voice = { id: randomUuid(), name: 'Ada', languages: ['en'] };
+  let calls = 0;
+  let retryable = true;
+  const url = await socketServer(t, (io) =>
+    io.on('connection', (socket) =>
+      socket.on('list_voices', (_body: unknown, ack: (a: unknown) => void) => {
+        if (calls++ % 2 === 0) ack({ ok: false, error: errorBody('SERVER_DEPENDENCY_FAILURE', retryable) });
+        else ack({ voices: [voice] });
+      }),
+    ),
+  );
+  const c = client(t, url);
+  // Before, a refusal in the acknowledgement was thrown after the policy, never retried.
+  assert.deepEqual(await c.tts.listVoices(), [voice]);
+  assert.equal(calls, 2);
+  retryable = false;
+  const err = await c.tts.listVoices().catch((e: unknown) => e);
+  assert.ok(err instanceof SpeechServiceError && err.code === 'SERVER_DEPENDENCY_FAILURE', String(err));
+  assert.equal(err.status, 503);
+  assert.equal(calls, 3);
+});

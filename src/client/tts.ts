@@ -238,8 +238,10 @@ export class TtsApi {
       signal: options.signal,
       deadline: options.deadlineMs ?? this.#deps.deadlines?.voices ?? DEFAULT_DEADLINES.voices,
       effectful: false,
-      run: ({ signal }) =>
-        socket.emitWithAck(
+      // A refusal is the attempt's failure, so the service's `retryable` flag decides whether it
+      // is tried again (a 503 of a storage outage is), as for every other operation.
+      run: async ({ signal }) => {
+        const answer: unknown = await socket.emitWithAck(
           'voices.socket',
           socket.events.listVoices,
           {},
@@ -247,9 +249,11 @@ export class TtsApi {
             timeoutMs: options.timeoutMs ?? this.#deps.socketAckTimeoutMs,
             signal,
           },
-        ),
+        );
+        if (isObject(answer) && answer.ok === false) throw socket.ackError(answer as never, 'voices.socket');
+        return answer;
+      },
     });
-    if (isObject(ack) && ack.ok === false) throw socket.ackError(ack as never, 'voices.socket');
     const voices = isObject(ack) ? ack.voices : undefined;
     if (
       !Array.isArray(voices) ||

@@ -14,7 +14,7 @@ import {
   RetryPolicy,
   type SpeechClient,
 } from '../src/client/index.ts';
-import { DeadlineExceededError, SpeechServiceError } from '../src/protocol/errors.ts';
+import { DeadlineExceededError, SpeechServiceError, TransportError } from '../src/protocol/errors.ts';
 import type { Workload } from '../src/protocol/limits.ts';
 import { randomUuid } from '../src/protocol/uuid.ts';
 import { speechPcm, wavOf } from './helpers/emulator-fixtures.ts';
@@ -227,4 +227,24 @@ test('listVoices: a refusal the service marks retryable is tried again; one mark
   assert.ok(err instanceof SpeechServiceError && err.code === 'SERVER_DEPENDENCY_FAILURE', String(err));
   assert.equal(err.status, 503);
   assert.equal(calls, 3);
+});
+
+test('close() while a batch submission awaits its answer is ambiguous (the job may exist); while it waits for a slot, not', {
+  timeout: 10_000,
+}, async (t) => {
+  const { url, requests } = await httpServer(t); // reads each upload, never answers
+  const c = client(t, url, { concurrency: { batch: 1 } });
+  const answered = c.batch.submit(wav).catch((e: unknown) => e);
+  const queued = c.batch.submit(wav).catch((e: unknown) => e);
+  while (requests() === 0) await delay(5);
+  await c.close();
+  const [sent, waiting] = await Promise.all([answered, queued]);
+  // Before, both were the client's shared ERR_CLIENT_CLOSED with ambiguous: false, as if
+  // the upload that reached the service could safely be submitted again.
+  assert.ok(sent instanceof TransportError && sent.code === 'ERR_CLIENT_CLOSED', String(sent));
+  assert.equal(sent.ambiguous, true);
+  assert.equal(sent.retryable, false);
+  assert.ok(waiting instanceof TransportError && waiting.code === 'ERR_CLIENT_CLOSED', String(waiting));
+  assert.equal(waiting.ambiguous, false);
+  assert.equal(requests(), 1);
 });

@@ -28,7 +28,7 @@ import { MAX_TIMER_MS } from '../protocol/options.ts';
 import { isUuid } from '../protocol/uuid.ts';
 import { unwrap } from '../protocol/validate.ts';
 import { isAdmissionRejection } from './admission.ts';
-import type { RetryPolicy } from './attempts.ts';
+import type { Attempt, RetryPolicy } from './attempts.ts';
 import { DEFAULT_DEADLINES, type OperationDeadlines } from './deadlines.ts';
 import { discard, type HttpResponse, type HttpTransport, readBody } from './http.ts';
 import { oneShotRejection, type UploadInput, uploadSource } from './input.ts';
@@ -228,6 +228,64 @@ export class BatchApi {
     };
     let attempts = 0;
     let ambiguousAttempts = 0;
+    /** The attempt under way sent its whole upload: its answer is awaited. */
+    let uploaded = false;
+    /** close() cut an attempt whose upload was complete: the job may exist. */
+    let closedAfterUpload = false;
+    const closing = this.#deps.policy.closed;
+    const onClose = () => {
+      closedAfterUpload = uploaded;
+    };
+    closing?.addEventListener('abort', onClose, { once: true });
+    const submitOnce = async ({ signal, accepted }: Attempt): Promise<BatchSubmitAck> => {
+      const stream = source.open();
+      if (!stream)
+        throw new TransportError(
+          'ERR_CONNECTION_RESET',
+          'batch.submit: the input stream was already consumed and cannot be sent again',
+          { operation: 'batch.submit' },
+        );
+      const multipart = multipartBody({
+        filename: source.filename,
+        contentType: source.contentType,
+        stream,
+        size: source.size,
+      });
+      attempts++;
+      multipart.body.once('end', () => (uploaded = true));
+      const res = await withInputError(
+        multipart,
+        http.send({
+          operation: 'batch.submit',
+          method: 'POST',
+          path: batchSubmitPath(options.language ?? 'auto'),
+          query,
+          headers: {
+            'content-type': multipart.contentType,
+            ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
+          },
+          body: multipart.body,
+          signal,
+          headersTimeoutMs: http.timeouts.uploadHeadersMs,
+        }),
+      );
+      if (res.status !== 200) {
+        const err = await http.errorOf(res, 'batch.submit');
+        // A 5xx may come after the job was created.
+        if (err.status >= 500) err.ambiguous = true;
+        throw err;
+      }
+      // The service took the submission: a success for admission (raises a lowered concurrency).
+      accepted();
+      // A body that breaks off is ambiguous: the job was created before the answer. So is a
+      // 200 whose body cannot be read as the acknowledgement.
+      try {
+        return await parseBody(res, 'batch.submit', 'submission acknowledgement', validateSubmitAck, signal);
+      } catch (err) {
+        if (!(err instanceof ProtocolError)) throw err;
+        throw new UnreadableSubmitAnswerError(err);
+      }
+    };
     try {
       const ack = await this.#deps.policy.run({
         operation: 'batch.submit',
@@ -248,66 +306,26 @@ export class BatchApi {
           }
           return unreadable || isRetryableFailure(err);
         },
-        run: async ({ signal, accepted }) => {
-          const stream = source.open();
-          if (!stream)
-            throw new TransportError(
-              'ERR_CONNECTION_RESET',
-              'batch.submit: the input stream was already consumed and cannot be sent again',
-              { operation: 'batch.submit' },
-            );
-          const multipart = multipartBody({
-            filename: source.filename,
-            contentType: source.contentType,
-            stream,
-            size: source.size,
-          });
-          attempts++;
-          const res = await withInputError(
-            multipart,
-            http.send({
-              operation: 'batch.submit',
-              method: 'POST',
-              path: batchSubmitPath(options.language ?? 'auto'),
-              query,
-              headers: {
-                'content-type': multipart.contentType,
-                ...(multipart.length === undefined ? {} : { 'content-length': String(multipart.length) }),
-              },
-              body: multipart.body,
-              signal,
-              headersTimeoutMs: http.timeouts.uploadHeadersMs,
-            }),
-          );
-          if (res.status !== 200) {
-            const err = await http.errorOf(res, 'batch.submit');
-            // A 5xx may come after the job was created.
-            if (err.status >= 500) err.ambiguous = true;
-            throw err;
-          }
-          // The service took the submission: a success for admission (raises a lowered concurrency).
-          accepted();
-          // A body that breaks off is ambiguous: the job was created before the answer. So is a
-          // 200 whose body cannot be read as the acknowledgement.
-          try {
-            return await parseBody(
-              res,
-              'batch.submit',
-              'submission acknowledgement',
-              validateSubmitAck,
-              signal,
-            );
-          } catch (err) {
-            if (!(err instanceof ProtocolError)) throw err;
-            throw new UnreadableSubmitAnswerError(err);
-          }
-        },
+        run: (attempt) =>
+          submitOnce(attempt).finally(() => {
+            uploaded = false;
+          }),
       });
       return { ...ack, attempts, ambiguousAttempts };
     } catch (err) {
       // The one-shot input cannot be sent again after an admission refusal.
       if (isAdmissionRejection(err) && !source.reopenable) throw oneShotRejection(err);
+      // As after a lost connection: the upload reached the service, which may have created the
+      // job; the closing reason, shared by every operation, says nothing of that.
+      if (closedAfterUpload && err instanceof TransportError && err.code === 'ERR_CLIENT_CLOSED')
+        throw new TransportError(
+          'ERR_CLIENT_CLOSED',
+          'batch.submit: the client was closed while the answer to a complete upload was awaited; the job may exist',
+          { operation: 'batch.submit', ambiguous: true, cause: err },
+        );
       throw err;
+    } finally {
+      closing?.removeEventListener('abort', onClose);
     }
   }
 

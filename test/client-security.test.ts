@@ -7,6 +7,7 @@ import { after, test } from 'node:test';
 import { inspect } from 'node:util';
 import { createClient } from '../src/client/index.ts';
 import { encodeWav, SpeechServiceError, TransportError } from '../src/index.ts';
+import { httpServer, socketServer } from './helpers/hostile-servers.ts';
 
 const KEY = 'sk_live_Zx9Qw8Er7Ty6Ui5Op4As3Df2';
 const seen: { method: string; url: string; headers: IncomingMessage['headers'] }[] = [];
@@ -120,5 +121,36 @@ test('a response the HTTP parser refuses does not carry the key it echoed into o
     const text = inspect(err, { depth: 9 });
     assert.match(text, /HTTPParserError/);
     assert.ok(!text.includes(KEY), text);
+  }
+});
+
+test("an error body's code echoing the key does not carry it into our error (HTTP and Socket.IO)", async (t) => {
+  const echo = { code: `E_${KEY}`, detail: 'echo', retryable: false, timestamp: new Date().toISOString() };
+  const { url: httpUrl } = await httpServer(t, (_req, res) => {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: 'echo', ...echo }));
+  });
+  const socketUrl = await socketServer(t, (io) =>
+    io.on('connection', (socket) =>
+      socket.on('list_voices', (_body: unknown, ack: (a: unknown) => void) =>
+        ack({ ok: false, error: echo }),
+      ),
+    ),
+  );
+  const errors: unknown[] = [];
+  for (const apiUrl of [httpUrl, socketUrl]) {
+    const c = createClient({ apiUrl, apiKey: KEY, env: {} });
+    t.after(() => c.close());
+    const run =
+      apiUrl === httpUrl
+        ? () => c.batch.get('0f8fad5b-d9cb-469f-a165-70867728950e')
+        : () => c.tts.listVoices();
+    errors.push(await run().catch((e: unknown) => e));
+  }
+  for (const err of errors) {
+    assert.ok(err instanceof SpeechServiceError, String(err));
+    // Before, `code` kept the body's text as it came: inspect() and JSON showed the key.
+    for (const text of [err.code, err.message, JSON.stringify(err), inspect(err, { depth: 9 })])
+      assert.ok(!text.includes(KEY), text);
   }
 });

@@ -103,7 +103,9 @@ export class SpeechServiceError extends SpeechpipeError {
     const where = init.operation ? `${init.operation}: ` : '';
     const tail = init.requestId ? ` (request ${init.requestId})` : '';
     super(
-      init.code,
+      // The body's `code` is as much the service's text as `detail`: one echoing the key must
+      // not carry it out (no catalog code holds it, so nothing that is branched on changes).
+      redactSecrets(init.code, secrets),
       redactSecrets(`${where}${init.status} ${init.code}${detail ? `: ${detail}` : ''}${tail}`, secrets),
       { cause: init.cause },
     );

@@ -9,6 +9,7 @@ import { type TestContext, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
   Admission,
+  BatchWaitTimeoutError,
   type ClientOptions,
   createClient,
   RetryPolicy,
@@ -247,4 +248,41 @@ test('close() while a batch submission awaits its answer is ambiguous (the job m
   assert.ok(waiting instanceof TransportError && waiting.code === 'ERR_CLIENT_CLOSED', String(waiting));
   assert.equal(waiting.ambiguous, false);
   assert.equal(requests(), 1);
+});
+
+test("batch.wait: a poll's 429 is waited out for its Retry-After while the wait allows, whatever a read's own deadline", {
+  timeout: 10_000,
+}, async (t) => {
+  const id = randomUuid();
+  let polls = 0;
+  let retryAfter = '1';
+  const { url } = await httpServer(t, (_req, res) => {
+    if (polls++ % 2 === 0) {
+      answer(
+        res,
+        429,
+        { ...errorBody('RATE_LIMIT_EXCEEDED', true), data: { capacity: 1 } },
+        { 'retry-after': retryAfter },
+      );
+      return;
+    }
+    const now = new Date().toISOString();
+    const job = { id, version: 1, created_at: now, updated_at: now, language: 'en', audio_duration: 1 };
+    answer(res, 200, { message: 'success', data: { ...job, sample_rate_hz: 16000, status: 'failed' } });
+  });
+  // A read alone may take 300 ms: less than the Retry-After of 1 s.
+  const c = client(t, url, { deadlines: { batchGet: 300 } });
+  const job = await c.batch.wait(id, { timeoutMs: 5_000 });
+  // Before, the poll failed at once with the read's DeadlineExceededError (no job id in it),
+  // though the wait had seconds left.
+  assert.equal(job.status, 'failed');
+  assert.equal(polls, 2);
+  // A Retry-After past what is left of the wait ends it at once, as its timeout, with the job id.
+  retryAfter = '60';
+  const started = performance.now();
+  const err = await c.batch.wait(id, { timeoutMs: 5_000 }).catch((e: unknown) => e);
+  assert.ok(err instanceof BatchWaitTimeoutError, String(err));
+  assert.equal(err.jobId, id);
+  assert.ok(err.cause instanceof DeadlineExceededError);
+  assert.ok(performance.now() - started < 1_000);
 });

@@ -3,6 +3,7 @@
 // submit + wait reading with save_result so a lost response can be read again.
 
 import {
+  DeadlineExceededError,
   InvalidArgumentError,
   localServiceError,
   ProtocolError,
@@ -158,8 +159,10 @@ export class BatchWaitTimeoutError extends SpeechpipeError {
   override name = 'BatchWaitTimeoutError';
   readonly jobId: string;
   readonly lastStatus: JobStatus | undefined;
-  constructor(jobId: string, lastStatus: JobStatus | undefined, timeoutMs: number) {
-    super('ERR_WAIT_TIMEOUT', `job ${jobId} still ${lastStatus ?? 'unknown'} after ${timeoutMs} ms`);
+  constructor(jobId: string, lastStatus: JobStatus | undefined, timeoutMs: number, cause?: unknown) {
+    super('ERR_WAIT_TIMEOUT', `job ${jobId} still ${lastStatus ?? 'unknown'} after ${timeoutMs} ms`, {
+      cause,
+    });
     this.jobId = jobId;
     this.lastStatus = lastStatus;
   }
@@ -388,10 +391,16 @@ export class BatchApi {
         job = await this.get(jobId, {
           saveResult: options.saveResult ?? true,
           signal: anySignal(options.signal, deadline.signal),
+          // What is left of the wait, not a read's own deadline: a 429 whose Retry-After is
+          // longer than a read may take is waited out while the wait allows it.
+          deadlineMs: left,
         });
       } catch (err) {
         if (deadline.signal.aborted && !options.signal?.aborted)
           throw new BatchWaitTimeoutError(jobId, last, timeoutMs);
+        // Its deadline is the wait's: a Retry-After past it, or the retries reaching it.
+        if (err instanceof DeadlineExceededError && !options.signal?.aborted)
+          throw new BatchWaitTimeoutError(jobId, last, timeoutMs, err);
         throw err;
       } finally {
         clearTimeout(timer);

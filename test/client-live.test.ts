@@ -120,6 +120,22 @@ test('429 SESSION_BYTE_RATE_EXCEEDED resends the same frame after Retry-After; t
   assert.equal(limited, 1);
 });
 
+test("Socket.IO: the same 429 carries its Retry-After in the error payload's retry_after, which the session waits out", async () => {
+  const fault = emulator.faults.add({
+    operation: 'stt.socket',
+    nth: 2,
+    action: { type: 'status', status: 429, code: 'SESSION_BYTE_RATE_EXCEEDED', retryAfter: 0.05 },
+  });
+  const session = client.live.stt({ transport: 'socketio' });
+  const waits: (number | undefined)[] = [];
+  session.on('rate-limited', (err) => waits.push(err.retryAfterMs));
+  await sendAll(session, pcm, 500);
+  const final = await session.done;
+  fault.remove();
+  assert.equal(final.is_final, true);
+  assert.deepEqual(waits, [50]);
+});
+
 test('admission: sessions beyond the plan limit wait for a slot instead of failing', async () => {
   const limited = newClient({ concurrency: { realtime_asr: 2 } });
   const sessions = Array.from({ length: 5 }, () => limited.live.stt());

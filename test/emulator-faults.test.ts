@@ -528,6 +528,37 @@ describe('Socket.IO faults', () => {
     socket.close();
   });
 
+  test("status with retryAfter: the error payload's retry_after, in seconds (Socket.IO has no header)", async () => {
+    const emu = await emulator();
+    const socket = await connectSocket(emu.url, emu.apiKey);
+    try {
+      emu.faults.add({
+        operation: 'voices.socket',
+        times: 1,
+        action: { type: 'status', status: 503, code: 'SERVER_DEPENDENCY_FAILURE', retryAfter: 7 },
+      });
+      const ack = (await socket.emitWithAck('list_voices')) as {
+        ok: boolean;
+        error: Record<string, unknown>;
+      };
+      assert.equal(ack.error.retry_after, 7);
+      const at = new Date(Date.now() + 60_000).toUTCString();
+      emu.faults.add({
+        operation: 'voices.socket',
+        times: 1,
+        action: { type: 'status', status: 503, retryAfter: at },
+      });
+      const dated = (await socket.emitWithAck('list_voices')) as { error: Record<string, unknown> };
+      const seconds = dated.error.retry_after as number;
+      assert.ok(Number.isInteger(seconds) && seconds > 50 && seconds <= 60, String(seconds));
+      emu.faults.add({ operation: 'voices.socket', times: 1, action: { type: 'status', status: 503 } });
+      const none = (await socket.emitWithAck('list_voices')) as { error: Record<string, unknown> };
+      assert.equal('retry_after' in none.error, false);
+    } finally {
+      socket.close();
+    }
+  });
+
   test('endWithoutFinal on audio_stream and truncateTts on tts_request: no final event', async () => {
     const emu = await emulator({
       faults: [

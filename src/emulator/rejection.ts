@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import { ERROR_CODES, isServiceErrorCode, unitOfBound } from '../protocol/error-codes.ts';
 import type { CapacityData, ErrorBody, LimitData } from '../protocol/errors.ts';
+import type { SocketErrorPayload } from '../protocol/socket-events.ts';
 
 export interface RejectionInit {
   status?: number;
@@ -57,6 +58,21 @@ export class Rejection extends Error {
     if (jobId !== undefined) body.job_id = jobId;
     if (!this.init.omitRequestId) body.request_id = requestId;
     if (this.init.data !== undefined) body.data = this.init.data;
+    return body;
+  }
+
+  /**
+   * The Socket.IO error payload: the body, and `retry_after` in seconds where HTTP would send
+   * `Retry-After` (an HTTP date counts the seconds until it, none if it has passed).
+   */
+  socketBody(requestId: string): SocketErrorPayload {
+    const body: SocketErrorPayload = this.body(requestId);
+    const after = this.init.retryAfterSec;
+    if (typeof after === 'number') body.retry_after = after;
+    else if (after !== undefined) {
+      const at = Date.parse(after);
+      if (Number.isFinite(at)) body.retry_after = Math.max(0, Math.ceil((at - Date.now()) / 1000));
+    }
     return body;
   }
 

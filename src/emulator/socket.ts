@@ -5,7 +5,7 @@
 import type { Server, Socket } from 'socket.io';
 import { decodeFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
-import type { AudioFilePayload, FrameAck, SocketErrorPayload } from '../protocol/socket-events.ts';
+import type { AudioFilePayload, FrameAck } from '../protocol/socket-events.ts';
 import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import { checkTtsRequest } from '../protocol/tts-request.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
@@ -117,7 +117,7 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
       ctx.stats.rejection(rejection.code);
       ctx.stats.socketConnections.rejected++;
       const error = new Error(rejection.detail) as Error & { data?: unknown };
-      error.data = rejection.body(newRequestId());
+      error.data = rejection.socketBody(newRequestId());
       next(error);
     }
   });
@@ -252,7 +252,7 @@ class SocketOps {
 
   #fail(rejection: Rejection, id: string | undefined, ack: Ack | undefined): void {
     this.#ctx.stats.rejection(rejection.code);
-    const error: SocketErrorPayload = rejection.body(newRequestId());
+    const error = rejection.socketBody(newRequestId());
     if (id !== undefined) error.id = id;
     if (ack) ack({ ok: false, error } satisfies FrameAck);
     else this.#socket.emit(SOCKET_EVENTS.error, error);

@@ -104,5 +104,8 @@ export interface ListVoicesAck {
   voices: VoiceProfile[];
 }
 
-/** The error body, plus the stream or request id it concerns when known. */
-export type SocketErrorPayload = ErrorBody & { id?: string };
+/**
+ * The error body, plus the stream or request id it concerns when known, and `retry_after`: the
+ * seconds HTTP gives in `Retry-After` (Socket.IO has no header for it).
+ */
+export type SocketErrorPayload = ErrorBody & { id?: string; retry_after?: number };

@@ -157,6 +157,36 @@ test('a session whose final record came before its final frame refuses later fra
   admission.close();
 });
 
+test("a session's own 429 that reaches the stream (not waited out: no retries left, as with socketAcks: false) restarts after its Retry-After: every word once, nothing lost", {
+  timeout: 20_000,
+}, async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    nth: 5,
+    action: {
+      type: 'refuse',
+      error: new SpeechServiceError({
+        status: 429,
+        code: 'SESSION_BYTE_RATE_EXCEEDED',
+        retryable: true,
+        retryAfterMs: 20,
+      }),
+    },
+  });
+  const got = await run(service, { session: { maxRateRetries: 0 } });
+  assert.equal(got.error, undefined, String(got.error));
+  assert.deepEqual(got.lost, []);
+  assert.deepEqual(
+    got.changes.map((c) => [c.reason, (c.error as SpeechServiceError | undefined)?.code]),
+    [['restart', 'SESSION_BYTE_RATE_EXCEEDED']],
+  );
+  const diff = diffWords(reference.words, got.words);
+  assert.equal(diff.lost, 0, JSON.stringify(diff));
+  assert.equal(diff.duplicated, 0, JSON.stringify(diff));
+  assert.equal(service.stats.live, 0);
+  assert.equal(service.running(), 0);
+});
+
 /** A session on a channel whose sends the test answers, and the listener its records go to. */
 function scriptedSession(send: (n: number, frame: Buffer) => Promise<void>) {
   const id = '5f0c2b1e-8a7d-4e3f-b1c2-9d8e7f6a5b4c';

@@ -12,6 +12,7 @@
 
 import { Duplex } from 'node:stream';
 import { MediaError } from '../audio/media-error.ts';
+import { isAdmissionRejection } from '../client/admission.ts';
 import { closingSignalOf, type SpeechClient } from '../client/client.ts';
 import type { LiveSession, LiveSessionOptions } from '../client/live.ts';
 import { LIVE_TRANSPORTS, type LiveKind, type LiveTransport } from '../client/live-types.ts';
@@ -182,8 +183,10 @@ export interface LiveTranscriptionStream extends TypedStream<Duplex, LiveStreamE
 /**
  * Session failures that a fresh session with a new UUID recovers from: the stream's end without
  * its final record, a lost connection, a session the service no longer holds (408, 409), and any
- * refusal the service marks retryable that is not about admission (a session's own 429s are
- * waited out by the session). The service's `retryable` flag decides, whatever its code.
+ * refusal the service marks retryable that is not about admission. A session's own 429
+ * (`SESSION_BYTE_RATE_EXCEEDED`) is waited out by the session where it can; one that reaches the
+ * stream (no acknowledgements to wait on, `socketAcks: false`, or its retries spent) restarts
+ * after its Retry-After like any other. The service's `retryable` flag decides, whatever its code.
  */
 function restartable(err: unknown): boolean {
   if (err instanceof IncompleteStreamError) return true;
@@ -191,7 +194,11 @@ function restartable(err: unknown): boolean {
   // like any other: the restart budget bounds it.
   if (err instanceof TransportError) return err.code !== 'ERR_CLIENT_CLOSED';
   if (err instanceof SpeechServiceError)
-    return err.status === 408 || err.status === 409 || isRetryableFailure(err);
+    return (
+      err.status === 408 ||
+      err.status === 409 ||
+      isRetryableFailure(err, { include429: !isAdmissionRejection(err) })
+    );
   return false;
 }
 

@@ -99,7 +99,7 @@ function cases(): WaitCase[] {
       operation: 'batch.wait',
       stall: 'http',
       boundMs: D.batchWait,
-      bound: `deadlines.batchWait ${min(D.batchWait)} (each poll deadlines.batchGet ${min(D.batchGet)})`,
+      bound: `deadlines.batchWait ${min(D.batchWait)} (each poll: what is left of it)`,
       run: (c) => c.batch.wait(randomUuid()),
     },
     {

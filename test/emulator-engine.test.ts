@@ -2,7 +2,7 @@
 // words, speaker turns, ITN, redaction, forced speaker alignment and the live record sequences.
 
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, mock, test } from 'node:test';
 import fc from 'fast-check';
 import {
   energyKernel,
@@ -409,5 +409,29 @@ describe('TTS helpers', () => {
     assert.equal(pieces.reduce((n, p) => n + p.length, 0) + rest.length, 17_000);
     assert.ok(new Set(pieces.map((p) => p.length)).size > 1);
     for (const p of pieces) assert.equal(p.length % 2, 0);
+  });
+
+  test('a chunk of many pieces is cut without copying it once per piece (the same bytes, in order)', () => {
+    // The synthetic voice gives a word without spaces (1000 code points of Japanese) as one
+    // chunk of megabytes: joined again for every piece, it held the event loop for seconds.
+    const pcm = Buffer.alloc(1_000_000);
+    for (let i = 0; i < pcm.length; i++) pcm[i] = (i * 7) & 0xff;
+    const concat = mock.method(Buffer, 'concat');
+    let copied = 0;
+    let pieces: Buffer[];
+    let rest: Buffer;
+    try {
+      const cutter = new PieceCutter(16_000);
+      pieces = [...cutter.push(pcm.subarray(0, 999)), ...cutter.push(pcm.subarray(999))];
+      rest = cutter.flush();
+      for (const call of concat.mock.calls) copied += (call.result as Buffer).length;
+    } finally {
+      concat.mock.restore();
+    }
+    assert.ok(pieces.length > 200, `${pieces.length} pieces`);
+    assert.ok(copied <= 2 * pcm.length, `${copied} bytes copied to cut ${pcm.length}`);
+    assert.ok(Buffer.concat([...pieces, rest]).equals(pcm));
+    const sizes = pieces.map((p) => p.length);
+    assert.deepEqual(sizes.slice(0, 7), [3200, 4800, 1600, 6400, 2400, 4000, 3200]);
   });
 });

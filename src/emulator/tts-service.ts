@@ -165,18 +165,27 @@ export class PieceCutter {
     this.#sizes = PIECE_MS.map((ms) => Math.round((ms * sampleRate) / 1000) * 2);
   }
 
+  /**
+   * The whole pieces `pcm` completes. What is buffered is joined once per push and the pieces
+   * are views into it: joining it again for every piece copied a large chunk once per piece
+   * (the synthetic voice gives a word without spaces as one chunk: 1000 code points of Japanese
+   * held the event loop, every account's requests, 0.4 s, and 2000 of them 3.5 s).
+   */
   push(pcm: Buffer): Buffer[] {
     this.#buffered.push(pcm);
     this.#bufferedBytes += pcm.length;
     const out: Buffer[] = [];
-    while (this.#bufferedBytes >= this.#sizes[this.#next]!) {
-      const size = this.#sizes[this.#next]!;
+    if (this.#bufferedBytes < this.#sizes[this.#next]!) return out;
+    const all =
+      this.#buffered.length === 1 ? this.#buffered[0]! : Buffer.concat(this.#buffered, this.#bufferedBytes);
+    let at = 0;
+    for (let size = this.#sizes[this.#next]!; all.length - at >= size; size = this.#sizes[this.#next]!) {
+      out.push(all.subarray(at, at + size));
+      at += size;
       this.#next = (this.#next + 1) % this.#sizes.length;
-      const all = Buffer.concat(this.#buffered, this.#bufferedBytes);
-      out.push(all.subarray(0, size));
-      this.#buffered = [all.subarray(size)];
-      this.#bufferedBytes -= size;
     }
+    this.#buffered = at < all.length ? [all.subarray(at)] : [];
+    this.#bufferedBytes = all.length - at;
     return out;
   }
 

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { io } from 'socket.io-client';
 import { Agent } from 'undici';
 import { type Emulator, type EmulatorKey, startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
@@ -209,6 +210,27 @@ describe('Socket.IO handshake', () => {
     const socket = await connectSocket(emu.url, FULL.key, { origin: `${emu.url}, ${emu.url}` });
     socket.close();
     assertErrorBody(await rejected(FULL.key, `${emu.url}, http://elsewhere.example`), 'AUTH_UNAUTHORIZED');
+  });
+
+  test('the Host header is compared with the Origin as a host, whatever its case', async () => {
+    // A host is case-insensitive: a client (or a proxy) that spells the Host header in capitals
+    // names the same service, and was refused as another origin.
+    const { port } = new URL(emu.url);
+    const attempt = (host: string, origin: string) => {
+      const socket = io(`http://localhost:${port}`, {
+        transports: ['websocket'],
+        extraHeaders: { 'x-api-key': FULL.key, origin, host },
+        reconnection: false,
+        forceNew: true,
+      });
+      return new Promise<string>((resolve) => {
+        socket.once('connect', () => resolve('connected'));
+        socket.once('connect_error', (err) => resolve(err.message));
+      }).finally(() => socket.close());
+    };
+    assert.equal(await attempt(`LOCALHOST:${port}`, `http://localhost:${port}`), 'connected');
+    assert.equal(await attempt(`localhost:${port}`, `http://LocalHost:${port}`), 'connected');
+    assert.match(await attempt(`localhost:${port}`, `http://elsewhere:${port}`), /Origin/);
   });
 
   test('connects on both paths; a missing capability is an error event with the id', async () => {

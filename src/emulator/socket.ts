@@ -91,13 +91,17 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
         );
       }
       let originHost: string | undefined;
+      let host: string | undefined;
       try {
         const url = new URL(origin);
         originHost = url.protocol === 'http:' || url.protocol === 'https:' ? url.host : undefined;
+        // The Host header read as the origin's host is (a host is case-insensitive, and the
+        // scheme's default port is the same address): `LOCALHOST:8080` was another origin.
+        if (originHost !== undefined && headers.host) host = new URL(`${url.protocol}//${headers.host}`).host;
       } catch {
         originHost = undefined;
       }
-      if (originHost === undefined || originHost !== headers.host) {
+      if (originHost === undefined || originHost !== host) {
         throw reject(
           'AUTH_UNAUTHORIZED',
           `the Origin header must be the scheme and host of the service, got ${origin}`,

@@ -29,6 +29,36 @@ describe('Socket.IO transport', () => {
   });
 });
 
+test('an upgrade on a Socket.IO path that engine.io does not serve (no slash after it) is refused, not left hanging', async () => {
+  // engine.io serves `/socket.io/...` only; `/socket.io` and `/socket.io?EIO=4` passed the
+  // emulator's own check, so neither refused them: the connection was held, unanswered and with
+  // no timeout, for good (a thousand of them filled the connection cap).
+  const emu = await emulator();
+  const { port } = new URL(emu.url);
+  for (const target of ['/socket.io', '/socket.io?EIO=4&transport=websocket', '/realtime/socket.io']) {
+    const socket = connect(Number(port), '127.0.0.1');
+    try {
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      socket.resume();
+      const closed = once(socket, 'close');
+      socket.write(
+        `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nx-api-key: ${emu.apiKey}\r\norigin: ${emu.url}\r\n\r\n`,
+      );
+      const timeout = AbortSignal.timeout(3000);
+      await Promise.race([
+        closed,
+        once(timeout, 'abort').then(() => assert.fail(`an upgrade to ${target} was left open`)),
+      ]);
+    } finally {
+      socket.destroy();
+    }
+  }
+  // The path with its slash still connects.
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  socket.close();
+});
+
 test('close() does not wait for a websocket client that never answers the closing handshake', async () => {
   const emu = await startEmulator();
   const { port } = new URL(emu.url);

@@ -215,12 +215,15 @@ export async function startEmulatorServer(
     handleConnections(ctx, io, sessions);
     return io;
   });
-  // Upgrades for no Socket.IO path would otherwise hang: refuse them.
+  // Upgrades for no Socket.IO path would otherwise hang: refuse them. A Socket.IO server takes
+  // the upgrades whose target begins with its path and a slash (engine.io's own test, on the raw
+  // target): `/socket.io` and `/socket.io?EIO=4` are refused too, not held unanswered for good.
+  const engineTargets = socketPaths.map((p) => `${p.replace(/\/$/, '')}/`);
   /** Connections upgraded to websockets: `closeAllConnections` does not reach them. */
   const upgraded = new Set<Duplex>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const path = (req.url ?? '/').split('?')[0]!;
-    if (!socketPaths.some((p) => path === p || path.startsWith(`${p}/`))) {
+    const target = req.url ?? '/';
+    if (!engineTargets.some((prefix) => target.startsWith(prefix))) {
       socket.destroy();
       return;
     }

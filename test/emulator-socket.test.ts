@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { createServer, type ServerOptions } from 'node:http';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { startEmulator } from '../src/emulator/index.ts';
@@ -40,16 +41,19 @@ test('an upgrade on a Socket.IO path that engine.io does not serve (no slash aft
     try {
       socket.on('error', () => {});
       await once(socket, 'connect');
-      socket.resume();
-      const closed = once(socket, 'close');
+      const closed = once(socket, 'close').then(() => undefined);
+      const answered = once(socket, 'data').then(([data]) => (data as Buffer).toString('latin1'));
       socket.write(
         `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nx-api-key: ${emu.apiKey}\r\norigin: ${emu.url}\r\n\r\n`,
       );
       const timeout = AbortSignal.timeout(3000);
-      await Promise.race([
+      const answer = await Promise.race([
         closed,
+        answered,
         once(timeout, 'abort').then(() => assert.fail(`an upgrade to ${target} was left open`)),
       ]);
+      // Refused (closed), or answered over HTTP/1.1 as no operation (Node 24.9+), never switched.
+      if (answer !== undefined) assert.match(answer, /^HTTP\/1\.1 404 /);
     } finally {
       socket.destroy();
     }
@@ -57,6 +61,52 @@ test('an upgrade on a Socket.IO path that engine.io does not serve (no slash aft
   // The path with its slash still connects.
   const socket = await connectSocket(emu.url, emu.apiKey);
   socket.close();
+});
+
+const upgradesChosen =
+  (
+    createServer({ shouldUpgradeCallback: () => false } as ServerOptions) as {
+      shouldUpgradeCallback?: unknown;
+    }
+  ).shouldUpgradeCallback !== undefined;
+
+test('a request asking to upgrade to anything but a Socket.IO path (h2c) is answered over HTTP/1.1', {
+  skip: upgradesChosen ? false : 'this Node cannot serve an upgrade request as a request (24.9+)',
+}, async () => {
+  // curl --http2 and Java's HttpClient ask for h2c on every http:// request: Node gave every
+  // request with an Upgrade header to the upgrade listeners, and the emulator's closed it
+  // unanswered (curl: "Empty reply from server").
+  const emu = await emulator();
+  const h2c = {
+    connection: 'Upgrade, HTTP2-Settings',
+    upgrade: 'h2c',
+    'http2-settings': 'AAMAAABkAAQCAAAAAAIAAAAA',
+  };
+  const { port } = new URL(emu.url);
+  const ask = async (head: string, body = '') => {
+    const socket = connect(Number(port), '127.0.0.1');
+    try {
+      socket.on('error', () => {});
+      await once(socket, 'connect');
+      const answered = once(socket, 'data').then(([data]) => (data as Buffer).toString('latin1'));
+      const closed = once(socket, 'close').then(() => 'closed without an answer');
+      const headers = Object.entries({ ...h2c, 'x-api-key': emu.apiKey })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      socket.write(
+        `${head}\r\nhost: 127.0.0.1:${port}\r\n${headers}content-length: ${body.length}\r\n\r\n${body}`,
+      );
+      return await Promise.race([answered, closed]);
+    } finally {
+      socket.destroy();
+    }
+  };
+  const job = await ask(`GET /v1/transcribe/${uuid()} HTTP/1.1`);
+  assert.match(job, /^HTTP\/1\.1 404 /);
+  assert.match(job, /TRANSCRIPTION_JOB_NOT_FOUND/);
+  const tts = await ask('POST /http/tts HTTP/1.1', '{"id": "not a uuid", "text": "hi"}');
+  assert.match(tts, /^HTTP\/1\.1 400 /);
+  assert.match(tts, /VALIDATION_INVALID_FORMAT/);
 });
 
 test('close() does not wait for a websocket client that never answers the closing handshake', async () => {

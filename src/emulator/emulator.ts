@@ -180,7 +180,23 @@ export async function startEmulatorServer(
     req.resume();
   };
 
-  const server = createServer(serverOptions(serverLimits), onRequest);
+  const socketPaths = options.socketPaths ?? [SOCKET_PATHS.default, SOCKET_PATHS.legacy];
+  // A Socket.IO server takes the upgrades whose target begins with its path and a slash
+  // (engine.io's own test, on the raw target).
+  const engineTargets = socketPaths.map((p) => `${p.replace(/\/$/, '')}/`);
+  const forSocketIo = (req: IncomingMessage) =>
+    engineTargets.some((prefix) => (req.url ?? '/').startsWith(prefix));
+  const server = createServer(
+    {
+      ...serverOptions(serverLimits),
+      // Any other request carrying `Upgrade` (curl --http2 and Java's HttpClient ask for h2c on
+      // every http:// request) is served over HTTP/1.1, as RFC 9110 lets a server do: Node
+      // otherwise hands it to the upgrade listeners, and it got no answer at all (Node 24.9+;
+      // older Node ignores the option and such requests are refused below).
+      shouldUpgradeCallback: forSocketIo,
+    },
+    onRequest,
+  );
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     uploads.askForBodyWhenRead(req, res);
     onRequest(req, res);
@@ -200,7 +216,6 @@ export async function startEmulatorServer(
       limits.realtimeDiarizationFrameBytes,
       limits.ttsRequestBytes,
     ) + SOCKET_SLACK_BYTES;
-  const socketPaths = options.socketPaths ?? [SOCKET_PATHS.default, SOCKET_PATHS.legacy];
   const ioServers = socketPaths.map((path) => {
     const io = new SocketServer(server, {
       path,
@@ -215,15 +230,12 @@ export async function startEmulatorServer(
     handleConnections(ctx, io, sessions);
     return io;
   });
-  // Upgrades for no Socket.IO path would otherwise hang: refuse them. A Socket.IO server takes
-  // the upgrades whose target begins with its path and a slash (engine.io's own test, on the raw
-  // target): `/socket.io` and `/socket.io?EIO=4` are refused too, not held unanswered for good.
-  const engineTargets = socketPaths.map((p) => `${p.replace(/\/$/, '')}/`);
+  // Upgrades for no Socket.IO path would otherwise hang: refuse them (`/socket.io` and
+  // `/socket.io?EIO=4` too, which no engine.io takes: they were held unanswered for good).
   /** Connections upgraded to websockets: `closeAllConnections` does not reach them. */
   const upgraded = new Set<Duplex>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const target = req.url ?? '/';
-    if (!engineTargets.some((prefix) => target.startsWith(prefix))) {
+    if (!forSocketIo(req)) {
       socket.destroy();
       return;
     }

@@ -242,6 +242,38 @@ test('reference size is checked from the base64 length before decoding (413 with
   );
 });
 
+test('a reference allowed past the default size is checked, never thrown on (base64 of 8 MiB)', () => {
+  // A regular expression with a repeated group checked the base64: past about 3 MiB decoded
+  // its backtracking overflowed and it threw a RangeError (the emulator answered 500) when a
+  // deployment's limits allowed such a reference.
+  const limits = {
+    ...DEFAULT_LIMITS,
+    ttsVoiceReferenceBytes: 12 * 1024 * 1024,
+    ttsVoiceReferenceDurationSec: 300,
+  };
+  const big = refWav(262, 16000); // 8.4 MB decoded
+  assert.ok(checkTtsRequest({ id: ID, text: 'hi', voice_references: [ref(big)] }, { limits }).ok);
+  rejected(
+    checkTtsRequest(
+      { id: ID, text: 'hi', voice_references: [ref(`${big.toString('base64').slice(0, -4)}!!!!`)] },
+      { limits },
+    ),
+    400,
+    'VALIDATION_INVALID_FORMAT',
+  );
+  assert.ok(big.toString('base64').endsWith('=='));
+  const padded = big.subarray(0, -2); // two bytes less: its base64 ends with one `=`
+  assert.match(padded.toString('base64'), /[^=]=$/);
+  assert.ok(checkTtsRequest({ id: ID, text: 'hi', voice_references: [ref(padded)] }, { limits }).ok);
+  for (const bad of ['AAA', 'A===', 'AB=A', '====', 'AAAA=', 'AAAAAA==']) {
+    rejected(
+      checkTtsRequest({ id: ID, text: 'hi', voice_references: [ref(bad)] }),
+      400,
+      'VALIDATION_INVALID_FORMAT',
+    );
+  }
+});
+
 test('request body over 16 MiB: 413 without data', () => {
   const result = checkTtsRequestBytes(Buffer.alloc(DEFAULT_LIMITS.ttsRequestBytes + 1, 0x20));
   rejected(result, 413, 'PAYLOAD_TOO_LARGE');

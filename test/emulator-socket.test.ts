@@ -181,6 +181,41 @@ describe('Socket.IO payload size', () => {
   });
 });
 
+test('a TTS request nested deeper than the call stack is measured as its JSON, not answered 500', async () => {
+  // Its size was measured by a recursive walk: 100,000 nested arrays (a body JSON.parse and
+  // the same request over HTTP take) overflowed it, and the answer was 500 SERVER_INTERNAL.
+  const depth = 100_000;
+  const emu = await emulator({ limits: { ttsRequestBytes: 2 * depth + 1000 } });
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    const send = (id: string, nested: number) =>
+      // Written as the packet itself: socket.io-client's own encoder recurses too.
+      (socket.io.engine as unknown as { write: (packet: string) => void }).write(
+        `2["tts_request",{"id":"${id}","text":"hi","x":${'['.repeat(nested)}${']'.repeat(nested)}}]`,
+      );
+    const errors: Record<string, unknown>[] = [];
+    socket.on('error', (e: Record<string, unknown>) => errors.push(e));
+    const id = uuid();
+    const final = new Promise<void>((resolve) =>
+      socket.on('tts_audio', (e: { id: string; is_final: boolean }) => {
+        if (e.id === id && e.is_final) resolve();
+      }),
+    );
+    send(id, depth);
+    const refused = new Promise<void>((resolve) => socket.once('error', () => resolve()));
+    await Promise.race([final, refused]);
+    assert.equal(errors.length, 0, JSON.stringify(errors));
+    // One level more than the limit allows: counted to the byte.
+    const over = uuid();
+    send(over, depth + 500);
+    await until(() => errors.length === 1, 'the refusal');
+    assert.equal(errors[0]!.code, 'PAYLOAD_TOO_LARGE');
+    assert.equal(errors[0]!.id, over);
+  } finally {
+    socket.close();
+  }
+});
+
 test('a frame waiting behind a stalled one when its socket closes opens no stream', async () => {
   const emu = await emulator();
   const socket = await connectSocket(emu.url, emu.apiKey);

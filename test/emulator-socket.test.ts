@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type ServerOptions } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
 import { startEmulator } from '../src/emulator/index.ts';
 import { encodeFrame } from '../src/protocol/frame.ts';
@@ -214,6 +214,38 @@ test('a TTS request nested deeper than the call stack is measured as its JSON, n
   } finally {
     socket.close();
   }
+});
+
+test('a Socket.IO client that stops reading holds its TTS answer back, as over HTTP: output stays bounded', async () => {
+  // socket.io emits without waiting: each answer was synthesized and queued at once, its slot
+  // given back, and a client that read nothing while asking again filled the emulator's memory
+  // (75 MB a second) until the send timeout, two minutes later.
+  const emu = await emulator({ limits: { accountConcurrency: { tts: 1 } } });
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  let tcp: Socket | undefined;
+  try {
+    tcp = (socket.io.engine.transport as unknown as { ws: { _socket: Socket } }).ws._socket;
+    tcp.pause(); // reads nothing more
+    const text = 'hello world '.repeat(80); // 4.4 MB of 24 kHz speech
+    for (let i = 0; i < 20; i++) {
+      socket.emit('tts_request', { id: uuid(), text });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await until(() => emu.stats().requests['tts.socket'] === 20, 'every request arrived');
+    const stats = emu.stats();
+    assert.ok(
+      stats.bytesOut < 16 * 1024 * 1024,
+      `${stats.bytesOut} bytes queued for a client that reads nothing`,
+    );
+    // The kernel's buffers take a few MB first; then one answer waits, holding its slot.
+    assert.ok(stats.ttsSyntheses <= 4, `${stats.ttsSyntheses} syntheses`);
+    assert.equal(stats.concurrent.tts, 1, 'the answer waiting for the client holds its slot');
+    assert.equal(stats.rejections.CONCURRENCY_LIMIT_EXCEEDED, 20 - stats.ttsSyntheses);
+  } finally {
+    tcp?.destroy(); // a paused socket would never see the closing handshake
+    socket.close();
+  }
+  await until(() => emu.stats().concurrent.tts === 0, 'the slot given back when the client goes');
 });
 
 test('a frame waiting behind a stalled one when its socket closes opens no stream', async () => {

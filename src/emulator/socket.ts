@@ -501,12 +501,68 @@ class Emitter {
         }
         if (!this.#socket.connected) return false;
       }
+      // Backpressure, as an HTTP answer has it: a client that does not read its events holds
+      // this answer (and what it holds: a TTS slot) until it reads or the send timeout cuts it.
+      if (outputBacklog(this.#socket.conn as unknown as EngineConnection) > SOCKET_OUTPUT_HIGH_WATER_BYTES) {
+        await outputRoom(this.#socket, this.#signal);
+        if (!this.#socket.connected) return false;
+      }
       this.#socket.emit(event, payload);
       this.#ctx.stats.bytesOut += bytes;
     }
     if (cut === 'reset') this.#socket.disconnect(true);
     if (cut !== undefined) this.#ended = true;
     return cut === undefined;
+  }
+}
+
+/**
+ * Output a Socket.IO connection may hold unsent (not yet taken by the kernel) before an answer's
+ * next event waits for it to go. Without a bound, TTS (a few bytes in, megabytes out) to a
+ * client that stopped reading filled engine.io's buffer with every answer it asked for: 75 MB a
+ * second, for the two minutes until the send timeout.
+ */
+export const SOCKET_OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
+
+interface EngineConnection {
+  writeBuffer?: { data?: unknown }[];
+  transport?: {
+    socket?: { bufferedAmount?: number };
+    on(event: 'drain', listener: () => void): unknown;
+    off(event: 'drain', listener: () => void): unknown;
+  };
+}
+
+/** Bytes of a connection's output not yet taken by the kernel: what ws holds, and engine.io's packets waiting for it. */
+function outputBacklog(conn: EngineConnection): number {
+  let bytes = conn.transport?.socket?.bufferedAmount ?? 0;
+  for (const packet of conn.writeBuffer ?? []) {
+    const data = packet.data;
+    if (typeof data === 'string') bytes += data.length;
+    else if (data instanceof Uint8Array || data instanceof ArrayBuffer) bytes += data.byteLength;
+  }
+  return bytes;
+}
+
+/**
+ * Resolves once the connection's unsent output is under the high-water mark (each write the
+ * kernel takes is a `drain` of the transport), or the socket is gone (`signal`: it disconnected,
+ * also when the send timeout cut it).
+ */
+async function outputRoom(socket: Socket, signal: AbortSignal): Promise<void> {
+  const conn = socket.conn as unknown as EngineConnection;
+  while (socket.connected && !signal.aborted && outputBacklog(conn) > SOCKET_OUTPUT_HIGH_WATER_BYTES) {
+    const transport = conn.transport;
+    if (!transport) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        transport.off('drain', done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      transport.on('drain', done);
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 }
 

@@ -351,6 +351,53 @@ test('a stalled live frame holds its own stream only: another stream on the same
   }
 });
 
+test("frames waiting for their stream's turn are bounded: past the byte rate's burst a frame is refused at once, the stream stays live", async () => {
+  // Frames of a stream wait while an earlier one is held (a delay here; a recognizer behind on
+  // the stream in practice): a client that sent without waiting for acknowledgements queued
+  // them in memory without bound.
+  const burst = 64_000;
+  const emu = await emulator({ limits: { sessionAudioRateBurstBytes: burst } });
+  const socket = await connectSocket(emu.url, emu.apiKey);
+  try {
+    const delay = emu.faults.add({ operation: 'stt.socket', times: 1, action: { type: 'delay', ms: 1000 } });
+    const id = uuid();
+    const pcm = Buffer.alloc(16_000);
+    const answers: string[] = [];
+    const send = (name: string, isStart = false) =>
+      new Promise<{ ok: boolean; error?: { code: string; data?: unknown } }>((resolve) =>
+        socket.emit(
+          'audio_stream',
+          encodeFrame({ streamId: id, isStart, language: 'en', pcm }),
+          (ack: never) => {
+            answers.push(name);
+            resolve(ack);
+          },
+        ),
+      );
+    const start = send('start', true); // held by the delay
+    await until(() => emu.stats().faultsApplied.delay === 1, 'the start frame is held');
+    delay.remove();
+    const queued = [send('2'), send('3'), send('4')]; // 48,054 bytes waiting behind it
+    const refused = await Promise.all([send('5'), send('6')]); // 64,072: over the burst
+    assert.deepEqual(answers, ['5', '6'], 'refused on arrival, before the frames ahead were answered');
+    for (const ack of refused) {
+      assert.equal(ack.ok, false);
+      assert.equal(ack.error!.code, 'SESSION_BYTE_RATE_EXCEEDED');
+      assert.deepEqual(ack.error!.data, {
+        limit: burst,
+        observed: 4 * 16_018,
+        unit: 'bytes',
+        bound: 'session_audio_rate_burst',
+      });
+    }
+    assert.equal((await start).ok, true);
+    for (const ack of await Promise.all(queued)) assert.equal(ack.ok, true, 'the frames ahead are taken');
+    assert.equal(emu.stats().sessions.active, 1, 'the stream stays live');
+  } finally {
+    socket.close();
+  }
+});
+
 test('a Socket.IO stream abandoned on an open connection expires and gives back its concurrency', async () => {
   const emu = await emulator({ limits: { sessionExpirySec: 0.2 } });
   const socket = await connectSocket(emu.url, emu.apiKey);

@@ -6,7 +6,7 @@ import type { Server, Socket } from 'socket.io';
 import { decodeFrame } from '../protocol/frame.ts';
 import type { OperationName } from '../protocol/operations.ts';
 import type { AudioFilePayload, FrameAck } from '../protocol/socket-events.ts';
-import { SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
+import { LIVE_BYTES_PER_SECOND, SOCKET_EVENTS, SOCKET_TTS_SAMPLE_RATE } from '../protocol/socket-events.ts';
 import { checkTtsRequest } from '../protocol/tts-request.ts';
 import { bytesToUuid, isZeroUuid } from '../protocol/uuid.ts';
 import { isObject } from '../protocol/validate.ts';
@@ -24,7 +24,7 @@ import {
   type OutputUnit,
 } from './faults.ts';
 import { toRejection } from './http-operation.ts';
-import { newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
+import { limitData, newRequestId, Rejection, reject, tooLarge } from './rejection.ts';
 import { checkFastRequest, fastRecords } from './routes/fast.ts';
 import {
   type ServerSession,
@@ -50,6 +50,8 @@ interface SocketState {
    * wait for each other (a stalled frame holds its own stream only). Keyed by stream id.
    */
   frames: Map<string, Promise<void>>;
+  /** Bytes of each stream's frames waiting for their turn (not yet being handled). */
+  waiting: Map<string, number>;
 }
 
 /** A live stream's events, sent one frame's records after another. */
@@ -113,6 +115,7 @@ export function authenticateHandshake(ctx: EmulatorContext, io: Server): void {
         keyHeader: Array.isArray(header) ? header[0]! : header!,
         abort: new AbortController(),
         frames: new Map(),
+        waiting: new Map(),
       };
       socket.data.emulator = state;
       next();
@@ -144,8 +147,25 @@ export function handleConnections(ctx: EmulatorContext, io: Server, sessions: Se
       (...args: unknown[]) => {
         const { payload, ack: reply } = eventArgs(args);
         const stream = streamIdOf(payload) ?? '';
-        const turn = (state.frames.get(stream) ?? Promise.resolve())
-          .then(() => op.frame(kind, payload, reply))
+        // Frames waiting behind their stream's turn (a recognizer behind on it, a delay) hold
+        // their bytes: past the burst of the byte rate, a frame is refused at once (429, the
+        // stream stays live) instead of queued. A client that sent without waiting for its
+        // acknowledgements queued its frames without bound (150 MB in two seconds).
+        const bytes = binary(payload)?.length ?? 0;
+        const ahead = state.frames.get(stream);
+        const waiting = (state.waiting.get(stream) ?? 0) + bytes;
+        if (ahead && waiting > ctx.limits.sessionAudioRateBurstBytes) {
+          void op.refuseFrame(kind, payload, reply, waiting);
+          return;
+        }
+        state.waiting.set(stream, waiting);
+        const turn = (ahead ?? Promise.resolve())
+          .then(() => {
+            const left = (state.waiting.get(stream) ?? bytes) - bytes;
+            if (left > 0) state.waiting.set(stream, left);
+            else state.waiting.delete(stream);
+            return op.frame(kind, payload, reply);
+          })
           .catch(() => {}); // op.frame answers its own errors; a later frame must still run
         state.frames.set(stream, turn);
         // The last frame of a stream takes its entry with it: the map holds only streams in flight.
@@ -326,6 +346,37 @@ class SocketOps {
           .then(() => records)
           .then(emitRecords)
           .catch(() => {});
+      },
+    );
+  }
+
+  /**
+   * A frame refused on arrival: `waiting` bytes of its stream's frames (this one included) would
+   * wait for their turn, more than the byte rate's burst. 429 `SESSION_BYTE_RATE_EXCEEDED` with
+   * `Retry-After`; the stream is unchanged.
+   */
+  async refuseFrame(
+    kind: SessionKind,
+    payload: unknown,
+    ack: Ack | undefined,
+    waiting: number,
+  ): Promise<void> {
+    await this.#run(
+      kind === 'stt' ? 'stt.socket' : 'diarization.socket',
+      ack,
+      () => streamIdOf(payload),
+      async () => {
+        const { limits } = this.#ctx;
+        const burst = limits.sessionAudioRateBurstBytes;
+        const rate = limits.sessionAudioRateRealtime * LIVE_BYTES_PER_SECOND;
+        throw reject(
+          'SESSION_BYTE_RATE_EXCEEDED',
+          "the stream's frames are arriving faster than it takes them; the stream stays live",
+          {
+            retryAfterSec: Math.max(1, Math.ceil((waiting - burst) / rate)),
+            data: limitData('session_audio_rate_burst', burst, waiting),
+          },
+        );
       },
     );
   }

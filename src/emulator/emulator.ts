@@ -28,7 +28,7 @@ import {
 } from './server-limits.ts';
 import { ServerSessions } from './sessions.ts';
 import { authenticateHandshake, handleConnections } from './socket.ts';
-import { FORWARDED_HEADER, forward, ownerOf, peekBody, type ThreadMember } from './threads.ts';
+import { forward, ownerOf, peekBody, type ThreadMember } from './threads.ts';
 import type { Emulator, EmulatorKey, EmulatorOptions } from './types.ts';
 import { listVoices } from './voices.ts';
 
@@ -117,7 +117,10 @@ export async function startEmulatorServer(
 
   /** The thread that owns what `req` names, when it is another one (several threads only). */
   const ownerElsewhere = async (req: IncomingMessage, op: OperationName, pathname: string) => {
-    if (!member || req.headers[FORWARDED_HEADER] !== undefined) return undefined;
+    // A request another thread passed on arrives on the private server, which never asks: a
+    // client sending the marking header itself is passed on as any request (it was served
+    // where it landed, its job not found half the time).
+    if (!member) return undefined;
     let id: string | undefined;
     if (JOB_READS.has(op)) id = safeDecode(pathname.split('/')[3] ?? '');
     else if (LIVE_FRAMES.has(op)) {

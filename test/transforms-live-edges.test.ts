@@ -4,8 +4,6 @@
 // lost without its range reported, nothing is left held, nothing hangs.
 
 import assert from 'node:assert/strict';
-import { Readable, Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { Admission } from '../src/client/admission.ts';
 import { RetryPolicy } from '../src/client/attempts.ts';
@@ -14,16 +12,8 @@ import type { ChannelListener, LiveChannel } from '../src/client/live-channel.ts
 import { IncompleteStreamError, SpeechServiceError } from '../src/protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, WordSegment } from '../src/protocol/records.ts';
-import {
-  diarizationStream,
-  type LiveStreamOptions,
-  type LiveTranscriptionStream,
-  type LostAudio,
-  type SessionChange,
-  sttStream,
-} from '../src/transforms/live-stream.ts';
-import { toFrames } from '../src/transforms/to-frames.ts';
-import { FakeLiveService } from './helpers/fake-live.ts';
+import { type LostAudio, type SessionChange, sttStream } from '../src/transforms/live-stream.ts';
+import { FakeLiveService, type FakeRun, runThroughFake } from './helpers/fake-live.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 import { diffWords, lostWords } from './helpers/word-diff.ts';
 
@@ -36,48 +26,8 @@ const pcm = await speechWithPauses(
   600,
 );
 
-interface Run {
-  records: (AsrRecord | DiarizationRecord)[];
-  words: WordSegment[];
-  changes: SessionChange[];
-  lost: LostAudio[];
-  error: unknown;
-  stream: LiveTranscriptionStream;
-}
-
-async function run(
-  service: FakeLiveService,
-  options: Partial<LiveStreamOptions> & { kind?: 'stt' | 'diarization' } = {},
-): Promise<Run> {
-  const { kind = 'stt', ...rest } = options;
-  const make = kind === 'stt' ? sttStream : diarizationStream;
-  const stream = make({
-    sessions: service.sessions({ finalTimeoutMs: 200, endTimeoutMs: 100 }),
-    coalesceMs: 0,
-    restartBackoff: { baseMs: 1, maxMs: 5 },
-    ...rest,
-  });
-  const out: Run = { records: [], words: [], changes: [], lost: [], error: undefined, stream };
-  stream.on('session', (c: SessionChange) => out.changes.push(c));
-  stream.on('audio-lost', ({ start_time, end_time }: LostAudio) => out.lost.push({ start_time, end_time }));
-  out.error = await pipeline(
-    Readable.from([pcm]),
-    toFrames({ language: 'en', frameMs: 250 }),
-    stream,
-    new Writable({
-      objectMode: true,
-      write(record: AsrRecord | DiarizationRecord, _e, cb) {
-        out.records.push(record);
-        if ('words' in record && (record.is_speech_final || record.is_final)) out.words.push(...record.words);
-        cb();
-      },
-    }),
-  ).then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  return out;
-}
+const run = (service: FakeLiveService, options: Parameters<typeof runThroughFake>[2] = {}) =>
+  runThroughFake(pcm, service, { finalTimeoutMs: 200, ...options });
 
 const reference = await run(new FakeLiveService());
 
@@ -110,81 +60,6 @@ test('diarization: a final record before the final frame; a fresh session goes o
   assert.equal(r.records.filter((x) => x.is_final).length, 1, 'one final record downstream');
   assert.equal(service.stats.live, 0);
   assert.equal(service.running('diarization'), 0);
-});
-
-test('a session whose final record came before its final frame refuses later frames with an IncompleteStreamError, also one already on its way', async () => {
-  const id = '0b0e4a5c-7d3a-4c1e-9f55-3b2d7f1f0a11';
-  let listener!: ChannelListener;
-  const pending: ((err: Error) => void)[] = [];
-  let sends = 0;
-  const channel: LiveChannel = {
-    send: () => {
-      sends++;
-      if (sends === 1) return Promise.resolve();
-      return new Promise<void>((_resolve, reject) => pending.push(reject));
-    },
-    pause() {},
-    resume() {},
-    cancel: async () => {},
-    close() {
-      for (const reject of pending.splice(0)) reject(new Error('channel closed'));
-    },
-  };
-  const admission = new Admission();
-  const session = new LiveSession(
-    'stt',
-    {
-      channel: (_k, _t, l) => {
-        listener = l;
-        return channel;
-      },
-      policy: new RetryPolicy({ admission }),
-      admission,
-      limits: DEFAULT_LIMITS,
-    },
-    { streamId: id },
-  );
-  await session.send(Buffer.alloc(3200));
-  const second = session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
-  await new Promise((resolve) => setImmediate(resolve));
-  listener.record({ id, seq: 1, transcription: '', words: [], is_speech_final: true, is_final: true });
-  const inFlight = await second;
-  assert.ok(inFlight instanceof IncompleteStreamError, String(inFlight));
-  const after = await session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
-  assert.ok(after instanceof IncompleteStreamError, String(after));
-  assert.equal(session.state, 'finished');
-  await session.ended;
-  admission.close();
-});
-
-test("a session's own 429 that reaches the stream (not waited out: no retries left, as with socketAcks: false) restarts after its Retry-After: every word once, nothing lost", {
-  timeout: 20_000,
-}, async () => {
-  const service = new FakeLiveService();
-  service.fault({
-    nth: 5,
-    action: {
-      type: 'refuse',
-      error: new SpeechServiceError({
-        status: 429,
-        code: 'SESSION_BYTE_RATE_EXCEEDED',
-        retryable: true,
-        retryAfterMs: 20,
-      }),
-    },
-  });
-  const got = await run(service, { session: { maxRateRetries: 0 } });
-  assert.equal(got.error, undefined, String(got.error));
-  assert.deepEqual(got.lost, []);
-  assert.deepEqual(
-    got.changes.map((c) => [c.reason, (c.error as SpeechServiceError | undefined)?.code]),
-    [['restart', 'SESSION_BYTE_RATE_EXCEEDED']],
-  );
-  const diff = diffWords(reference.words, got.words);
-  assert.equal(diff.lost, 0, JSON.stringify(diff));
-  assert.equal(diff.duplicated, 0, JSON.stringify(diff));
-  assert.equal(service.stats.live, 0);
-  assert.equal(service.running(), 0);
 });
 
 /** A session on a channel whose sends the test answers, and the listener its records go to. */
@@ -224,6 +99,53 @@ function scriptedSession(send: (n: number, frame: Buffer) => Promise<void>) {
     box.listener!.record({ id, seq: 1, transcription: '', words: [], is_speech_final: true, is_final: true });
   return { session, final, admission };
 }
+
+test('a session whose final record came before its final frame refuses later frames with an IncompleteStreamError, also one already on its way', async () => {
+  const { session, final, admission } = scriptedSession((n) =>
+    n === 1 ? Promise.resolve() : new Promise<void>(() => {}),
+  );
+  await session.send(Buffer.alloc(3200));
+  const second = session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
+  await new Promise((resolve) => setImmediate(resolve));
+  final();
+  const inFlight = await second;
+  assert.ok(inFlight instanceof IncompleteStreamError, String(inFlight));
+  const after = await session.send(Buffer.alloc(3200)).catch((err: unknown) => err);
+  assert.ok(after instanceof IncompleteStreamError, String(after));
+  assert.equal(session.state, 'finished');
+  await session.ended;
+  admission.close();
+});
+
+test("a session's own 429 that reaches the stream (not waited out: no retries left, as with socketAcks: false) restarts after its Retry-After: every word once, nothing lost", {
+  timeout: 20_000,
+}, async () => {
+  const service = new FakeLiveService();
+  service.fault({
+    nth: 5,
+    action: {
+      type: 'refuse',
+      error: new SpeechServiceError({
+        status: 429,
+        code: 'SESSION_BYTE_RATE_EXCEEDED',
+        retryable: true,
+        retryAfterMs: 20,
+      }),
+    },
+  });
+  const got = await run(service, { session: { maxRateRetries: 0 } });
+  assert.equal(got.error, undefined, String(got.error));
+  assert.deepEqual(got.lost, []);
+  assert.deepEqual(
+    got.changes.map((c) => [c.reason, (c.error as SpeechServiceError | undefined)?.code]),
+    [['restart', 'SESSION_BYTE_RATE_EXCEEDED']],
+  );
+  const diff = diffWords(reference.words, got.words);
+  assert.equal(diff.lost, 0, JSON.stringify(diff));
+  assert.equal(diff.duplicated, 0, JSON.stringify(diff));
+  assert.equal(service.stats.live, 0);
+  assert.equal(service.running(), 0);
+});
 
 test("a frame waiting out a 429's Retry-After when the final record comes ends then, not after the wait", {
   timeout: 10_000,
@@ -425,7 +347,7 @@ for (const kind of ['stt', 'diarization'] as const) {
         [],
       );
     } else {
-      const closed = (x: Run) =>
+      const closed = (x: FakeRun) =>
         x.records
           .flatMap((y) => (y as DiarizationRecord).final_segments)
           .filter((s) => s.start_time > 1.25 && s.start_time < 999)

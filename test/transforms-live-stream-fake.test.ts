@@ -3,22 +3,12 @@
 // meets, one after another: every word arrives once, and what a stream gives up on is reported.
 
 import assert from 'node:assert/strict';
-import { Readable, Writable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
 import { IncompleteStreamError, localServiceError, SpeechServiceError } from '../src/protocol/errors.ts';
 import { DEFAULT_LIMITS } from '../src/protocol/limits.ts';
 import type { AsrRecord, DiarizationRecord, WordSegment } from '../src/protocol/records.ts';
-import {
-  diarizationStream,
-  type LiveStreamOptions,
-  type LiveTranscriptionStream,
-  type LostAudio,
-  type SessionChange,
-  sttStream,
-} from '../src/transforms/live-stream.ts';
-import { toFrames } from '../src/transforms/to-frames.ts';
-import { type FakeFault, FakeLiveService } from './helpers/fake-live.ts';
+import { type LostAudio, sttStream } from '../src/transforms/live-stream.ts';
+import { type FakeFault, FakeLiveService, type FakeRun, runThroughFake } from './helpers/fake-live.ts';
 import { speechWithPauses } from './helpers/speech.ts';
 import { diffWords } from './helpers/word-diff.ts';
 
@@ -32,48 +22,8 @@ const pcm = await speechWithPauses(
   600,
 );
 
-interface Run {
-  records: (AsrRecord | DiarizationRecord)[];
-  words: WordSegment[];
-  changes: SessionChange[];
-  lost: LostAudio[];
-  error: unknown;
-  stream: LiveTranscriptionStream;
-}
-
-async function run(
-  service: FakeLiveService,
-  options: Partial<LiveStreamOptions> & { kind?: 'stt' | 'diarization'; frameMs?: number } = {},
-): Promise<Run> {
-  const { kind = 'stt', frameMs = 250, ...rest } = options;
-  const make = kind === 'stt' ? sttStream : diarizationStream;
-  const stream = make({
-    sessions: service.sessions({ finalTimeoutMs: 100, endTimeoutMs: 100 }),
-    coalesceMs: 0,
-    restartBackoff: { baseMs: 1, maxMs: 5 },
-    ...rest,
-  });
-  const out: Run = { records: [], words: [], changes: [], lost: [], error: undefined, stream };
-  stream.on('session', (c: SessionChange) => out.changes.push(c));
-  stream.on('audio-lost', ({ start_time, end_time }: LostAudio) => out.lost.push({ start_time, end_time }));
-  out.error = await pipeline(
-    Readable.from([pcm]),
-    toFrames({ language: 'en', frameMs }),
-    stream,
-    new Writable({
-      objectMode: true,
-      write(record: AsrRecord | DiarizationRecord, _e, cb) {
-        out.records.push(record);
-        if ('words' in record && (record.is_speech_final || record.is_final)) out.words.push(...record.words);
-        cb();
-      },
-    }),
-  ).then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  return out;
-}
+const run = (service: FakeLiveService, options: Parameters<typeof runThroughFake>[2] = {}) =>
+  runThroughFake(pcm, service, options);
 
 const reference = await run(new FakeLiveService());
 
@@ -120,7 +70,7 @@ test('diarization: the same faults, every segment still covered, nothing reporte
   for (const f of CYCLE) service.fault(f);
   const faulty = await run(service, { kind: 'diarization' });
   assert.equal(faulty.error, undefined, String(faulty.error));
-  const closed = (r: Run) =>
+  const closed = (r: FakeRun) =>
     r.records
       .flatMap((x) => (x as DiarizationRecord).final_segments)
       .reduce((s, g) => s + ((g.end_time ?? g.start_time) - g.start_time), 0);

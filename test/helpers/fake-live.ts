@@ -4,6 +4,8 @@
 // the emulator would give for the same audio; faults are scripted per frame. The sessions take
 // their slots from a real Admission, so a test sees the slots they hold.
 
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Admission } from '../../src/client/admission.ts';
 import { RetryPolicy } from '../../src/client/attempts.ts';
@@ -19,7 +21,17 @@ import {
 } from '../../src/protocol/errors.ts';
 import { decodeFrame, type LiveFrame } from '../../src/protocol/frame.ts';
 import { DEFAULT_LIMITS } from '../../src/protocol/limits.ts';
-import type { LiveSessionFactory } from '../../src/transforms/live-stream.ts';
+import type { AsrRecord, DiarizationRecord, WordSegment } from '../../src/protocol/records.ts';
+import {
+  diarizationStream,
+  type LiveSessionFactory,
+  type LiveStreamOptions,
+  type LiveTranscriptionStream,
+  type LostAudio,
+  type SessionChange,
+  sttStream,
+} from '../../src/transforms/live-stream.ts';
+import { toFrames } from '../../src/transforms/to-frames.ts';
 
 /** What a fault does to the frame it matches. */
 export type FakeFaultAction =
@@ -298,4 +310,57 @@ class FakeChannel implements LiveChannel {
     while (!this.#paused && !this.#closed && this.#queue.length > 0)
       this.#listener.record(this.#queue.shift());
   }
+}
+
+/** What a stream run through the fake service gave: its records, words, session changes, losses. */
+export interface FakeRun {
+  records: (AsrRecord | DiarizationRecord)[];
+  words: WordSegment[];
+  changes: SessionChange[];
+  lost: LostAudio[];
+  error: unknown;
+  stream: LiveTranscriptionStream;
+}
+
+/**
+ * `pcm` through toFrames (`frameMs`, default 250) and sttStream or diarizationStream on
+ * `service`'s sessions, into a sink that keeps everything: the pipeline's error, not a throw.
+ */
+export async function runThroughFake(
+  pcm: Buffer,
+  service: FakeLiveService,
+  options: Partial<LiveStreamOptions> & {
+    kind?: 'stt' | 'diarization';
+    frameMs?: number;
+    finalTimeoutMs?: number;
+  } = {},
+): Promise<FakeRun> {
+  const { kind = 'stt', frameMs = 250, finalTimeoutMs = 100, ...rest } = options;
+  const make = kind === 'stt' ? sttStream : diarizationStream;
+  const stream = make({
+    sessions: service.sessions({ finalTimeoutMs, endTimeoutMs: 100 }),
+    coalesceMs: 0,
+    restartBackoff: { baseMs: 1, maxMs: 5 },
+    ...rest,
+  });
+  const out: FakeRun = { records: [], words: [], changes: [], lost: [], error: undefined, stream };
+  stream.on('session', (c: SessionChange) => out.changes.push(c));
+  stream.on('audio-lost', ({ start_time, end_time }: LostAudio) => out.lost.push({ start_time, end_time }));
+  out.error = await pipeline(
+    Readable.from([pcm]),
+    toFrames({ language: 'en', frameMs }),
+    stream,
+    new Writable({
+      objectMode: true,
+      write(record: AsrRecord | DiarizationRecord, _e, cb) {
+        out.records.push(record);
+        if ('words' in record && (record.is_speech_final || record.is_final)) out.words.push(...record.words);
+        cb();
+      },
+    }),
+  ).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  return out;
 }
